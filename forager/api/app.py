@@ -1,0 +1,51 @@
+"""The FastAPI application: routers, error translation, and the lifespan of the built-in worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from forager import __version__
+from forager.api import errors, health, products, tasks
+from forager.api.deps import Runtime
+from forager.config import Settings
+from forager.runtime import open_database
+from forager.worker.pool import WorkerPool, new_worker_id
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The app for ``settings``: migrates on start, runs ``serve_workers`` built-in workers."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = await open_database(settings)
+        runtime = Runtime(settings=settings, db=db)
+        worker: asyncio.Task[None] | None = None
+        if settings.serve_workers > 0:
+            runtime.pool = WorkerPool(
+                db, settings, concurrency=settings.serve_workers, worker_id=new_worker_id("serve")
+            )
+            worker = asyncio.create_task(runtime.pool.run(), name="built-in worker")
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            if runtime.pool is not None and worker is not None:
+                runtime.pool.stop()
+                await worker
+            await db.dispose()
+
+    app = FastAPI(
+        title="Forager",
+        version=__version__,
+        description="Self-hosted scraping control plane: submit URLs, watch tasks, read products.",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(tasks.router)
+    app.include_router(products.router)
+    return app

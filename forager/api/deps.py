@@ -1,0 +1,55 @@
+"""Dependencies shared by the routers (``Annotated`` aliases, as in FastAPI's own templates)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.worker.pool import WorkerPool
+
+
+@dataclass
+class Runtime:
+    """What the running server holds: settings, database, and its built-in worker pool."""
+
+    settings: Settings
+    db: Database
+    pool: WorkerPool | None = None
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def read_session(runtime: RuntimeDep) -> AsyncIterator[AsyncSession]:
+    async with runtime.db.reader() as session:
+        yield session
+
+
+ReadSessionDep = Annotated[AsyncSession, Depends(read_session)]
+
+
+@dataclass(frozen=True)
+class Paging:
+    limit: int
+    offset: int
+
+
+def paging(
+    limit: Annotated[int, Query(ge=1, le=500, description="Rows per page.")] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000, description="Rows to skip.")] = 0,
+) -> Paging:
+    return Paging(limit, offset)
+
+
+PagingDep = Annotated[Paging, Depends(paging)]

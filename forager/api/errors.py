@@ -1,0 +1,58 @@
+"""One translation of errors into ``application/problem+json`` (RFC 9457) for the whole API."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from forager.errors import Conflict, ForagerError, InvalidURL, LifecycleConflict, NotFound
+
+log = logging.getLogger(__name__)
+PROBLEM = "application/problem+json"
+
+
+def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": _field(e["loc"]), "message": e["msg"]} for e in exc.errors()]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem(422, "Invalid request", detail, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(exc.status_code, "Request refused", str(exc.detail))
+
+    @app.exception_handler(ForagerError)
+    async def _forager(_: Request, exc: ForagerError) -> JSONResponse:
+        if isinstance(exc, InvalidURL):
+            return problem(
+                422, "Invalid URL", exc.message, errors=[{"field": "url", "message": exc.message}]
+            )
+        if isinstance(exc, NotFound):
+            return problem(404, "Not found", exc.message)
+        if isinstance(exc, LifecycleConflict):
+            return problem(409, "Not allowed now", exc.message, current_status=exc.current_status)
+        if isinstance(exc, Conflict):
+            return problem(409, "Not allowed now", exc.message)
+        log.error("unhandled Forager error: %s", exc.message)
+        return problem(500, "Internal error", exc.message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return problem(500, "Internal error", "an unexpected error happened; see the server log")

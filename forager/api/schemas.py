@@ -1,0 +1,181 @@
+"""Request and response bodies of the API (Create / Public shapes per resource)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int = Field(description="Rows matching the filters, all pages together.")
+    limit: int
+    offset: int
+
+
+class TaskOptions(BaseModel):
+    """How to crawl; shared by single and batch submission."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    priority: int = Field(5, ge=1, le=10, description="1 is the highest priority, 10 the lowest.")
+    is_recurring: bool = Field(False, description="Recrawl every crawl_frequency_seconds.")
+    crawl_frequency_seconds: int | None = Field(
+        None, ge=60, description="Recrawl period; default: the domain's."
+    )
+    max_retries: int | None = Field(None, ge=0, le=100, description="Default: FORAGER_MAX_RETRIES.")
+    scheduled_at: AwareDatetime | None = Field(None, description="Not before this time.")
+    parser_name: str | None = Field(None, description="Parser to use instead of the domain's.")
+    batch_name: str | None = Field(None, max_length=255)
+
+
+class TaskCreate(TaskOptions):
+    url: str = Field(max_length=4096, examples=["https://www.amazon.com.br/dp/B0ABC12345"])
+
+
+class TaskBatchCreate(TaskOptions):
+    urls: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class TaskPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    url: str
+    url_hash: str
+    domain_id: int
+    status: str
+    priority: int
+    scheduled_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    retry_count: int
+    max_retries: int
+    error_type: str | None
+    error_message: str | None
+    is_recurring: bool
+    crawl_frequency_seconds: int
+    next_crawl_at: datetime | None
+    recrawl_count: int
+    html_path: str | None
+    http_status_code: int | None
+    response_time_ms: int | None
+    proxy_id: int | None
+    parser_name: str | None
+    batch_name: str | None
+    created_by: str
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SubmitResult(BaseModel):
+    input_url: str
+    result: Literal["created", "duplicate", "invalid"]
+    task_id: int | None = None
+    url: str | None = None
+    status: str | None = None
+    error: str | None = None
+
+
+class TaskSubmitted(BaseModel):
+    result: Literal["created", "duplicate"]
+    task: TaskPublic
+
+
+class BatchSubmitted(BaseModel):
+    created: int
+    duplicate: int
+    invalid: int
+    results: list[SubmitResult]
+
+
+class AttemptPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    phase: str
+    outcome: str
+    worker_id: str | None
+    proxy_id: int | None
+    started_at: datetime
+    finished_at: datetime | None
+    status_code: int | None
+    response_time_ms: int | None
+    bytes_received: int | None
+    final_url: str | None
+    page_path: str | None
+    error_type: str | None
+    error_message: str | None
+
+
+class EventPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    event: str
+    details: dict[str, Any] | None
+    created_at: datetime
+
+
+class TaskDetail(TaskPublic):
+    attempts: list[AttemptPublic]
+    events: list[EventPublic]
+
+
+class ProductPublic(BaseModel):
+    """The product record of DESIGN.md; prices are decimal strings."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    domain_id: int
+    url: str
+    product_name: str
+    description: str | None
+    price: Decimal | None
+    currency: str | None
+    original_price: Decimal | None
+    rating: Decimal | None
+    review_count: int | None
+    availability: str | None
+    is_available: bool | None
+    brand: str | None
+    category: str | None
+    sku: str | None
+    asin: str | None
+    image_urls: list[str]
+    parser_name: str
+    parser_version: str
+    content_hash: str
+    last_crawled_at: datetime
+    created_at: datetime
+    updated_at: datetime
+
+
+class PricePoint(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    price: Decimal | None
+    original_price: Decimal | None
+    currency: str | None
+    availability: str | None
+    is_available: bool | None
+    recorded_at: datetime
+
+
+class ProductDetail(ProductPublic):
+    price_history: list[PricePoint]
+
+
+class Health(BaseModel):
+    status: Literal["healthy", "degraded", "down"]
+    database: Literal["ok", "unreachable"]
+    queue_depth: dict[str, int] = Field(description="Tasks by status.")
+    detail: str | None = None

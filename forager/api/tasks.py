@@ -1,0 +1,141 @@
+"""Crawl tasks: submit one or many URLs, list and inspect them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from sqlalchemy import func, select
+
+from forager.api.deps import PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.schemas import (
+    AttemptPublic,
+    BatchSubmitted,
+    EventPublic,
+    Page,
+    SubmitResult,
+    TaskBatchCreate,
+    TaskCreate,
+    TaskDetail,
+    TaskPublic,
+    TaskSubmitted,
+)
+from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
+from forager.errors import InvalidURL, NotFound
+from forager.queue.lifecycle import TaskStatus
+from forager.queue.submit import SubmitSpec, submit_urls
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+
+
+def _spec(url: str, body: TaskCreate | TaskBatchCreate) -> SubmitSpec:
+    return SubmitSpec(
+        url=url,
+        priority=body.priority,
+        is_recurring=body.is_recurring,
+        crawl_frequency_seconds=body.crawl_frequency_seconds,
+        max_retries=body.max_retries,
+        scheduled_at=body.scheduled_at,
+        parser_name=body.parser_name,
+        batch_name=body.batch_name,
+        created_by="api",
+    )
+
+
+@router.post(
+    "",
+    operation_id="submit_task",
+    status_code=201,
+    responses={200: {"description": "The URL was known: the existing task."}},
+)
+async def submit_task(body: TaskCreate, runtime: RuntimeDep, response: Response) -> TaskSubmitted:
+    """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
+    [outcome] = await submit_urls(runtime.db, runtime.settings, [_spec(body.url, body)])
+    if outcome.result == "invalid" or outcome.task_id is None:
+        raise InvalidURL(outcome.error or "invalid URL")
+    if runtime.pool is not None:
+        runtime.pool.wake()
+    async with runtime.db.reader() as session:
+        task = await session.get(CrawlTask, outcome.task_id)
+    if outcome.result == "duplicate":
+        response.status_code = 200
+    return TaskSubmitted(result=outcome.result, task=TaskPublic.model_validate(task))
+
+
+@router.post("/batch", operation_id="submit_tasks")
+async def submit_tasks(body: TaskBatchCreate, runtime: RuntimeDep) -> BatchSubmitted:
+    """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
+    outcomes = await submit_urls(
+        runtime.db, runtime.settings, [_spec(url, body) for url in body.urls]
+    )
+    if runtime.pool is not None:
+        runtime.pool.wake()
+    results = [
+        SubmitResult(
+            input_url=o.input_url,
+            result=o.result,
+            task_id=o.task_id,
+            url=o.url,
+            status=o.status,
+            error=o.error,
+        )
+        for o in outcomes
+    ]
+    count = {kind: sum(r.result == kind for r in results) for kind in ("created", "duplicate")}
+    return BatchSubmitted(
+        created=count["created"],
+        duplicate=count["duplicate"],
+        invalid=len(results) - count["created"] - count["duplicate"],
+        results=results,
+    )
+
+
+@router.get("", operation_id="list_tasks")
+async def list_tasks(
+    session: ReadSessionDep,
+    paging: PagingDep,
+    status: Annotated[TaskStatus | None, Query(description="Only tasks in this status.")] = None,
+    domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
+    batch_name: Annotated[str | None, Query(max_length=255)] = None,
+) -> Page[TaskPublic]:
+    """Tasks, newest first, with the total count for pagination."""
+    query = select(CrawlTask)
+    if status is not None:
+        query = query.where(CrawlTask.status == status.value)
+    if domain is not None:
+        query = query.join(Domain, Domain.id == CrawlTask.domain_id).where(
+            Domain.domain_name == domain.lower()
+        )
+    if batch_name is not None:
+        query = query.where(CrawlTask.batch_name == batch_name)
+    total = await session.scalar(select(func.count()).select_from(query.subquery()))
+    rows = await session.scalars(
+        query.order_by(CrawlTask.id.desc()).limit(paging.limit).offset(paging.offset)
+    )
+    return Page(
+        items=[TaskPublic.model_validate(t) for t in rows],
+        total=total or 0,
+        limit=paging.limit,
+        offset=paging.offset,
+    )
+
+
+@router.get("/{task_id}", operation_id="get_task")
+async def get_task(task_id: int, session: ReadSessionDep) -> TaskDetail:
+    """One task with every attempt and its event timeline."""
+    task = await session.get(CrawlTask, task_id)
+    if task is None:
+        raise NotFound(f"task {task_id} does not exist")
+    attempts = await session.scalars(
+        select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
+    )
+    events = await session.scalars(
+        select(Event)
+        .where(Event.entity_type == "task", Event.entity_id == str(task_id))
+        .order_by(Event.id)
+    )
+    return TaskDetail(
+        **TaskPublic.model_validate(task).model_dump(),
+        attempts=[AttemptPublic.model_validate(a) for a in attempts],
+        events=[EventPublic.model_validate(e) for e in events],
+    )

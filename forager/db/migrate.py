@@ -1,0 +1,63 @@
+"""Schema migrations, run in-process so `serve` and `worker` upgrade on start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from forager.db.engine import Database
+from forager.db.models import Base
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+# Any fixed number: serializes concurrent upgrades from several processes on PostgreSQL.
+_PG_MIGRATION_LOCK = 0x466F7261
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def upgrade(db: Database) -> None:
+    """Bring the schema to the newest revision (a no-op when it is there already)."""
+
+    def _upgrade(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})"))
+        command.upgrade(alembic_config(connection), "head")
+
+    async with db.engine.begin() as conn:
+        await conn.run_sync(_upgrade)
+
+
+async def current_revision(db: Database) -> str | None:
+    def _current(connection: Connection) -> str | None:
+        return MigrationContext.configure(connection).get_current_revision()
+
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(_current)
+
+
+async def schema_drift(db: Database) -> list[Any]:
+    """Differences between the migrated database and the models (empty when they match)."""
+
+    def _compare(connection: Connection) -> list[Any]:
+        ctx = MigrationContext.configure(connection, opts={"compare_type": True})
+        return list(compare_metadata(ctx, Base.metadata))
+
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(_compare)

@@ -1,0 +1,28 @@
+"""Alembic environment: runs on the connection Forager hands it (see ``forager.db.migrate``)."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy.engine import Connection
+
+from forager.db.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("run migrations with `forager db upgrade`, which supplies the connection")
+_run(connection)

@@ -1,0 +1,249 @@
+"""SQLAlchemy 2 typed models: seeds 004/000 plus DESIGN.md (leases, attempts, events)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from forager.db.types import BigId, JsonDoc, Money, UTCDateTime, utcnow
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Timestamped:
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class Domain(Timestamped, Base):
+    """A site: its parser, politeness budget and robots.txt cache."""
+
+    __tablename__ = "domains"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    domain_name: Mapped[str] = mapped_column(String(255), unique=True)
+    base_url: Mapped[str] = mapped_column(String(512))
+    parser_name: Mapped[str] = mapped_column(String(100), index=True)
+    # Float (not the seed's INTEGER) so sub-second politeness is expressible, as in Scrapy.
+    crawl_delay_seconds: Mapped[float] = mapped_column(Float, default=1.0)
+    max_concurrent_requests: Mapped[int] = mapped_column(Integer, default=5)
+    default_crawl_frequency_seconds: Mapped[int] = mapped_column(Integer, default=86400)
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True, index=True)
+    robots_txt_url: Mapped[str | None] = mapped_column(String(512))
+    robots_txt_content: Mapped[str | None] = mapped_column(Text)
+    robots_txt_last_fetched: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    user_agent: Mapped[str] = mapped_column(String(255))
+    # Politeness gate shared by every worker: no claim for this domain before this instant.
+    next_fetch_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class CrawlTask(Timestamped, Base):
+    """One normalized URL and its current state; every fetch of it is a ``CrawlAttempt``."""
+
+    __tablename__ = "crawl_tasks"
+    __table_args__ = (
+        Index("ix_crawl_tasks_claim", "status", "priority", "scheduled_at", "id"),
+        Index("ix_crawl_tasks_domain_status", "domain_id", "status"),
+        Index("ix_crawl_tasks_lease", "lease_expires_at"),
+        Index("ix_crawl_tasks_next_crawl_at", "next_crawl_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="RESTRICT"))
+    url: Mapped[str] = mapped_column(Text)
+    url_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    priority: Mapped[int] = mapped_column(Integer, default=5)
+    scheduled_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    retry_count: Mapped[int] = mapped_column(Integer, default=0)
+    max_retries: Mapped[int] = mapped_column(Integer, default=3)
+    error_type: Mapped[str | None] = mapped_column(String(20))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    is_recurring: Mapped[bool] = mapped_column(Boolean, default=False)
+    crawl_frequency_seconds: Mapped[int] = mapped_column(Integer, default=86400)
+    next_crawl_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    recrawl_count: Mapped[int] = mapped_column(Integer, default=0)
+    html_path: Mapped[str | None] = mapped_column(String(512))
+    http_status_code: Mapped[int | None] = mapped_column(Integer)
+    response_time_ms: Mapped[int | None] = mapped_column(Integer)
+    proxy_id: Mapped[int | None] = mapped_column(ForeignKey("proxies.id", ondelete="SET NULL"))
+    parser_name: Mapped[str | None] = mapped_column(String(100))
+    batch_name: Mapped[str | None] = mapped_column(String(255), index=True)
+    created_by: Mapped[str] = mapped_column(String(100), default="api", index=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    domain: Mapped[Domain] = relationship(lazy="raise")
+
+
+class CrawlAttempt(Base):
+    """One fetch (and parse) of a task: what happened, where the page went, how long it took."""
+
+    __tablename__ = "crawl_attempts"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    task_id: Mapped[int] = mapped_column(
+        ForeignKey("crawl_tasks.id", ondelete="CASCADE"), index=True
+    )
+    worker_id: Mapped[str | None] = mapped_column(String(255))
+    proxy_id: Mapped[int | None] = mapped_column(ForeignKey("proxies.id", ondelete="SET NULL"))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    phase: Mapped[str] = mapped_column(String(10), default="fetch")  # fetch | parse
+    outcome: Mapped[str] = mapped_column(String(20))  # success | retry | failed | discarded
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    response_time_ms: Mapped[int | None] = mapped_column(Integer)
+    bytes_received: Mapped[int | None] = mapped_column(Integer)
+    final_url: Mapped[str | None] = mapped_column(Text)
+    page_path: Mapped[str | None] = mapped_column(String(512))
+    error_type: Mapped[str | None] = mapped_column(String(20), index=True)
+    error_message: Mapped[str | None] = mapped_column(Text)
+
+
+class Product(Timestamped, Base):
+    """The latest extracted record of one product URL (DESIGN.md "Product record")."""
+
+    __tablename__ = "products"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"), index=True)
+    crawl_task_id: Mapped[int | None] = mapped_column(
+        ForeignKey("crawl_tasks.id", ondelete="SET NULL")
+    )
+    url: Mapped[str] = mapped_column(Text)
+    url_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    product_name: Mapped[str] = mapped_column(String(512), index=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    price: Mapped[Decimal | None] = mapped_column(Money, index=True)
+    currency: Mapped[str | None] = mapped_column(String(3))
+    original_price: Mapped[Decimal | None] = mapped_column(Money)
+    availability: Mapped[str | None] = mapped_column(String(255), index=True)
+    is_available: Mapped[bool | None] = mapped_column(Boolean)
+    rating: Mapped[Decimal | None] = mapped_column(Money)
+    review_count: Mapped[int | None] = mapped_column(Integer)
+    brand: Mapped[str | None] = mapped_column(String(255), index=True)
+    category: Mapped[str | None] = mapped_column(String(512), index=True)
+    sku: Mapped[str | None] = mapped_column(String(100))
+    asin: Mapped[str | None] = mapped_column(String(20), index=True)
+    parser_name: Mapped[str] = mapped_column(String(100))
+    parser_version: Mapped[str] = mapped_column(String(50))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JsonDoc)
+    last_crawled_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    images: Mapped[list[ProductImage]] = relationship(
+        order_by="ProductImage.position", cascade="all, delete-orphan", lazy="raise"
+    )
+
+
+class ProductImage(Base):
+    __tablename__ = "product_images"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    product_id: Mapped[int] = mapped_column(
+        ForeignKey("products.id", ondelete="CASCADE"), index=True
+    )
+    image_url: Mapped[str] = mapped_column(Text)
+    image_path: Mapped[str | None] = mapped_column(String(512))
+    alt_text: Mapped[str | None] = mapped_column(String(512))
+    image_type: Mapped[str] = mapped_column(String(50), default="gallery")
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    width: Mapped[int | None] = mapped_column(Integer)
+    height: Mapped[int | None] = mapped_column(Integer)
+    file_size: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class PriceHistory(Base):
+    """A row each time a product's price, list price or availability changes."""
+
+    __tablename__ = "price_history"
+    __table_args__ = (Index("ix_price_history_product_time", "product_id", "recorded_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"))
+    crawl_task_id: Mapped[int | None] = mapped_column(
+        ForeignKey("crawl_tasks.id", ondelete="SET NULL")
+    )
+    price: Mapped[Decimal | None] = mapped_column(Money)
+    original_price: Mapped[Decimal | None] = mapped_column(Money)
+    currency: Mapped[str | None] = mapped_column(String(3))
+    availability: Mapped[str | None] = mapped_column(String(255))
+    is_available: Mapped[bool | None] = mapped_column(Boolean)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Proxy(Timestamped, Base):
+    """A proxy server; the password column holds ciphertext only."""
+
+    __tablename__ = "proxies"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    proxy_url: Mapped[str] = mapped_column(String(255))
+    proxy_port: Mapped[int] = mapped_column(Integer)
+    proxy_protocol: Mapped[str] = mapped_column(String(20), default="http")
+    proxy_username: Mapped[str | None] = mapped_column(String(100))
+    proxy_password: Mapped[str | None] = mapped_column(String(512))
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True, index=True)
+    failure_count: Mapped[int] = mapped_column(Integer, default=0, index=True)
+    success_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_failure_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    avg_response_time_ms: Mapped[int | None] = mapped_column(Integer)
+    country_code: Mapped[str | None] = mapped_column(String(2), index=True)
+    city: Mapped[str | None] = mapped_column(String(100))
+    provider: Mapped[str | None] = mapped_column(String(100), index=True)
+    monthly_cost: Mapped[Decimal | None] = mapped_column(Money)
+    max_requests_per_hour: Mapped[int] = mapped_column(Integer, default=1000)
+
+
+class DomainProxy(Timestamped, Base):
+    """A proxy allowed for a domain, with that domain's own rotation and health counters."""
+
+    __tablename__ = "domain_proxies"
+    __table_args__ = (
+        UniqueConstraint("domain_id", "proxy_id", name="uq_domain_proxies_domain_proxy"),
+        Index("ix_domain_proxies_rotation", "domain_id", "priority", "last_used_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"))
+    proxy_id: Mapped[int] = mapped_column(ForeignKey("proxies.id", ondelete="CASCADE"), index=True)
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True, index=True)
+    priority: Mapped[int] = mapped_column(Integer, default=5)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    success_count: Mapped[int] = mapped_column(Integer, default=0)
+    failure_count: Mapped[int] = mapped_column(Integer, default=0)
+    avg_response_time_ms: Mapped[int | None] = mapped_column(Integer)
+
+
+class Event(Base):
+    """The audit log: one row per state change of any entity (DESIGN.md decision 5)."""
+
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_entity", "entity_type", "entity_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    entity_type: Mapped[str] = mapped_column(String(30))
+    entity_id: Mapped[str] = mapped_column(String(64))
+    event: Mapped[str] = mapped_column(String(50), index=True)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

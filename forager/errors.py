@@ -1,0 +1,155 @@
+"""Forager's exception tree; every error the package raises on purpose is a ``ForagerError``.
+
+ForagerError
+├── ConfigError              refused settings (raised at start-up)
+├── InvalidURL               a submitted URL cannot be crawled
+├── NotFound                 an entity id that does not exist
+├── Conflict                 an action not allowed from the entity's current state
+│   └── LifecycleConflict    a task action refused by the task lifecycle
+├── FetchError               the fetch phase failed; carries the attempt's ``error_type``
+│   ├── FetchTimeout         (timeout)
+│   ├── NetworkError         (network)
+│   ├── ProxyError           (proxy)          the proxy, not the site, failed
+│   ├── HTTPStatusError      (http_4xx / http_5xx / rate_limited)
+│   └── TooLarge             (too_large)      body or decompressed body over the limit
+├── PageStoreError           the page store could not write or read a page
+└── ParseError               (parse)          the page could not be turned into a product
+    ├── CaptchaPage          (captcha)        a robot check instead of the page
+    ├── BlockedPage          (blocked)        an access-denied / block page
+    └── NotProductPage       (parse)          a real page, but not a product page
+
+``error_type`` values are the closed set in DESIGN.md ("Error types").
+"""
+
+from __future__ import annotations
+
+ERROR_TYPES = frozenset(
+    {
+        "network",
+        "timeout",
+        "http_4xx",
+        "http_5xx",
+        "rate_limited",
+        "captcha",
+        "blocked",
+        "robots_denied",
+        "too_large",
+        "parse",
+        "validation",
+        "proxy",
+        "cancelled",
+        "internal",
+    }
+)
+
+# Error types worth another fetch: the page may come out differently next time.
+RETRYABLE_ERROR_TYPES = frozenset(
+    {"network", "timeout", "http_5xx", "rate_limited", "captcha", "blocked", "proxy", "internal"}
+)
+
+
+class ForagerError(Exception):
+    """Root of every error Forager raises on purpose."""
+
+    error_type = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(ForagerError):
+    """Settings that are missing, malformed or unsafe together."""
+
+
+class InvalidURL(ForagerError):
+    """A submitted URL that cannot be crawled (no host, wrong scheme, too long)."""
+
+
+class NotFound(ForagerError):
+    """The entity asked for does not exist."""
+
+
+class Conflict(ForagerError):
+    """The action is not allowed in the entity's current state."""
+
+
+class LifecycleConflict(Conflict):
+    """A task action the lifecycle forbids from the task's current status."""
+
+    def __init__(self, message: str, *, current_status: str) -> None:
+        super().__init__(message)
+        self.current_status = current_status
+
+
+class FetchError(ForagerError):
+    """The fetch phase failed; ``error_type`` classifies it."""
+
+    error_type = "network"
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, error_type: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        if error_type is not None:
+            self.error_type = error_type
+
+
+class FetchTimeout(FetchError):
+    error_type = "timeout"
+
+
+class NetworkError(FetchError):
+    error_type = "network"
+
+
+class ProxyError(FetchError):
+    """The proxy refused or broke the connection; counts against the proxy, not the site."""
+
+    error_type = "proxy"
+
+
+class HTTPStatusError(FetchError):
+    """The site answered with a status that is not a page (4xx/5xx/429)."""
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        if status_code == 429:
+            kind = "rate_limited"
+        elif status_code >= 500:
+            kind = "http_5xx"
+        else:
+            kind = "http_4xx"
+        super().__init__(message, status_code=status_code, error_type=kind)
+
+
+class TooLarge(FetchError):
+    error_type = "too_large"
+
+
+class PageStoreError(ForagerError):
+    """The page store failed to write or read a page."""
+
+
+class ParseError(ForagerError):
+    """The page could not be turned into a product record."""
+
+    error_type = "parse"
+
+
+class CaptchaPage(ParseError):
+    """The site answered with a robot check (CAPTCHA) instead of the page."""
+
+    error_type = "captcha"
+
+
+class BlockedPage(ParseError):
+    """The site answered with an access-denied or block page."""
+
+    error_type = "blocked"
+
+
+class NotProductPage(ParseError):
+    """A real page that is not a product page (search results, error page, home page)."""
+
+    error_type = "parse"

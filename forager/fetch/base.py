@@ -1,0 +1,57 @@
+"""The fetcher port: ``fetch(request) -> response``, one method, like an httpx transport."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
+_HEADER_CHARSET = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9_\-:.]+)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    url: str
+    user_agent: str
+    proxy_url: str | None = None  # scheme://[user:pass@]host:port, credentials in memory only
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    url: str  # after redirects
+    status_code: int
+    headers: dict[str, str]
+    body: bytes  # content-decoded (gzip/deflate undone), not charset-decoded
+    elapsed_ms: int
+
+    @property
+    def text(self) -> str:
+        """The body as text: charset from the header, else from a <meta> tag, else UTF-8."""
+        return self.body.decode(self.charset, errors="replace")
+
+    @property
+    def charset(self) -> str:
+        candidates = []
+        header = _HEADER_CHARSET.search(self.headers.get("content-type", ""))
+        if header:
+            candidates.append(header.group(1))
+        meta = _META_CHARSET.search(self.body[:4096])
+        if meta:
+            candidates.append(meta.group(1).decode("ascii", "ignore"))
+        for name in candidates:
+            try:
+                "".encode(name)
+            except LookupError:
+                continue
+            return name
+        return "utf-8"
+
+
+class Fetcher(Protocol):
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        """Fetch one page or raise a ``FetchError`` subclass that says what went wrong."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,130 @@
+"""``forager crawl``: the whole pipeline in-process over a throwaway database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy import func, select
+
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import CrawlTask, Product, ProductImage
+from forager.products.records import product_record
+from forager.queue.lifecycle import TERMINAL, TaskStatus
+from forager.queue.submit import SubmitSpec, submit_urls
+from forager.runtime import open_database
+from forager.worker.pool import WorkerPool, new_worker_id
+
+
+async def run_crawl(
+    settings: Settings,
+    urls: list[str],
+    *,
+    parser: str | None,
+    output: Path | None,
+    concurrency: int,
+    retries: int,
+) -> int:
+    """Crawl ``urls``; returns the exit code (1 when any URL failed or was invalid)."""
+    console = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="forager-crawl-") as tmp:
+        local = settings.model_copy(
+            update={
+                "data_dir": Path(tmp),
+                "database_url": "",
+                "page_store_dir": None,
+                "max_retries": retries,
+                "retry_base_seconds": min(settings.retry_base_seconds, 2.0),
+                "retry_max_seconds": min(settings.retry_max_seconds, 10.0),
+                "poll_seconds": min(settings.poll_seconds, 0.2),
+            }
+        )
+        db = await open_database(local)
+        try:
+            return await _crawl(db, local, console, urls, parser, output, concurrency)
+        finally:
+            await db.dispose()
+
+
+async def _crawl(
+    db: Database,
+    settings: Settings,
+    console: Console,
+    urls: list[str],
+    parser: str | None,
+    output: Path | None,
+    concurrency: int,
+) -> int:
+    outcomes = await submit_urls(
+        db, settings, [SubmitSpec(url, parser_name=parser, created_by="cli") for url in urls]
+    )
+    invalid = [o for o in outcomes if o.result == "invalid"]
+    for o in invalid:
+        console.print(f"[red]invalid[/red] {o.input_url}: {o.error}")
+    task_ids = sorted({o.task_id for o in outcomes if o.task_id is not None})
+    pool = WorkerPool(db, settings, concurrency=concurrency, worker_id=new_worker_id("crawl"))
+    runner = asyncio.create_task(pool.run())
+    columns = (TextColumn("crawling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("crawl", total=len(task_ids))
+        while task_ids:
+            done = await _count_done(db, task_ids)
+            progress.update(bar, completed=done)
+            if done >= len(task_ids) or runner.done():
+                break
+            await asyncio.sleep(0.2)
+    pool.stop()
+    await runner
+    return await _report(db, console, task_ids, output, bool(invalid))
+
+
+async def _count_done(db: Database, task_ids: list[int]) -> int:
+    async with db.reader() as session:
+        done = await session.scalar(
+            select(func.count()).where(CrawlTask.id.in_(task_ids), CrawlTask.status.in_(TERMINAL))
+        )
+    return done or 0
+
+
+async def _report(
+    db: Database, console: Console, task_ids: list[int], output: Path | None, any_invalid: bool
+) -> int:
+    async with db.reader() as session:
+        tasks = list(await session.scalars(select(CrawlTask).where(CrawlTask.id.in_(task_ids))))
+        products = list(
+            await session.scalars(
+                select(Product).where(Product.crawl_task_id.in_(task_ids)).order_by(Product.id)
+            )
+        )
+        images: dict[int, list[str]] = {p.id: [] for p in products}
+        rows = await session.execute(
+            select(ProductImage.product_id, ProductImage.image_url)
+            .where(ProductImage.product_id.in_(list(images)))
+            .order_by(ProductImage.product_id, ProductImage.position)
+        )
+        for product_id, image_url in rows:
+            images[product_id].append(image_url)
+    records = [product_record(p, images[p.id]) for p in products]
+    if records:
+        table = Table("product", "price", "availability", "url")
+        for r in records:
+            price = f"{r['price']} {r['currency'] or ''}".strip() if r["price"] else "—"
+            table.add_row(r["product_name"], price, r["availability"] or "—", r["url"])
+        Console().print(table)
+    failed = [t for t in tasks if t.status != TaskStatus.COMPLETED]
+    for t in failed:
+        reason = f"{t.error_type}: {t.error_message}" if t.error_type else t.status
+        console.print(f"[red]failed[/red] {t.url} — {reason}")
+    if output is not None:
+        with output.open("w", encoding="utf-8") as out:
+            for r in records:
+                out.write(json.dumps(r, ensure_ascii=False) + "\n")
+        console.print(f"wrote {len(records)} products to {output}")
+    console.print(f"{len(records)} products, {len(failed)} failed, of {len(task_ids)} URLs")
+    return 1 if failed or any_invalid else 0

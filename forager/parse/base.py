@@ -1,0 +1,49 @@
+"""The parser contract: HTML in, one ``ProductRecord`` out (or a ``ParseError`` saying why not)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
+
+
+@dataclass(slots=True)
+class ProductRecord:
+    """One product as DESIGN.md "Product record" defines it; missing values are ``None``."""
+
+    url: str
+    product_name: str
+    description: str | None = None
+    price: Decimal | None = None
+    currency: str | None = None
+    original_price: Decimal | None = None
+    rating: Decimal | None = None
+    review_count: int | None = None
+    availability: str | None = None
+    is_available: bool | None = None
+    brand: str | None = None
+    category: str | None = None
+    sku: str | None = None
+    asin: str | None = None
+    image_urls: list[str] = field(default_factory=list)
+    parser_name: str = ""
+    parser_version: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: decimals as strings, never floats."""
+        data = asdict(self)
+        for key in ("price", "original_price", "rating"):
+            if data[key] is not None:
+                data[key] = str(data[key])
+        return data
+
+
+class Parser(Protocol):
+    """A named, versioned extractor. Pure and synchronous: no I/O, safe to run in a thread."""
+
+    name: str
+    version: str
+
+    def parse(self, html: str, url: str) -> ProductRecord:
+        """Extract the product, or raise ``CaptchaPage`` / ``BlockedPage`` / ``NotProductPage``."""
+        ...

@@ -1,0 +1,92 @@
+"""Tell robot checks and access-denied pages apart from real pages, for every parser."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from forager.errors import BlockedPage, CaptchaPage
+
+Kind = Literal["captcha", "blocked"]
+
+# Block pages are small and say what they are near the top; only this much is scanned.
+_SCAN_CHARS = 300_000
+# Pages bigger than this are real pages even when they embed a reCAPTCHA widget somewhere.
+_SMALL_PAGE_CHARS = 150_000
+
+# (lower-case marker, kind, what the page is) — each marker alone identifies the page.
+_STRONG_MARKERS: tuple[tuple[str, Kind, str], ...] = (
+    ("validatecaptcha", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("type the characters you see in this image", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("enter the characters you see below", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("digite os caracteres que você vê", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("geben sie die zeichen unten ein", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("saisissez les caractères", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("inserisci i caratteri", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("introduzca los caracteres", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("api-services-support@amazon.com", "captcha", "an Amazon robot check (CAPTCHA)"),
+    ("checking your browser before accessing", "captcha", "a Cloudflare browser check"),
+    ("cf-challenge", "captcha", "a Cloudflare challenge page"),
+    ("/cdn-cgi/challenge-platform", "captcha", "a Cloudflare challenge page"),
+    ("cf-chl-", "captcha", "a Cloudflare challenge page"),
+    ("px-captcha", "captcha", "a PerimeterX 'press and hold' robot check"),
+    ("captcha-delivery.com", "captcha", "a DataDome robot check (CAPTCHA)"),
+    ("pardon our interruption", "captcha", "a Distil/Imperva robot check"),
+    ("sorry, you have been blocked", "blocked", "a Cloudflare 'you have been blocked' page"),
+    ("cf-error-details", "blocked", "a Cloudflare error / block page"),
+    ("errors.edgesuite.net", "blocked", "an Akamai 'Access Denied' page"),
+    ("incapsula incident id", "blocked", "an Imperva/Incapsula block page"),
+    ("the requested url was rejected", "blocked", "an F5 'request rejected' block page"),
+)
+# Widgets that real pages also embed (login forms, reviews): they count only on small pages
+# that also talk about robots / verification.
+_WIDGET_MARKERS = ("g-recaptcha", "google.com/recaptcha", "h-captcha", "hcaptcha.com")
+_ROBOT_WORDS = re.compile(r"captcha|robot|human|verify|verif|security check|just a moment")
+_ACCESS_DENIED = re.compile(r"<title[^>]*>\s*(access denied|403 forbidden|forbidden)\s*</title>")
+
+# Signs of a real product page; a page showing one of them is never a block page.
+_PRODUCT_SIGNS = (
+    'id="productTitle"',
+    "schema.org/Product",
+    'property="og:type" content="product',
+    "product:price:amount",
+)
+_JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*\[?\s*"(?:https?://schema\.org/)?Product"')
+
+
+def looks_like_product(html: str) -> bool:
+    """Cheap check for product markup (Amazon title, schema.org Product, OpenGraph product)."""
+    return any(sign in html for sign in _PRODUCT_SIGNS) or bool(_JSONLD_PRODUCT.search(html))
+
+
+def classify(html: str) -> tuple[Kind, str] | None:
+    """("captcha" | "blocked", description) for a robot-check / access-denied page, else None."""
+    head = html[:_SCAN_CHARS].lower()
+    found: tuple[Kind, str] | None = None
+    for marker, kind, what in _STRONG_MARKERS:
+        if marker in head:
+            found = (kind, what)
+            break
+    if found is None and _ACCESS_DENIED.search(head):
+        found = ("blocked", "an 'Access Denied' page")
+    if (
+        found is None
+        and len(html) < _SMALL_PAGE_CHARS
+        and any(marker in head for marker in _WIDGET_MARKERS)
+        and _ROBOT_WORDS.search(head)
+    ):
+        found = ("captcha", "a CAPTCHA page")
+    if found is None or looks_like_product(html):
+        return None
+    return found
+
+
+def raise_if_blocked(html: str, url: str) -> None:
+    """Raise ``CaptchaPage`` / ``BlockedPage`` when ``html`` is a robot check or block page."""
+    result = classify(html)
+    if result is None:
+        return
+    kind, what = result
+    if kind == "captcha":
+        raise CaptchaPage(f"{url} returned {what} instead of the product page")
+    raise BlockedPage(f"{url} returned {what}: the site refused this request")

@@ -1,0 +1,414 @@
+"""Any shop's product page from schema.org data (JSON-LD, microdata, RDFa) and meta tags."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from html import unescape
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from forager.errors import NotProductPage
+from forager.parse.base import ProductRecord
+from forager.parse.classify import raise_if_blocked
+from forager.parse.prices import (
+    currency_for_url,
+    detect_currency,
+    normalize_currency,
+    parse_price,
+    to_decimal,
+)
+from forager.parse.structured import (
+    OfferFacts,
+    absolute_url,
+    clean,
+    embedded_items,
+    has_type,
+    json_ld_blocks,
+    meta_content,
+    offer_facts,
+    product_images,
+    rating_facts,
+    walk_json,
+)
+
+# Blocks that hold other products: their structured data is never the page's product.
+_OTHER_PRODUCTS = re.compile(
+    r"recommend|related|similar|carousel|upsell|cross-?sell|also-?(?:bought|viewed|like)"
+    r"|recently|sponsored|alternatives|compare|bundle|accessor",
+    re.IGNORECASE,
+)
+# JSON-LD keys under which a Product is some other product.
+_OTHER_PRODUCT_KEYS = frozenset(
+    {
+        "isRelatedTo",
+        "isSimilarTo",
+        "isAccessoryOrSparePartFor",
+        "isConsumableFor",
+        "itemListElement",
+    }
+)
+_WORD = re.compile(r"\w+")
+_TAGS = re.compile(r"<[^>]+>")
+_SITE_SUFFIX = re.compile(r"\s+[|–—-]\s+[^|–—-]{2,40}$")
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """One Product found in structured data, with where it came from."""
+
+    data: dict[str, Any]
+    node: LexborNode | None  # the item's element (or the JSON-LD <script>)
+    nested: bool  # a property value of another item
+    order: int
+
+
+class GenericParser:
+    """Extracts the page's main product; no rules for particular shops."""
+
+    name = "generic"
+    version = "1"
+
+    def parse(self, html: str, url: str) -> ProductRecord:
+        """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
+        raise_if_blocked(html, url)
+        tree = LexborHTMLParser(html)
+        meta = meta_content(tree)
+        headings = [t for n in tree.css("h1") if (t := clean(n.text(separator=" ")))]
+        candidates = _candidates(tree)
+        main = _pick_main(candidates, headings, meta)
+        if main is None and not _meta_is_product(meta):
+            raise NotProductPage(
+                f"{url} has no product data (no schema.org Product in JSON-LD, microdata or "
+                "RDFa, and no product meta tags): not a product page"
+            )
+        data = main.data if main is not None else {}
+        title = _title(data, headings, meta, tree)
+        if title is None:
+            raise NotProductPage(f"{url} has product markup but no product name")
+        offers = offer_facts(data.get("offers"))
+        _apply_meta_prices(offers, meta)
+        currency = offers.currency or normalize_currency(
+            meta.get("product:price:currency") or meta.get("og:price:currency")
+        )
+        if offers.price is not None and not _is_discount(offers):
+            offers.list_price = _visible_list_price(
+                tree, main, offers.price, offers.currency
+            ) or _script_list_price(html, offers.price)
+        rating, count = rating_facts(data.get("aggregateRating"))
+        availability = offers.availability or _meta_availability(meta)
+        images = product_images(data.get("image"), url)
+        if not images and (og_image := meta.get("og:image")):
+            images = [absolute_url(og_image, url)]
+        return ProductRecord(
+            url=url,
+            product_name=title,
+            description=_text(data.get("description")) or meta.get("og:description"),
+            price=offers.price,
+            currency=currency or (currency_for_url(url) if offers.price is not None else None),
+            original_price=offers.list_price if _is_discount(offers) else None,
+            rating=rating,
+            review_count=count,
+            availability=availability,
+            is_available=_is_available(availability),
+            brand=_brand(data.get("brand")) or _brand(data.get("manufacturer")),
+            category=_category(data.get("category")),
+            sku=_sku(data),
+            image_urls=images,
+            parser_name=self.name,
+            parser_version=self.version,
+        )
+
+
+def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
+    found: list[_Candidate] = []
+    for node, value in json_ld_blocks(tree):
+        for obj, parent_key in walk_json(value):
+            if has_type(obj, "Product") or has_type(obj, "ProductGroup"):
+                nested = parent_key in _OTHER_PRODUCT_KEYS
+                found.append(_Candidate(obj, node, nested, len(found)))
+    for rdfa in (False, True):
+        for node, item in embedded_items(tree, rdfa=rdfa):
+            if has_type(item, "Product"):
+                nested = node.attributes.get("property" if rdfa else "itemprop") is not None
+                found.append(_Candidate(item, node, nested, len(found)))
+    return found
+
+
+def _words(text: str | None) -> tuple[str, ...]:
+    return tuple(_WORD.findall(unescape(text or "").lower()))
+
+
+def _name_score(name: str | None, references: list[str]) -> float:
+    """How well a product name matches the page's heading / title texts (0..4)."""
+    words = _words(name)
+    if not words:
+        return 0.0
+    best = 0.0
+    for reference in references:
+        ref = _words(reference)
+        if not ref:
+            continue
+        if ref == words:
+            return 4.0
+        if " ".join(words) in " ".join(ref) or " ".join(ref) in " ".join(words):
+            best = max(best, 3.0)
+        overlap = len(set(words) & set(ref)) / len(set(words) | set(ref))
+        best = max(best, 3.0 * overlap)
+    return best
+
+
+def _in_other_products_block(node: LexborNode | None) -> bool:
+    current = node.parent if node is not None else None
+    while current is not None and current.tag not in {"body", "html"}:
+        marker = f"{current.attributes.get('id') or ''} {current.attributes.get('class') or ''}"
+        if _OTHER_PRODUCTS.search(marker):
+            return True
+        current = current.parent
+    return False
+
+
+def _pick_main(
+    candidates: list[_Candidate], headings: list[str], meta: dict[str, str]
+) -> _Candidate | None:
+    """The page's own product: named like the heading/title, with an offer, not a decoy."""
+    if not candidates:
+        return None
+    references = [*headings, meta.get("og:title") or "", meta.get("twitter:title") or ""]
+
+    def score(candidate: _Candidate) -> float:
+        data = candidate.data
+        value = _name_score(_text(data.get("name")), references)
+        value += 2.0 if data.get("offers") else 0.0
+        value += 0.5 if data.get("image") else 0.0
+        value -= 3.0 if candidate.nested else 0.0
+        value -= 5.0 if _in_other_products_block(candidate.node) else 0.0
+        return value - 0.01 * candidate.order
+
+    return max(candidates, key=score)
+
+
+def _text(value: Any) -> str | None:
+    """A schema.org text value (first of a list), HTML entities and tags removed."""
+    if isinstance(value, list):
+        value = next((v for v in value if isinstance(v, str) and v.strip()), None)
+    if isinstance(value, dict):
+        value = value.get("name") or value.get("@value")
+    if not isinstance(value, str):
+        return None
+    return clean(_TAGS.sub(" ", unescape(unescape(value))))
+
+
+def _title(
+    data: dict[str, Any], headings: list[str], meta: dict[str, str], tree: LexborHTMLParser
+) -> str | None:
+    """The visible product title, checked against structured data and og:title."""
+    name = _text(data.get("name"))
+    titles = _page_titles(meta)
+    for title in titles:
+        for heading in headings:
+            if _words(heading) == _words(title):
+                return heading  # heading and og:title agree: the shop's own title
+        words = _words(title)
+        if name and len(_words(name)) > len(words) and _words(name)[-len(words) :] == words:
+            return title  # the name carries a prefix ("Details about ...") the title lacks
+    if name:
+        for heading in headings:
+            if _words(heading) == _words(name):
+                return heading  # same words, the visible punctuation
+        return name
+    if titles:
+        return titles[0]
+    if headings:
+        return headings[0]
+    node = tree.css_first("title")
+    return clean(_SITE_SUFFIX.sub("", node.text())) if node is not None else None
+
+
+def _page_titles(meta: dict[str, str]) -> list[str]:
+    """og:title / twitter:title, each also without a trailing " | Shop" part."""
+    titles: list[str] = []
+    for key in ("og:title", "twitter:title"):
+        title = clean(meta.get(key))
+        if title:
+            short = clean(_SITE_SUFFIX.sub("", title))
+            titles.extend(t for t in (short, title) if t and t not in titles)
+    return titles
+
+
+def _meta_is_product(meta: dict[str, str]) -> bool:
+    kind = meta.get("og:type", "")
+    return "product" in kind.lower() or "product:price:amount" in meta or "og:price:amount" in meta
+
+
+def _apply_meta_prices(offers: OfferFacts, meta: dict[str, str]) -> None:
+    """Fill or correct the offer from product:price meta tags (sale vs standard amount)."""
+    meta_price = to_decimal(meta.get("product:price:amount") or meta.get("og:price:amount"))
+    standard = to_decimal(
+        meta.get("og:price:standard_amount")
+        or meta.get("product:original_price:amount")
+        or meta.get("product:price:standard_amount")
+    )
+    if offers.price is None:
+        offers.price = meta_price
+    elif meta_price is not None and standard is not None and offers.price == standard:
+        # Structured data shows the regular price; the meta tags say it is on sale.
+        offers.price = meta_price if meta_price < standard else offers.price
+    if offers.list_price is None and standard is not None:
+        offers.list_price = standard
+
+
+def _is_discount(offers: OfferFacts) -> bool:
+    return offers.list_price is not None and (
+        offers.price is None or offers.list_price > offers.price
+    )
+
+
+def _meta_availability(meta: dict[str, str]) -> str | None:
+    value = meta.get("product:availability") or meta.get("og:availability")
+    if not value:
+        return None
+    key = value.replace(" ", "").replace("_", "").lower()
+    return {"instock": "InStock", "oos": "OutOfStock", "outofstock": "OutOfStock"}.get(key, value)
+
+
+def _is_available(availability: str | None) -> bool | None:
+    if not availability:
+        return None
+    key = availability.rsplit("/", 1)[-1].replace(" ", "").lower()
+    if key in {"instock", "limitedavailability", "onlineonly", "instoreonly", "preorder"}:
+        return True
+    if key in {"presale", "backorder", "madetoorder"}:
+        return True
+    if key in {"outofstock", "soldout", "discontinued", "reserved"}:
+        return False
+    return None
+
+
+def _brand(value: Any) -> str | None:
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if isinstance(value, dict):
+        value = value.get("name")
+    return _text(value) if isinstance(value, str) else None
+
+
+def _category(value: Any) -> str | None:
+    """schema.org ``category`` as written by the shop ("Home > Lighting")."""
+    return _text(value) if isinstance(value, str) else None
+
+
+def _sku(data: dict[str, Any]) -> str | None:
+    for key in ("sku", "productID", "mpn"):
+        value = data.get(key)
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if isinstance(value, int | str) and (text := str(value).strip()):
+            return text.removeprefix("sku:")
+    return None
+
+
+# A struck-through / former price: markup (<del>, line-through, "old", "was" ...) or a label.
+_STRUCK_TAGS = frozenset({"del", "s", "strike"})
+_STRUCK_MARK = re.compile(
+    r"line-?through|strike|old|was|list|regular|original|before|compare|rrp|uvp|msrp"
+    r"|suggested|crossed|previous|antes|statt",
+    re.IGNORECASE,
+)
+_LIST_LABEL = re.compile(
+    r"^(?:was|uvp|rrp|msrp|list price|list|de|antes|statt|prix conseillé|regular|reg\.?)\b",
+    re.IGNORECASE,
+)
+_NOT_LIST = re.compile(
+    r"save|saving|economi|desconto|discount|rabatt|spar|sconto|\d\s*%|\bx\s*de\b|/\s*m[eê]s"
+    r"|per month|shipping|delivery|frete|versand|from\b|ab\b|a partir",
+    re.IGNORECASE,
+)
+_NEIGHBOURHOOD_CHARS = 400
+_SCRIPT_LIST_PRICE = re.compile(
+    r'"(?:original|list|old|regular|was|compare|base)_?price"\s*:\s*'
+    r'(?:\{[^{}]{0,80}?"value"\s*:\s*)?"?(\d[\d.,]*)',
+    re.IGNORECASE,
+)
+
+
+def _marked_struck(node: LexborNode, stop: LexborNode) -> bool:
+    """Whether ``node`` or an ancestor below ``stop`` is styled or named as a former price."""
+    current: LexborNode | None = node
+    while current is not None and current.mem_id != stop.mem_id:
+        if current.tag in _STRUCK_TAGS:
+            return True
+        attrs = current.attributes
+        marker = " ".join(v or "" for k, v in attrs.items() if k not in {"href", "src"})
+        if _STRUCK_MARK.search(marker):
+            return True
+        current = current.parent
+    return False
+
+
+def _price_nodes(
+    tree: LexborHTMLParser, main: _Candidate | None, price: Decimal
+) -> list[LexborNode]:
+    """Elements showing the product's price: its itemprop=price, else short texts equal to it."""
+    if main is not None and main.node is not None and main.node.tag != "script":
+        found = [n for n in main.node.css('[itemprop="price"]') if n.tag != "meta"]
+        if found:
+            return found[:3]
+    body = tree.body
+    if body is None:
+        return []
+    nodes: list[LexborNode] = []
+    for node in body.traverse(include_text=True):
+        if not node.is_text_node:
+            continue
+        text = node.text(deep=False)
+        if len(text) < 40 and any(c.isdigit() for c in text) and parse_price(text) == price:
+            parent = node.parent
+            if parent is not None and parent.tag not in {"script", "style", "option"}:
+                nodes.append(parent)
+                if len(nodes) == 3:
+                    break
+    return nodes
+
+
+def _visible_list_price(
+    tree: LexborHTMLParser, main: _Candidate | None, price: Decimal, currency: str | None
+) -> Decimal | None:
+    """A struck / "Was" price shown right next to the product's price."""
+    for anchor in _price_nodes(tree, main, price):
+        block = anchor
+        for _ in range(5):
+            parent = block.parent
+            if parent is None or len(parent.text()) > _NEIGHBOURHOOD_CHARS:
+                break
+            block = parent
+        for node in block.traverse(include_text=True):
+            if not node.is_text_node or node.parent is None:
+                continue
+            text = clean(node.text(deep=False))
+            if not text or len(text) > 40 or _NOT_LIST.search(text):
+                continue
+            value = parse_price(text)
+            if value is None or not price < value <= price * 10:
+                continue
+            shown = detect_currency(text)
+            if currency and shown and shown != currency:
+                continue  # "Approximately US $2.66": a conversion, not a former price
+            if _marked_struck(node.parent, block) or _LIST_LABEL.search(text):
+                return value
+    return None
+
+
+def _script_list_price(html: str, price: Decimal) -> Decimal | None:
+    """A list price from embedded shop JSON, only where the same object holds the price."""
+    for match in _SCRIPT_LIST_PRICE.finditer(html):
+        value = parse_price(match.group(1))
+        if value is None or not price < value <= price * 10:
+            continue
+        window = html[max(0, match.start() - 300) : match.end() + 300]
+        numbers = (parse_price(m) for m in re.findall(r":\s*\"?(\d[\d.,]*)", window))
+        if price in numbers:
+            return value
+    return None

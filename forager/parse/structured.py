@@ -1,0 +1,287 @@
+"""Markup helpers shared by the parsers: visible text, URLs, JSON-LD, microdata, RDFa, meta."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from html import unescape
+from typing import Any
+from urllib.parse import urljoin
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from forager.parse.prices import normalize_currency, to_decimal
+
+_WS = re.compile(r"\s+")
+_INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
+# Control characters some shops leave inside JSON-LD strings (json.loads rejects them).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def clean(text: str | None) -> str | None:
+    """Whitespace collapsed and trimmed; None for empty text (never "")."""
+    if text is None:
+        return None
+    collapsed = _WS.sub(" ", text).strip()
+    return collapsed or None
+
+
+def visible_text(node: LexborNode) -> str:
+    """Text a shopper sees in ``node``: script/style contents left out."""
+    if not node.css_first("script, style, noscript, template"):
+        return node.text(separator=" ")
+    parts: list[str] = []
+    for child in node.traverse(include_text=True):
+        if child.is_text_node:
+            parent = child.parent
+            if parent is not None and parent.tag not in _INVISIBLE_TAGS:
+                parts.append(child.text(deep=False))
+    return " ".join(parts)
+
+
+def absolute_url(value: str, base: str) -> str:
+    """``value`` resolved against the page URL (protocol-relative and relative paths)."""
+    value = value.strip()
+    return urljoin(base, value) if base else value
+
+
+def json_ld_blocks(tree: LexborHTMLParser) -> list[tuple[LexborNode, Any]]:
+    """Every parsed JSON-LD block with its <script> (numbers as Decimal, broken ones skipped)."""
+    blocks: list[tuple[LexborNode, Any]] = []
+    for node in tree.css('script[type="application/ld+json"]'):
+        text = node.text(deep=True).strip()
+        if not text:
+            continue
+        text = _CONTROL.sub(" ", text)
+        if text.startswith("<!--"):
+            text = text.removeprefix("<!--").removesuffix("-->").strip()
+        try:
+            blocks.append((node, json.loads(text, parse_float=Decimal, strict=False)))
+        except ValueError:
+            continue
+    return blocks
+
+
+def walk_json(value: Any) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """Every dict inside a JSON value with the key it sits under, outermost first."""
+    stack: list[tuple[Any, str | None]] = [(value, None)]
+    while stack:
+        current, key = stack.pop()
+        if isinstance(current, dict):
+            yield current, key
+            stack.extend(reversed([(v, k) for k, v in current.items()]))
+        elif isinstance(current, list):
+            stack.extend(reversed([(v, key) for v in current]))
+
+
+def has_type(obj: dict[str, Any], wanted: str) -> bool:
+    """Whether a JSON-LD object's @type is ``wanted`` (plain or schema.org URL, list or string)."""
+    types = obj.get("@type")
+    values = types if isinstance(types, list) else [types]
+    return any(isinstance(t, str) and t.rsplit("/", 1)[-1] == wanted for t in values)
+
+
+def meta_content(tree: LexborHTMLParser) -> dict[str, str]:
+    """``<meta property|name|itemprop=... content=...>`` values, first one per key (lower-case)."""
+    found: dict[str, str] = {}
+    for node in tree.css("meta[content]"):
+        attrs = node.attributes
+        key = attrs.get("property") or attrs.get("name")
+        content = attrs.get("content")
+        if key and content and content.strip():
+            found.setdefault(key.strip().lower(), content.strip())
+    return found
+
+
+def _prop_value(node: LexborNode, attr: str) -> Any:
+    """A microdata/RDFa property's value: content attribute, URL attribute or text."""
+    attrs = node.attributes
+    if attrs.get("content") is not None:
+        return attrs.get("content")
+    tag = node.tag
+    if tag in {"a", "link", "area"}:
+        return attrs.get("href")
+    if tag in {"img", "audio", "video", "source", "embed", "iframe"}:
+        return attrs.get("src") or attrs.get("data-src")
+    if tag == "meta":
+        return attrs.get("content")
+    if tag == "time" and attrs.get("datetime"):
+        return attrs.get("datetime")
+    if tag in {"data", "meter"} and attrs.get("value") is not None:
+        return attrs.get("value")
+    return clean(visible_text(node))
+
+
+def _local_name(value: str) -> str:
+    """ "http://schema.org/Product" / "schema:Product" -> "Product"."""
+    return value.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit("#", 1)[-1]
+
+
+def embedded_items(tree: LexborHTMLParser, rdfa: bool = False) -> list[tuple[LexborNode, Any]]:
+    """Microdata (or RDFa) items as JSON-LD-like dicts, each with its element, in page order.
+
+    A property belongs to its nearest enclosing item; an element that is itself an item is the
+    value of its parent's property, so nested offers/ratings come out nested as in JSON-LD.
+    """
+    scope_attr, prop_attr, type_attr = (
+        ("typeof", "property", "typeof") if rdfa else ("itemscope", "itemprop", "itemtype")
+    )
+    scopes = tree.css(f"[{scope_attr}]")
+    if not scopes:
+        return []
+    items: dict[int, dict[str, Any]] = {}
+    for scope in scopes:
+        kind = scope.attributes.get(type_attr) or ""
+        items[scope.mem_id] = {"@type": [_local_name(t) for t in kind.split()] or None}
+    for node in tree.css(f"[{prop_attr}]"):
+        owner = node.parent
+        while owner is not None and owner.mem_id not in items:
+            owner = owner.parent
+        if owner is None:
+            continue  # e.g. <meta property="og:title">: not inside any item
+        value = items[node.mem_id] if node.mem_id in items else _prop_value(node, prop_attr)
+        for name in (node.attributes.get(prop_attr) or "").split():
+            key = _local_name(name)
+            target = items[owner.mem_id]
+            if key in target:
+                existing = target[key]
+                target[key] = (
+                    [*existing, value] if isinstance(existing, list) else [existing, value]
+                )
+            else:
+                target[key] = value
+    return [(scope, items[scope.mem_id]) for scope in scopes]
+
+
+@dataclass(slots=True)
+class OfferFacts:
+    """What a schema.org ``offers`` value says: price, list price, currency, availability."""
+
+    price: Decimal | None = None
+    list_price: Decimal | None = None
+    currency: str | None = None
+    availability: str | None = None
+
+
+_LIST_PRICE_TYPES = ("ListPrice", "StrikethroughPrice", "MSRP", "SRP", "InvoicePrice")
+_IN_STOCK = ("InStock", "LimitedAvailability", "OnlineOnly", "InStoreOnly", "PreOrder")
+
+
+def _lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
+    """Keys lower-cased: shops write lowPrice / lowprice / LowPrice."""
+    return {k.lower(): v for k, v in obj.items()}
+
+
+def _amount(value: Any) -> Decimal | None:
+    """A price that may be a number, a string or an object ({"sales": {"value": 3499}})."""
+    if isinstance(value, dict):
+        low = _lower_keys(value)
+        for key in ("sales", "value", "decimalprice", "amount", "price", "min"):
+            if key in low and (found := _amount(low[key])) is not None:
+                return found
+        return None
+    if isinstance(value, list):
+        return next((a for v in value if (a := _amount(v)) is not None), None)
+    return to_decimal(value)
+
+
+def _currency_in(value: Any) -> str | None:
+    if isinstance(value, dict):
+        low = _lower_keys(value)
+        for key in ("pricecurrency", "currency"):
+            if (code := normalize_currency(low.get(key))) is not None:
+                return code
+        return next((c for v in value.values() if (c := _currency_in(v)) is not None), None)
+    return None
+
+
+def _offer_list(offers: Any) -> list[dict[str, Any]]:
+    """Offers flattened: a dict, a list, or an AggregateOffer holding more offers."""
+    items = offers if isinstance(offers, list) else [offers]
+    flat: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, dict):
+            flat.append(item)
+            inner = item.get("offers")
+            if isinstance(inner, dict | list):
+                flat.extend(_offer_list(inner))
+    return flat
+
+
+def _offer_prices(offer: dict[str, Any]) -> tuple[Decimal | None, Decimal | None]:
+    """(price, list price) of one offer, from price / lowPrice / priceSpecification."""
+    low = _lower_keys(offer)
+    price = _amount(low.get("price"))
+    if price is None:
+        price = _amount(low.get("lowprice"))
+    list_price = None
+    specs = low.get("pricespecification")
+    for spec in specs if isinstance(specs, list) else [specs]:
+        if not isinstance(spec, dict):
+            continue
+        kind = str(spec.get("priceType") or "")
+        amount = _amount(spec.get("price"))
+        if any(t in kind for t in _LIST_PRICE_TYPES):
+            list_price = list_price or amount
+        elif price is None:
+            price = amount
+    return price, list_price
+
+
+def offer_facts(offers: Any) -> OfferFacts:
+    """Price facts from a Product's ``offers``; several offers (sizes) -> the commonest price."""
+    facts = OfferFacts()
+    flat = _offer_list(offers)
+    prices: list[Decimal] = []
+    for offer in flat:
+        price, list_price = _offer_prices(offer)
+        if price is not None:
+            prices.append(price)
+        facts.list_price = facts.list_price or list_price
+        facts.currency = facts.currency or _currency_in(offer)
+    if prices:
+        facts.price = Counter(prices).most_common(1)[0][0]
+    states = [str(o.get("availability") or "").rsplit("/", 1)[-1] for o in flat]
+    states = [s for s in states if s]
+    facts.availability = next((s for s in states if s in _IN_STOCK), states[0] if states else None)
+    return facts
+
+
+def rating_facts(value: Any) -> tuple[Decimal | None, int | None]:
+    """(rating out of 5, count) from an AggregateRating; other scales are rescaled to 5."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if not isinstance(value, dict):
+        return None, None
+    rating = _amount(value.get("ratingValue"))
+    best = _amount(value.get("bestRating"))
+    if rating is not None and best is not None and best > 5:
+        rating = rating * 5 / best
+    if rating is not None and not 0 <= rating <= 5:
+        rating = None
+    count: int | None = None
+    for key in ("ratingCount", "reviewCount"):
+        raw = value.get(key)
+        digits = re.sub(r"\D", "", str(raw)) if raw is not None else ""
+        if digits:
+            count = int(digits)
+            break
+    return rating, count
+
+
+def product_images(value: Any, base: str) -> list[str]:
+    """Absolute, de-duplicated image URLs from a schema.org ``image`` (string/list/ImageObject)."""
+    items = value if isinstance(value, list) else [value]
+    urls: list[str] = []
+    for item in items:
+        if isinstance(item, dict):
+            item = item.get("contentUrl") or item.get("url")
+        if isinstance(item, str) and item.strip() and not item.strip().startswith("data:"):
+            url = absolute_url(unescape(item), base)
+            if url not in urls:
+                urls.append(url)
+    return urls

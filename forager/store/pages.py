@@ -1,0 +1,89 @@
+"""The page store: raw pages kept gzip-compressed under a key recorded on the attempt and task."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from forager.errors import PageStoreError
+
+
+class PageStore(Protocol):
+    """``put`` a page, get back its key; ``get`` the page by that key."""
+
+    async def put(self, url_hash: str, body: bytes) -> str: ...
+
+    async def get(self, key: str) -> bytes: ...
+
+    async def exists(self, key: str) -> bool: ...
+
+
+def page_key(url_hash: str, when: datetime | None = None) -> str:
+    """``ab/<url_hash>/<UTC time>-<random>.html.gz``: one file per fetch, newest sorts last."""
+    stamp = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{url_hash[:2]}/{url_hash}/{stamp}-{secrets.token_hex(3)}.html.gz"
+
+
+class LocalPageStore:
+    """Pages as gzip files under a directory (the data dir by default)."""
+
+    def __init__(self, root: Path, compresslevel: int = 6) -> None:
+        self.root = root
+        self.compresslevel = compresslevel
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise PageStoreError(f"page key {key!r} points outside the page store")
+        return path
+
+    def _write(self, key: str, body: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(gzip.compress(body, compresslevel=self.compresslevel, mtime=0))
+        os.replace(tmp, path)  # readers never see a half-written page
+
+    async def put(self, url_hash: str, body: bytes) -> str:
+        key = page_key(url_hash)
+        try:
+            await asyncio.to_thread(self._write, key, body)
+        except OSError as exc:
+            raise PageStoreError(f"cannot store page {key}: {exc.strerror or exc}") from exc
+        return key
+
+    async def get(self, key: str) -> bytes:
+        try:
+            data = await asyncio.to_thread(self._path(key).read_bytes)
+            return gzip.decompress(data)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise PageStoreError(f"cannot read stored page {key}: {exc}") from exc
+
+    async def exists(self, key: str) -> bool:
+        return await asyncio.to_thread(self._path(key).is_file)
+
+
+class MemoryPageStore:
+    """In-memory page store for tests and one-shot crawls that keep nothing."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, bytes] = {}
+
+    async def put(self, url_hash: str, body: bytes) -> str:
+        key = page_key(url_hash)
+        self.pages[key] = gzip.compress(body, mtime=0)
+        return key
+
+    async def get(self, key: str) -> bytes:
+        try:
+            return gzip.decompress(self.pages[key])
+        except KeyError:
+            raise PageStoreError(f"no stored page {key!r}") from None
+
+    async def exists(self, key: str) -> bool:
+        return key in self.pages

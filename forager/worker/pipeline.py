@@ -1,0 +1,266 @@
+"""One task through the phases of seed 004: fetch → store → parse → save.
+
+``queued → crawling → downloaded → queued_parse → parsing → completed``; each arrow is a
+compare-and-set on the worker's lease, so a task an operator paused or cancelled, or
+whose lease expired, is dropped at the next boundary without touching its new state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import insert, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt
+from forager.db.types import utcnow
+from forager.errors import FetchError, ForagerError, ParseError
+from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
+from forager.fetch.proxies import ProxyChoice, choose_proxy, record_proxy_result
+from forager.parse.base import ProductRecord
+from forager.parse.registry import get_parser
+from forager.products.persist import save_product
+from forager.queue.lifecycle import TaskStatus
+from forager.queue.store import ClaimedTask, TaskQueue, transition
+from forager.store.pages import PageStore
+
+log = logging.getLogger(__name__)
+S = TaskStatus
+
+# Outcomes that say the proxy (not the site's content) failed, for this domain.
+_PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captcha", "blocked"})
+
+
+@dataclass(slots=True)
+class _Fetched:
+    attempt_id: int
+    page_key: str
+
+
+class Pipeline:
+    """Runs claimed tasks to their next resting state; never raises for a task's failure."""
+
+    def __init__(
+        self,
+        db: Database,
+        queue: TaskQueue,
+        fetcher: Fetcher,
+        pages: PageStore,
+        box: SecretBox | None,
+        worker_id: str,
+    ) -> None:
+        self.db = db
+        self.queue = queue
+        self.fetcher = fetcher
+        self.pages = pages
+        self.box = box
+        self.worker_id = worker_id
+
+    async def run(self, task: ClaimedTask) -> str | None:
+        """Process ``task``; returns the status it ended in (None: it was taken away)."""
+        try:
+            if task.status == S.QUEUED:
+                fetched = await self._fetch_phase(task)
+                if fetched is None:
+                    return None
+                return await self._parse_phase(task, fetched.page_key, fetched.attempt_id)
+            if task.html_path is None:
+                return await self._fail(task, None, "internal", "no stored page to parse")
+            return await self._parse_phase(task, task.html_path, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug, a database outage: keep the task, not the worker
+            log.exception("task %s: unexpected error", task.id)
+            return await self._fail(task, None, "internal", f"{type(exc).__name__}: {exc}")
+
+    # -- fetch --------------------------------------------------------------------------
+
+    async def _fetch_phase(self, task: ClaimedTask) -> _Fetched | None:
+        async with self.db.session() as session:
+            if not await self.queue.start_crawl(session, task, self.worker_id):
+                return None
+            proxy = await choose_proxy(session, task.domain_id, self.box)
+        started = utcnow()
+        request = FetchRequest(task.url, task.user_agent, proxy.url if proxy else None)
+        try:
+            response = await self.fetcher.fetch(request)
+        except FetchError as exc:
+            await self._record_fetch_failure(task, proxy, started, exc)
+            return None
+        body = response.text.encode("utf-8")
+        page_key = await self.pages.put(task.url_hash, body)
+        async with self.db.session() as session:
+            attempt_id = await self._insert_attempt(
+                session, task, proxy, started, response=response, page_key=page_key
+            )
+            if proxy is not None:
+                await record_proxy_result(
+                    session,
+                    task.domain_id,
+                    proxy.proxy_id,
+                    ok=True,
+                    response_ms=response.elapsed_ms,
+                )
+            downloaded = await transition(
+                session,
+                task.id,
+                from_=[S.CRAWLING],
+                to=S.DOWNLOADED,
+                worker_id=self.worker_id,
+                html_path=page_key,
+                http_status_code=response.status_code,
+                response_time_ms=response.elapsed_ms,
+                proxy_id=proxy.proxy_id if proxy else None,
+            )
+            # The same worker parses at once: hand the page straight to the parse phase.
+            if not downloaded or not await transition(
+                session, task.id, from_=[S.DOWNLOADED], to=S.QUEUED_PARSE, worker_id=self.worker_id
+            ):
+                await self._set_attempt(session, attempt_id, outcome="discarded")
+                return None
+        return _Fetched(attempt_id, page_key)
+
+    async def _record_fetch_failure(
+        self, task: ClaimedTask, proxy: ProxyChoice | None, started: object, exc: FetchError
+    ) -> None:
+        log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
+        async with self.db.session() as session:
+            attempt_id = await self._insert_attempt(
+                session, task, proxy, started, error=exc, status_code=exc.status_code
+            )
+            if proxy is not None:
+                await record_proxy_result(
+                    session,
+                    task.domain_id,
+                    proxy.proxy_id,
+                    ok=exc.error_type not in _PROXY_FAULTS,
+                    response_ms=None,
+                )
+            status = await self.queue.fail(
+                session, task, self.worker_id, error_type=exc.error_type, message=exc.message
+            )
+            await self._set_attempt(session, attempt_id, outcome=_outcome(status))
+
+    # -- parse --------------------------------------------------------------------------
+
+    async def _parse_phase(
+        self, task: ClaimedTask, page_key: str, attempt_id: int | None
+    ) -> str | None:
+        async with self.db.session() as session:
+            if not await transition(
+                session, task.id, from_=[S.QUEUED_PARSE], to=S.PARSING, worker_id=self.worker_id
+            ):
+                return None
+        try:
+            html = (await self.pages.get(page_key)).decode("utf-8", errors="replace")
+            parser = get_parser(task.parser_name)
+            record: ProductRecord = await asyncio.to_thread(parser.parse, html, task.url)
+        except ParseError as exc:
+            return await self._fail(task, attempt_id, exc.error_type, exc.message, page_key)
+        except ForagerError as exc:
+            return await self._fail(task, attempt_id, "internal", exc.message, page_key)
+        async with self.db.session() as session:
+            if not await self.queue.complete(session, task, self.worker_id):
+                return None
+            await save_product(
+                session,
+                domain_id=task.domain_id,
+                task_id=task.id,
+                url=task.url,
+                url_hash=task.url_hash,
+                record=record,
+            )
+            if attempt_id is None:
+                await self._insert_parse_attempt(session, task, page_key, outcome="success")
+        return S.COMPLETED
+
+    async def _fail(
+        self,
+        task: ClaimedTask,
+        attempt_id: int | None,
+        error_type: str,
+        message: str,
+        page_key: str | None = None,
+    ) -> str | None:
+        async with self.db.session() as session:
+            status = await self.queue.fail(
+                session, task, self.worker_id, error_type=error_type, message=message
+            )
+            values = {
+                "outcome": _outcome(status),
+                "error_type": error_type,
+                "error_message": message,
+            }
+            if attempt_id is not None:
+                await self._set_attempt(session, attempt_id, **values)
+            elif page_key is not None:
+                await self._insert_parse_attempt(session, task, page_key, **values)
+        return status
+
+    # -- attempts -----------------------------------------------------------------------
+
+    async def _insert_attempt(
+        self,
+        session: AsyncSession,
+        task: ClaimedTask,
+        proxy: ProxyChoice | None,
+        started: object,
+        *,
+        response: FetchResponse | None = None,
+        page_key: str | None = None,
+        error: FetchError | None = None,
+        status_code: int | None = None,
+    ) -> int:
+        result = await session.execute(
+            insert(CrawlAttempt)
+            .values(
+                task_id=task.id,
+                worker_id=self.worker_id,
+                proxy_id=proxy.proxy_id if proxy else None,
+                phase="fetch",
+                started_at=started,
+                finished_at=utcnow(),
+                outcome="success" if error is None else "failed",
+                status_code=response.status_code if response else status_code,
+                response_time_ms=response.elapsed_ms if response else None,
+                bytes_received=len(response.body) if response else None,
+                final_url=response.url if response else None,
+                page_path=page_key,
+                error_type=error.error_type if error else None,
+                error_message=error.message if error else None,
+            )
+            .returning(CrawlAttempt.id)
+        )
+        return int(result.scalar_one())
+
+    async def _insert_parse_attempt(
+        self, session: AsyncSession, task: ClaimedTask, page_key: str, **values: object
+    ) -> None:
+        now = utcnow()
+        await session.execute(
+            insert(CrawlAttempt).values(
+                task_id=task.id,
+                worker_id=self.worker_id,
+                phase="parse",
+                started_at=now,
+                finished_at=now,
+                page_path=page_key,
+                **values,
+            )
+        )
+
+    @staticmethod
+    async def _set_attempt(session: AsyncSession, attempt_id: int, **values: object) -> None:
+        await session.execute(
+            update(CrawlAttempt).where(CrawlAttempt.id == attempt_id).values(**values)
+        )
+
+
+def _outcome(status: str | None) -> str:
+    if status == S.PENDING:
+        return "retry"
+    return "failed" if status == S.FAILED else "discarded"

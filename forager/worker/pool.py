@@ -1,0 +1,180 @@
+"""The worker: claims tasks up to its concurrency and runs them, with monitored side tasks.
+
+Shaped like procrastinate's worker: a bounded set of jobs, a wake-up event with polling as
+fallback, named side tasks (heartbeat, scheduler) restarted when they fail, and a bounded
+graceful shutdown that releases whatever did not finish in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
+
+from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.types import utcnow
+from forager.fetch.base import Fetcher
+from forager.fetch.http import HttpxFetcher
+from forager.queue.store import ClaimedTask, TaskQueue
+from forager.store.pages import LocalPageStore, PageStore
+from forager.worker.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+
+def new_worker_id(kind: str = "worker") -> str:
+    """``host:pid:kind:random`` — unique per process start, readable in the events table."""
+    return f"{socket.gethostname()}:{os.getpid()}:{kind}:{secrets.token_hex(3)}"
+
+
+class WorkerPool:
+    """Runs up to ``concurrency`` tasks at once until ``stop()`` is called."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        concurrency: int,
+        worker_id: str | None = None,
+        fetcher: Fetcher | None = None,
+        pages: PageStore | None = None,
+        run_scheduler: bool = True,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.concurrency = concurrency
+        self.worker_id = worker_id or new_worker_id()
+        self.queue = TaskQueue(db, settings)
+        self.fetcher = fetcher or HttpxFetcher(settings)
+        self.pages = pages or LocalPageStore(settings.pages_dir)
+        self.pipeline = Pipeline(
+            db, self.queue, self.fetcher, self.pages, SecretBox(settings), self.worker_id
+        )
+        self.run_scheduler = run_scheduler
+        self.jobs: dict[int, asyncio.Task[str | None]] = {}
+        self.processed = 0
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    def wake(self) -> None:
+        """New work may be claimable now (a submit, a finished job)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop claiming; ``run`` then drains in-flight tasks and returns."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        side = [
+            self._supervise("heartbeat", self._heartbeat, self.settings.heartbeat_seconds),
+        ]
+        if self.run_scheduler:
+            side.append(
+                self._supervise("scheduler", self._schedule, self.settings.scheduler_seconds)
+            )
+        side_tasks = [asyncio.create_task(coro) for coro in side]
+        log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
+        try:
+            await self._claim_loop()
+            await self._drain()
+        finally:
+            for task in side_tasks:
+                task.cancel()
+            await asyncio.gather(*side_tasks, return_exceptions=True)
+            await self.fetcher.aclose()
+            log.info("worker %s stopped after %d tasks", self.worker_id, self.processed)
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            free = self.concurrency - len(self.jobs)
+            claimed: list[ClaimedTask] = []
+            if free > 0:
+                try:
+                    claimed = await self.queue.claim(self.worker_id, free)
+                    if len(claimed) < free:
+                        claimed += await self.queue.claim_parse(self.worker_id, free - len(claimed))
+                except Exception:
+                    log.exception("claiming failed; retrying in %.1f s", self.settings.poll_seconds)
+            for task in claimed:
+                self._start(task)
+            if claimed and len(self.jobs) < self.concurrency:
+                continue  # there may be more right away
+            await self._idle(bool(free > 0 and not claimed))
+
+    async def _idle(self, nothing_due: bool) -> None:
+        timeout = self.settings.poll_seconds
+        if nothing_due:
+            try:
+                gate = await self.queue.next_gate_opening()
+            except Exception:
+                gate = None
+            if gate is not None:
+                timeout = min(timeout, max(0.0, (gate - utcnow()).total_seconds()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _start(self, task: ClaimedTask) -> None:
+        job = asyncio.create_task(self._run_job(task), name=f"task-{task.id}")
+        self.jobs[task.id] = job
+
+    async def _run_job(self, task: ClaimedTask) -> str | None:
+        try:
+            return await self.pipeline.run(task)
+        except asyncio.CancelledError:
+            # Shutdown deadline passed: give the task back without consuming a retry.
+            await asyncio.shield(self.queue.release(task.id, self.worker_id))
+            raise
+        finally:
+            self.jobs.pop(task.id, None)
+            self.processed += 1
+            self.wake()
+
+    async def _drain(self) -> None:
+        if not self.jobs:
+            return
+        log.info(
+            "finishing %d in-flight tasks (up to %.0f s)",
+            len(self.jobs),
+            self.settings.shutdown_seconds,
+        )
+        pending = list(self.jobs.values())
+        _, still_running = await asyncio.wait(pending, timeout=self.settings.shutdown_seconds)
+        for job in still_running:
+            job.cancel()
+        if still_running:
+            log.warning("released %d unfinished tasks back to the queue", len(still_running))
+            await asyncio.gather(*still_running, return_exceptions=True)
+
+    async def _heartbeat(self) -> None:
+        if self.jobs:
+            await self.queue.heartbeat(self.worker_id)
+
+    async def _schedule(self) -> None:
+        reaped = await self.queue.reap_expired_leases()
+        due = await self.queue.requeue_due_recrawls()
+        if reaped:
+            log.warning("returned %d tasks with expired leases to the queue", reaped)
+        if reaped or due:
+            self.wake()
+
+    async def _supervise(
+        self, name: str, step: Callable[[], Awaitable[None]], every: float
+    ) -> None:
+        """Run ``step`` every ``every`` seconds for ever; a failure is logged, not fatal."""
+        while True:
+            try:
+                await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("side task %s failed; retrying in %.1f s", name, every)
+            await asyncio.sleep(every)

@@ -1,0 +1,139 @@
+"""Shared fixtures: one database per test on SQLite *and* PostgreSQL, and the local test site."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from cryptography.fernet import Fernet
+
+from forager.config import Settings, load_settings
+from forager.db.engine import Database
+from forager.runtime import open_database
+from tests.support.site import TestSite
+
+REQUIRE_SERVICES = os.environ.get("FORAGER_REQUIRE_SERVICES") == "1"
+PG_HOST = os.environ.get("FORAGER_TEST_PG_HOST", "127.0.0.1")
+PG_USER = os.environ.get("FORAGER_TEST_PG_USER", "postgres")
+PG_ADMIN_DB = os.environ.get("FORAGER_TEST_PG_DB", "test")
+SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
+
+
+def service_missing(what: str, why: str) -> None:
+    """Skip when a service is absent — unless CI requires every service."""
+    message = f"{what} unreachable ({why})"
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{message} and FORAGER_REQUIRE_SERVICES=1")
+    pytest.skip(message)
+
+
+def pg_url(database: str) -> str:
+    return f"postgresql+asyncpg://{PG_USER}@{PG_HOST}/{database}"
+
+
+async def _pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(host=PG_HOST, user=PG_USER, database=PG_ADMIN_DB, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A migrated PostgreSQL database that each test clones (fast, isolated)."""
+    name = f"forager_tpl_{os.getpid()}"
+    try:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        service_missing("PostgreSQL", str(exc))
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+
+    async def migrate() -> None:
+        db = await open_database(load_settings(database_url=pg_url(name)))
+        await db.dispose()
+
+    asyncio.run(migrate())
+    yield name
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh migrated PostgreSQL database for one test; its URL."""
+    template = request.getfixturevalue("pg_template")
+    name = f"forager_t_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    yield pg_url(name)
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every database test runs once per engine."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'forager.db'}"
+    url: str = request.getfixturevalue("pg_database")
+    return url
+
+
+SettingsFactory = Callable[..., Settings]
+
+
+@pytest.fixture
+def make_settings(db_url: str, tmp_path: Path) -> SettingsFactory:
+    """Settings for tests: fast polling and retries, no politeness delay unless asked for."""
+    key = Fernet.generate_key().decode()
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "data_dir": tmp_path / "data",
+            "database_url": db_url,
+            "secret_key": key,
+            "default_crawl_delay_seconds": 0,
+            "default_max_concurrent_requests": 16,
+            "retry_base_seconds": 0.01,
+            "retry_max_seconds": 0.05,
+            "poll_seconds": 0.05,
+            "scheduler_seconds": 0.2,
+            "heartbeat_seconds": 1.0,
+            "lease_seconds": 30.0,
+            "fetch_timeout_seconds": 5.0,
+            "connect_timeout_seconds": 2.0,
+            "shutdown_seconds": 5.0,
+        }
+        values.update(overrides)
+        return load_settings(**values)
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: SettingsFactory) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+async def db(settings: Settings) -> AsyncIterator[Database]:
+    database = await open_database(settings)
+    yield database
+    await database.dispose()
+
+
+@pytest.fixture(scope="session")
+def site_server() -> Iterator[TestSite]:
+    with TestSite(hosts=SITE_HOSTS) as server:
+        yield server
+
+
+@pytest.fixture
+def site(site_server: TestSite) -> TestSite:
+    """The local test site on 127.0.0.1–5 (one port), its log and state reset for each test."""
+    site_server.reset()
+    return site_server

@@ -1,0 +1,58 @@
+"""Helpers to run the real worker pool in a test until the given tasks settle."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import CrawlTask
+from forager.queue.lifecycle import TERMINAL
+from forager.queue.submit import SubmitSpec, submit_urls
+from forager.worker.pool import WorkerPool
+
+
+async def submit(db: Database, settings: Settings, *urls: str, **options: Any) -> list[int]:
+    """Submit ``urls`` and return their task ids (fails the test on an invalid URL)."""
+    outcomes = await submit_urls(db, settings, [SubmitSpec(url, **options) for url in urls])
+    bad = [o for o in outcomes if o.task_id is None]
+    assert not bad, bad
+    return [o.task_id for o in outcomes if o.task_id is not None]
+
+
+async def tasks_by_id(db: Database, ids: Sequence[int]) -> dict[int, CrawlTask]:
+    async with db.reader() as session:
+        rows = await session.scalars(select(CrawlTask).where(CrawlTask.id.in_(list(ids))))
+        return {t.id: t for t in rows}
+
+
+async def crawl(
+    db: Database,
+    settings: Settings,
+    ids: Sequence[int],
+    *,
+    concurrency: int = 8,
+    timeout: float = 30.0,
+    statuses: Sequence[str] = TERMINAL,
+    **pool_options: Any,
+) -> dict[int, CrawlTask]:
+    """Run a worker pool until every task in ``ids`` is in one of ``statuses``."""
+    pool = WorkerPool(db, settings, concurrency=concurrency, **pool_options)
+    runner = asyncio.create_task(pool.run())
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                tasks = await tasks_by_id(db, ids)
+                if all(t.status in statuses for t in tasks.values()):
+                    return tasks
+                if runner.done():
+                    runner.result()
+                    raise AssertionError("worker pool stopped early")
+                await asyncio.sleep(0.05)
+    finally:
+        pool.stop()
+        await runner

@@ -1,0 +1,619 @@
+"""The local test web site that Forager's tests and benchmarks crawl.
+
+In-process::
+
+    with TestSite(hosts=["127.0.0.1", "127.0.0.2"]) as site:
+        httpx.get(site.url("/product/5", host="127.0.0.2"))
+        site.log()  # {"requests": [...], "max_concurrency": {...}}
+
+As a separate process (writes the port to PATH once listening, stops on SIGTERM)::
+
+    python -m tests.support.site --port 0 --hosts 127.0.0.1,127.0.0.2 --port-file PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import zlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import asdict, dataclass
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tests.support import pages
+
+DEFAULT_ROBOTS = "User-agent: *\nDisallow: /private/\n"
+MIB = 1024 * 1024
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One logged request. Times are ``time.time()`` wall-clock seconds."""
+
+    method: str
+    host: str
+    path: str
+    start: float
+    end: float
+    status: int
+
+
+class SiteState:
+    """Mutable server state: request log, concurrency counters, prices, robots, flaky counters.
+
+    Mutated on the server's event loop and read/reset from test threads, hence the lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: dict[str, int] = {}  # requests in flight per host; survives reset
+        self._generation = 0
+        self.requests: list[RequestRecord] = []
+        self.max_concurrency: dict[str, int] = {}
+        self.prices: dict[int, tuple[Decimal, bool]] = {}
+        self.robots = DEFAULT_ROBOTS
+        self.flaky: dict[str, int] = {}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self.requests = []
+            self.max_concurrency = {}
+            self.prices = {}
+            self.robots = DEFAULT_ROBOTS
+            self.flaky = {}
+
+    def begin(self, host: str) -> int:
+        """Count a request in; returns the log generation to pass to :meth:`end`."""
+        with self._lock:
+            current = self._current.get(host, 0) + 1
+            self._current[host] = current
+            if current > self.max_concurrency.get(host, 0):
+                self.max_concurrency[host] = current
+            return self._generation
+
+    def end(self, generation: int, record: RequestRecord) -> None:
+        with self._lock:
+            self._current[record.host] -= 1
+            if generation == self._generation:  # not logged if a reset happened meanwhile
+                self.requests.append(record)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "requests": [asdict(r) for r in self.requests],
+                "max_concurrency": dict(self.max_concurrency),
+            }
+
+    def price(self, n: int) -> tuple[Decimal, bool]:
+        return self.prices.get(n, (Decimal(n % 500) + Decimal("0.99"), True))
+
+    def set_price(self, n: int, price: Decimal, available: bool = True) -> None:
+        with self._lock:
+            self.prices[n] = (price, available)
+
+    def hit_flaky(self, key: str) -> int:
+        """Count one request for ``key``; returns how many there have been, this one included."""
+        with self._lock:
+            self.flaky[key] = count = self.flaky.get(key, 0) + 1
+            return count
+
+
+# --------------------------------------------------------------------------- logging
+
+
+def _host_without_port(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"host":
+            host: str = value.decode("latin-1")
+            if host.startswith("["):  # [::1]:8080
+                return host[1 : host.find("]")]
+            return host.rsplit(":", 1)[0]
+    return ""
+
+
+class RequestLogMiddleware:
+    """Pure ASGI middleware logging every request except the ``/__`` control endpoints."""
+
+    def __init__(self, app: ASGIApp, state: SiteState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/__"):
+            await self.app(scope, receive, send)
+            return
+        start = time.time()
+        host = _host_without_port(scope)
+        query = scope.get("query_string", b"").decode("latin-1")
+        path = scope["path"] + (f"?{query}" if query else "")
+        status = 0
+
+        async def send_and_watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        generation = self.state.begin(host)
+        try:
+            await self.app(scope, receive, send_and_watch)
+        finally:
+            record = RequestRecord(scope["method"], host, path, start, time.time(), status)
+            self.state.end(generation, record)
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+class BadParam(Exception):
+    """A query parameter that does not parse."""
+
+
+def _query_num(request: Request, name: str, default: float) -> float:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise BadParam(f"bad {name}: {raw!r}") from None
+
+
+def _kb(request: Request) -> int:
+    return int(_query_num(request, "kb", pages.DEFAULT_KB))
+
+
+def _base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _state(request: Request) -> SiteState:
+    state: SiteState = request.app.state.site
+    return state
+
+
+def _closing(request: Request) -> asyncio.Event:
+    """Set when the server shuts down: long handlers end early instead of being cancelled."""
+    closing: asyncio.Event = request.app.state.closing
+    return closing
+
+
+def _product_response(request: Request, n: int) -> HTMLResponse:
+    price, available = _state(request).price(n)
+    html = pages.product_page(n, price, available, _base_url(request), _kb(request))
+    return HTMLResponse(html)
+
+
+def _status_response(code: int) -> Response:
+    headers = {"Retry-After": "1"} if code in (429, 503) else None
+    body = "" if code in (204, 304) else pages.status_page(code)
+    return HTMLResponse(body, status_code=code, headers=headers)
+
+
+async def product(request: Request) -> Response:
+    return _product_response(request, request.path_params["n"])
+
+
+async def js_price(request: Request) -> Response:
+    n: int = request.path_params["n"]
+    price, _ = _state(request).price(n)
+    return HTMLResponse(pages.js_price_page(n, price))
+
+
+async def amazon(request: Request) -> Response:
+    html = pages.amazon_page(request.path_params["asin"], "en-US", _kb(request))
+    return HTMLResponse(html)
+
+
+async def amazon_br(request: Request) -> Response:
+    html = pages.amazon_page(request.path_params["asin"], "pt-BR", _kb(request))
+    return HTMLResponse(html)
+
+
+async def captcha(request: Request) -> Response:
+    return HTMLResponse(pages.CAPTCHA_PAGE)
+
+
+async def notproduct(request: Request) -> Response:
+    return HTMLResponse(pages.article_page(_kb(request)))
+
+
+async def robots(request: Request) -> Response:
+    return PlainTextResponse(_state(request).robots)
+
+
+async def slow(request: Request) -> Response:
+    ms: int = request.path_params["ms"]
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_closing(request).wait(), min(ms, 120_000) / 1000)
+    return _product_response(request, ms)
+
+
+async def status(request: Request) -> Response:
+    code: int = request.path_params["code"]
+    if not 200 <= code <= 599:
+        return PlainTextResponse("status must be 200..599", status_code=400)
+    return _status_response(code)
+
+
+async def flaky(request: Request) -> Response:
+    key: str = request.path_params["key"]
+    fail = int(_query_num(request, "fail", 1))
+    code = int(_query_num(request, "code", 500))
+    if _state(request).hit_flaky(key) <= fail:
+        return _status_response(code)
+    return _product_response(request, len(key))
+
+
+async def redirect(request: Request) -> Response:
+    n: int = request.path_params["n"]
+    target = f"/redirect/{n - 1}" if n > 0 else "/product/1"
+    return RedirectResponse(target, status_code=302)
+
+
+async def redirect_loop(request: Request) -> Response:
+    return RedirectResponse("/redirect-loop", status_code=302)
+
+
+async def _stream(size: int, closing: asyncio.Event) -> AsyncIterator[bytes]:
+    chunk = pages.big_chunk()
+    sent = 0
+    while sent < size and not closing.is_set():
+        piece = chunk[: size - sent]
+        sent += len(piece)
+        yield piece
+        await asyncio.sleep(0)  # let the loop notice a client that went away
+
+
+def _big_size(request: Request) -> int:
+    return max(0, int(_query_num(request, "mb", 10) * MIB))
+
+
+async def big(request: Request) -> Response:
+    body = _stream(_big_size(request), _closing(request))
+    return StreamingResponse(body, media_type="text/html")
+
+
+async def big_declared(request: Request) -> Response:
+    size = _big_size(request)
+    headers = {"Content-Length": str(size)}
+    body = _stream(size, _closing(request))
+    return StreamingResponse(body, media_type="text/html", headers=headers)
+
+
+@lru_cache(maxsize=8)
+def _gzip_bomb(mb: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: gzip container
+    block = b" " * MIB
+    parts = [compressor.compress(block) for _ in range(mb)]
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+async def gzip_bomb(request: Request) -> Response:
+    mb = int(_query_num(request, "mb", 200))
+    body = await asyncio.to_thread(_gzip_bomb, max(0, min(mb, 4096)))
+    headers = {"Content-Encoding": "gzip"}
+    return Response(body, media_type="text/html", headers=headers)
+
+
+async def echo_headers(request: Request) -> Response:
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return JSONResponse(headers)
+
+
+async def image(request: Request) -> Response:
+    return Response(pages.TINY_JPEG, media_type="image/jpeg")
+
+
+# --------------------------------------------------------------------------- control
+
+
+async def control_log(request: Request) -> Response:
+    return JSONResponse(_state(request).snapshot())
+
+
+async def control_reset(request: Request) -> Response:
+    _state(request).reset()
+    return JSONResponse({"ok": True})
+
+
+async def control_price(request: Request) -> Response:
+    n: int = request.path_params["n"]
+    try:
+        data = await request.json()
+        old_price, _ = _state(request).price(n)
+        price = Decimal(str(data["price"])) if "price" in data else old_price
+        available = bool(data.get("available", True))
+    except (ValueError, TypeError, KeyError, InvalidOperation) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    _state(request).set_price(n, price, available)
+    return JSONResponse({"n": n, "price": str(price), "available": available})
+
+
+async def control_robots(request: Request) -> Response:
+    _state(request).robots = (await request.body()).decode()
+    return JSONResponse({"ok": True})
+
+
+async def bad_param(request: Request, exc: Exception) -> Response:
+    return PlainTextResponse(str(exc), status_code=400)
+
+
+def create_app(state: SiteState | None = None, closing: asyncio.Event | None = None) -> ASGIApp:
+    """The site as an ASGI app; ``state`` and the shutdown event are created when not given."""
+    routes = [
+        Route("/product/{n:int}", product),
+        Route("/js-price/{n:int}", js_price),
+        Route("/amazon/dp/{asin}", amazon),
+        Route("/amazon-br/dp/{asin}", amazon_br),
+        Route("/captcha", captcha),
+        Route("/notproduct", notproduct),
+        Route("/robots.txt", robots),
+        Route("/slow/{ms:int}", slow),
+        Route("/status/{code:int}", status),
+        Route("/flaky/{key}", flaky),
+        Route("/redirect/{n:int}", redirect),
+        Route("/redirect-loop", redirect_loop),
+        Route("/big", big),
+        Route("/big-declared", big_declared),
+        Route("/gzip-bomb", gzip_bomb),
+        Route("/echo-headers", echo_headers),
+        Route("/img/{name}", image),
+        Route("/__log", control_log),
+        Route("/__reset", control_reset, methods=["POST"]),
+        Route("/__price/{n:int}", control_price, methods=["POST"]),
+        Route("/__robots", control_robots, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={BadParam: bad_param})
+    app.state.site = state = state or SiteState()
+    app.state.closing = closing if closing is not None else asyncio.Event()
+    return RequestLogMiddleware(app, state)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    # proto IPPROTO_TCP (not 0) so asyncio sets TCP_NODELAY on accepted connections;
+    # without it Nagle + delayed ACK add ~40 ms to every response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def bind_sockets(hosts: Sequence[str], port: int = 0, attempts: int = 50) -> list[socket.socket]:
+    """One listening socket per loopback host, all on the same port (a free one when 0)."""
+    if not hosts:
+        raise ValueError("at least one host is needed")
+    for host in hosts:
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError(f"{host} is not a loopback address")
+    for _ in range(attempts):
+        socks: list[socket.socket] = []
+        try:
+            socks.append(_listen(hosts[0], port))
+            chosen = socks[0].getsockname()[1]
+            socks.extend(_listen(host, chosen) for host in hosts[1:])
+        except OSError as exc:
+            for sock in socks:
+                sock.close()
+            if port or exc.errno != errno.EADDRINUSE:
+                raise
+            continue
+        return socks
+    raise OSError(errno.EADDRINUSE, f"no port free on all of {', '.join(hosts)}")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn.Server that reports readiness and stops promptly when asked from any thread."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        closing: asyncio.Event,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.on_ready = on_ready
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit = closing
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets=sockets)
+        if self.on_ready is not None:
+            self.on_ready()
+
+    async def main_loop(self) -> None:
+        while not await self.on_tick(0):  # counter 0 refreshes the Date header
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit.wait(), 0.1)
+        self._exit.set()  # also when a signal, not request_exit(), stopped us
+
+    def request_exit(self) -> None:
+        self.should_exit = True
+        if self._loop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # loop closed in between
+                self._loop.call_soon_threadsafe(self._exit.set)
+
+
+def _config(app: ASGIApp) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_config=None,  # leave the host process's logging alone
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="none",
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=75,  # idle pooled connections must not race a server-side close
+    )
+
+
+class TestSite:
+    """The test site served by uvicorn in a background thread, on one port on every host."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, hosts: Sequence[str] = ("127.0.0.1",), port: int = 0) -> None:
+        self.hosts = list(hosts)
+        self.port = port
+        self.state = SiteState()
+        self._sockets: list[socket.socket] = []
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    # lifecycle
+
+    def start(self) -> None:
+        self._sockets = bind_sockets(self.hosts, self.port)
+        self.port = self._sockets[0].getsockname()[1]
+        closing = asyncio.Event()
+        app = create_app(self.state, closing)
+        self._server = _Server(_config(app), closing, on_ready=self._ready.set)
+        self._thread = threading.Thread(target=self._run, name="test-site", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10) or self._error is not None:
+            self.stop()
+            raise RuntimeError("test site did not start") from self._error
+
+    def _run(self) -> None:
+        assert self._server is not None
+        try:
+            asyncio.run(self._server.serve(sockets=self._sockets))
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.request_exit()
+        if self._thread is not None:
+            self._thread.join(15)
+        for sock in self._sockets:
+            sock.close()
+        self._server = self._thread = None
+        self._sockets = []
+
+    def __enter__(self) -> TestSite:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # addresses
+
+    def url(self, path: str = "/", host: str | None = None) -> str:
+        """``http://HOST:PORT/path`` for one of the served hosts (the first by default)."""
+        host = host or self.hosts[0]
+        if not path.startswith("/"):
+            path = "/" + path
+        return f"http://{host}:{self.port}{path}"
+
+    # state, without going through HTTP
+
+    def log(self) -> dict[str, Any]:
+        """What ``GET /__log`` answers: ``{"requests": [...], "max_concurrency": {...}}``."""
+        return self.state.snapshot()
+
+    def requests(self, host: str | None = None) -> list[RequestRecord]:
+        """Logged requests, optionally only those for ``host``."""
+        return [r for r in list(self.state.requests) if host is None or r.host == host]
+
+    def reset(self) -> None:
+        """What ``POST /__reset`` does: clear the log, counters, prices and robots.txt."""
+        self.state.reset()
+
+    def set_price(self, n: int, price: Decimal | str, available: bool = True) -> None:
+        """What ``POST /__price/{n}`` does."""
+        self.state.set_price(n, Decimal(price), available)
+
+    def set_robots(self, text: str) -> None:
+        """What ``POST /__robots`` does."""
+        self.state.robots = text
+
+
+# --------------------------------------------------------------------------- standalone
+
+
+def _write_port_file(path: str, port: int) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(f"{port}\n")
+    os.replace(tmp, path)  # readers never see a half-written file
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.site")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--hosts", default="127.0.0.1", help="comma-separated loopback IPs")
+    parser.add_argument("--port-file", help="write the port here once listening")
+    args = parser.parse_args(argv)
+
+    sockets = bind_sockets([h.strip() for h in args.hosts.split(",") if h.strip()], args.port)
+    port: int = sockets[0].getsockname()[1]
+
+    def ready() -> None:
+        if args.port_file:
+            _write_port_file(args.port_file, port)
+        else:
+            print(f"test site listening on port {port}", flush=True)
+
+    # uvicorn handles SIGTERM itself, then re-raises it once shut down: exit 0 at that point.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    closing = asyncio.Event()
+    _Server(_config(create_app(closing=closing)), closing, on_ready=ready).run(sockets=sockets)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Settings: environment variables are read, unsafe combinations refused with a clear message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forager.config import load_settings
+from forager.errors import ConfigError
+
+
+def test_environment_variables_are_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FORAGER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("FORAGER_MAX_RETRIES", "7")
+    settings = load_settings()
+    assert settings.max_retries == 7
+    assert settings.resolved_database_url == f"sqlite+aiosqlite:///{tmp_path / 'forager.db'}"
+    assert settings.pages_dir == tmp_path / "pages"
+
+
+def test_dotenv_file_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("FORAGER_PORT=9123\n")
+    assert load_settings().port == 9123
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u@h/db", "postgres://u@h/db", "postgresql+psycopg2://u@h/db"]
+)
+def test_plain_postgres_urls_use_asyncpg(url: str) -> None:
+    assert load_settings(database_url=url).resolved_database_url == "postgresql+asyncpg://u@h/db"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"database_url": "mysql://u@h/db"}, "database_url must be"),
+        ({"heartbeat_seconds": 40, "lease_seconds": 60}, "heartbeat_seconds must be at most half"),
+        ({"retry_base_seconds": 100, "retry_max_seconds": 10}, "retry_base_seconds must not"),
+        ({"log_level": "LOUD"}, "log_level must be"),
+        ({"port": 0}, "FORAGER_PORT"),
+        ({"max_body_bytes": 10}, "FORAGER_MAX_BODY_BYTES"),
+    ],
+)
+def test_unsafe_settings_are_refused(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(**overrides)
+
+
+def test_settings_are_frozen() -> None:
+    settings = load_settings()
+    with pytest.raises(ValueError, match="frozen"):
+        settings.port = 1  # type: ignore[misc]
