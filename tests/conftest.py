@@ -137,3 +137,21 @@ def site(site_server: TestSite) -> TestSite:
     """The local test site on 127.0.0.1–5 (one port), its log and state reset for each test."""
     site_server.reset()
     return site_server
+
+
+@pytest.fixture
+async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
+    """An httpx client on the real app (lifespan run: migrated database, no built-in workers).
+
+    ``api.app.state.runtime`` holds the app's settings and database.
+    """
+    import httpx
+
+    from forager.api.app import create_app
+
+    app = create_app(make_settings(serve_workers=0))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://forager.test") as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client

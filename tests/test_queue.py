@@ -147,14 +147,22 @@ async def test_max_concurrent_requests_holds_across_claimers(
 async def test_crawl_delay_gates_the_domain_for_everyone(
     db: Database, make_settings: SettingsFactory
 ) -> None:
-    settings = make_settings(default_crawl_delay_seconds=30)
+    settings = make_settings(default_crawl_delay_seconds=30, lease_seconds=60)
     await submit(db, settings, "https://slow.test/1", "https://slow.test/2")
     queue = TaskQueue(db, settings)
-    assert len(await queue.claim("w1", limit=10)) == 1  # one request per gate opening
+    [first] = await queue.claim("w1", limit=10)  # one request per gate opening
     assert await queue.claim("w2", limit=10) == []
+    # Until its request is sent the domain stays closed (at most for the lease) ...
+    closed = await queue.next_gate_opening()
+    assert closed is not None
+    assert timedelta(seconds=55) < closed - utcnow() <= timedelta(seconds=60)
+    # ... then it opens crawl_delay_seconds after the send.
+    async with db.session() as session:
+        await queue.open_gate(session, first)
     gate = await queue.next_gate_opening()
     assert gate is not None
     assert timedelta(seconds=25) < gate - utcnow() <= timedelta(seconds=30)
+    assert await queue.claim("w2", limit=10) == []
     async with db.session() as session:
         await session.execute(update(Domain).values(next_fetch_at=utcnow() - timedelta(seconds=1)))
     assert len(await queue.claim("w2", limit=10)) == 1

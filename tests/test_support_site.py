@@ -113,6 +113,8 @@ def test_log_records_host_path_times_and_status(site: TestSite, client: httpx.Cl
     assert first["path"] == "/product/1?kb=1"
     assert first["status"] == 200
     assert before <= first["start"] <= first["end"] <= second["start"] <= second["end"] <= after
+    client.get(site.url("/img/x"))
+    assert site.log()["requests"][-1]["path"] == "/img/x"  # logged before the client has it
     assert (second["host"], second["status"]) == ("127.0.0.1", 404)
     assert [r.path for r in site.requests(host="127.0.0.2")] == ["/product/1?kb=1"]
     site.reset()

@@ -7,6 +7,7 @@ import logging
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 
 from forager.api.deps import RuntimeDep
 from forager.api.schemas import Health
@@ -24,8 +25,8 @@ async def health(runtime: RuntimeDep) -> JSONResponse:
             rows = await session.execute(
                 select(CrawlTask.status, func.count()).group_by(CrawlTask.status)
             )
-            depth = dict(rows.tuples())
-    except Exception as exc:
+            depth: dict[str, int] = {row[0]: row[1] for row in rows}
+    except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
         body = Health(
             status="down", database="unreachable", queue_depth={}, detail=type(exc).__name__

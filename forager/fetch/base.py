@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,6 +17,8 @@ class FetchRequest:
     user_agent: str
     proxy_url: str | None = None  # scheme://[user:pass@]host:port, credentials in memory only
     headers: dict[str, str] = field(default_factory=dict)
+    # Awaited once, as soon as the request has left (politeness is measured from then).
+    on_sent: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ import asyncio
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -64,6 +66,21 @@ class _BoundedDecoder:
         if self._zlib is not None:
             self._add(self._zlib.flush())
         return b"".join(self.parts)
+
+
+def _sent_hook(
+    on_sent: Callable[[], Awaitable[None]],
+) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+    """An httpcore ``trace`` callback that awaits ``on_sent`` once the first headers are out."""
+    fired = False
+
+    async def trace(event: str, _info: dict[str, Any]) -> None:
+        nonlocal fired
+        if not fired and event.endswith("send_request_headers.complete"):
+            fired = True
+            await on_sent()
+
+    return trace
 
 
 class HttpxFetcher:
@@ -134,7 +151,10 @@ class HttpxFetcher:
             **request.headers,
         }
         client = self._client(request.proxy_url)
-        async with client.stream("GET", request.url, headers=headers) as response:
+        extensions = {"trace": _sent_hook(request.on_sent)} if request.on_sent else None
+        async with client.stream(
+            "GET", request.url, headers=headers, extensions=extensions
+        ) as response:
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > limit:
                 raise TooLarge(f"Content-Length {declared} exceeds the {limit} byte limit")

@@ -8,8 +8,8 @@ Claiming (DESIGN.md decision 1) happens in one short transaction:
    ``BEGIN IMMEDIATE`` already serializes writers) and re-check its gate;
 3. under that lock count the domain's in-flight tasks with a fresh snapshot, so
    ``max_concurrent_requests`` holds across every worker process;
-4. lease its best pending tasks (``UPDATE … RETURNING``) and move the domain's gate
-   forward by ``crawl_delay_seconds``.
+4. lease its best pending tasks (``UPDATE … RETURNING``); a domain with a crawl delay
+   gets one task and its gate closes until that request has been sent (``open_gate``).
 
 Every later move is a compare-and-set on (status, lease owner) that writes an event, so
 a worker whose lease expired, or whose task an operator paused, loses the race cleanly.
@@ -239,12 +239,15 @@ class TaskQueue:
             .execution_options(synchronize_session=False)
         )
         tasks = [_claimed(row, domain) for row in rows]
-        await session.execute(
-            update(Domain)
-            .where(Domain.id == domain_id)
-            .values(next_fetch_at=now + timedelta(seconds=domain.crawl_delay_seconds))
-            .execution_options(synchronize_session=False)
-        )
+        if domain.crawl_delay_seconds > 0:
+            # Closed until the request is really on the wire (see ``open_gate``); a worker
+            # that dies before sending leaves it closed only until its lease runs out.
+            await session.execute(
+                update(Domain)
+                .where(Domain.id == domain_id)
+                .values(next_fetch_at=self._lease_until(now))
+                .execution_options(synchronize_session=False)
+            )
         await events.record(
             session, "task", [t.id for t in tasks], S.QUEUED, {"to": S.QUEUED, "worker": worker_id}
         )
@@ -318,23 +321,29 @@ class TaskQueue:
     # -- phase moves --------------------------------------------------------------------
 
     async def start_crawl(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
-        """``queued → crawling``; the domain gate is re-measured from the real request start."""
-        now = utcnow()
-        moved = await transition(
-            session, task.id, from_=[S.QUEUED], to=S.CRAWLING, worker_id=worker_id, started_at=now
+        """``queued → crawling``, just before the request goes out."""
+        return await transition(
+            session,
+            task.id,
+            from_=[S.QUEUED],
+            to=S.CRAWLING,
+            worker_id=worker_id,
+            started_at=utcnow(),
         )
-        if moved and task.crawl_delay_seconds > 0:
-            gate = now + timedelta(seconds=task.crawl_delay_seconds)
-            await session.execute(
-                update(Domain)
-                .where(
-                    Domain.id == task.domain_id,
-                    or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at < gate),
-                )
-                .values(next_fetch_at=gate)
-                .execution_options(synchronize_session=False)
-            )
-        return moved
+
+    async def open_gate(self, session: AsyncSession, task: ClaimedTask) -> None:
+        """The request of ``task`` has been sent: its domain opens again ``crawl_delay`` later.
+
+        Measured from the moment the request left, not from the claim, so the delay holds
+        between requests as the site sees them, whatever the worker did in between.
+        """
+        gate = utcnow() + timedelta(seconds=task.crawl_delay_seconds)
+        await session.execute(
+            update(Domain)
+            .where(Domain.id == task.domain_id)
+            .values(next_fetch_at=gate)
+            .execution_options(synchronize_session=False)
+        )
 
     async def complete(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
         """``parsing → completed``; a recurring task gets its ``next_crawl_at``."""

@@ -35,6 +35,27 @@ S = TaskStatus
 _PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captcha", "blocked"})
 
 
+class _Gate:
+    """Reopens the task's domain once its request is sent (or, failing that, once it ends)."""
+
+    def __init__(self, pipeline: Pipeline, task: ClaimedTask) -> None:
+        self.queue = pipeline.queue
+        self.db = pipeline.db
+        self.task = task
+        self.opened = task.crawl_delay_seconds <= 0  # no delay: the claim never closed it
+
+    async def open(self) -> None:
+        if not self.opened:
+            self.opened = True
+            async with self.db.session() as session:
+                await self.queue.open_gate(session, self.task)
+
+    async def open_if_closed(self, session: AsyncSession) -> None:
+        if not self.opened:
+            self.opened = True
+            await self.queue.open_gate(session, self.task)
+
+
 @dataclass(slots=True)
 class _Fetched:
     attempt_id: int
@@ -85,15 +106,22 @@ class Pipeline:
                 return None
             proxy = await choose_proxy(session, task.domain_id, self.box)
         started = utcnow()
-        request = FetchRequest(task.url, task.user_agent, proxy.url if proxy else None)
+        gate = _Gate(self, task)
+        request = FetchRequest(
+            task.url,
+            task.user_agent,
+            proxy.url if proxy else None,
+            on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
+        )
         try:
             response = await self.fetcher.fetch(request)
         except FetchError as exc:
-            await self._record_fetch_failure(task, proxy, started, exc)
+            await self._record_fetch_failure(task, proxy, started, exc, gate)
             return None
         body = response.text.encode("utf-8")
         page_key = await self.pages.put(task.url_hash, body)
         async with self.db.session() as session:
+            await gate.open_if_closed(session)
             attempt_id = await self._insert_attempt(
                 session, task, proxy, started, response=response, page_key=page_key
             )
@@ -125,10 +153,16 @@ class Pipeline:
         return _Fetched(attempt_id, page_key)
 
     async def _record_fetch_failure(
-        self, task: ClaimedTask, proxy: ProxyChoice | None, started: object, exc: FetchError
+        self,
+        task: ClaimedTask,
+        proxy: ProxyChoice | None,
+        started: object,
+        exc: FetchError,
+        gate: _Gate,
     ) -> None:
         log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
         async with self.db.session() as session:
+            await gate.open_if_closed(session)
             attempt_id = await self._insert_attempt(
                 session, task, proxy, started, error=exc, status_code=exc.status_code
             )

@@ -142,7 +142,11 @@ def _host_without_port(scope: Scope) -> str:
 
 
 class RequestLogMiddleware:
-    """Pure ASGI middleware logging every request except the ``/__`` control endpoints."""
+    """Pure ASGI middleware logging every request except the ``/__`` control endpoints.
+
+    A request is logged, and stops counting as in flight, just *before* the last byte of
+    its response is written: a client that has its response always finds it in the log.
+    """
 
     def __init__(self, app: ASGIApp, state: SiteState) -> None:
         self.app = app
@@ -157,19 +161,28 @@ class RequestLogMiddleware:
         query = scope.get("query_string", b"").decode("latin-1")
         path = scope["path"] + (f"?{query}" if query else "")
         status = 0
+        generation = self.state.begin(host)
+        logged = False
 
-        async def send_and_watch(message: Message) -> None:
+        def log() -> None:
+            nonlocal logged
+            if not logged:
+                logged = True
+                record = RequestRecord(scope["method"], host, path, start, time.time(), status)
+                self.state.end(generation, record)
+
+        async def send_and_log(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                log()
             await send(message)
 
-        generation = self.state.begin(host)
         try:
-            await self.app(scope, receive, send_and_watch)
+            await self.app(scope, receive, send_and_log)
         finally:
-            record = RequestRecord(scope["method"], host, path, start, time.time(), status)
-            self.state.end(generation, record)
+            log()  # no complete response: failed, or the client went away
 
 
 # --------------------------------------------------------------------------- handlers

@@ -1,0 +1,320 @@
+"""The ``forager`` command line, run as a real subprocess the way a user runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forager import __version__
+from forager.config import load_settings
+from forager.db.migrate import head_revision
+from forager.queue.submit import SubmitSpec, submit_urls
+from forager.runtime import open_database
+from tests.support.site import TestSite
+
+SUBCOMMANDS = [["serve"], ["worker"], ["crawl"], ["parse"], ["db"], ["db", "upgrade"]]
+
+PRODUCT_PAGE = """<!doctype html>
+<html><head><title>Trail Shoe | Example Shop</title>
+<script type="application/ld+json">
+{"@context": "https://schema.org", "@type": "Product", "name": "Trail Shoe",
+ "sku": "TS-42", "brand": {"@type": "Brand", "name": "Acme"},
+ "image": ["https://shop.example.com/img/ts-1.jpg", "https://shop.example.com/img/ts-2.jpg"],
+ "offers": {"@type": "Offer", "price": "19.99", "priceCurrency": "EUR",
+            "availability": "https://schema.org/InStock"}}
+</script></head>
+<body><h1>Trail Shoe</h1><p class="price">€19.99</p></body></html>
+"""
+
+ROBOT_CHECK_PAGE = """<!doctype html>
+<html><head><title>Amazon.com</title></head><body>
+<h4>Enter the characters you see below</h4>
+<p>Sorry, we just need to make sure you're not a robot.</p>
+<form method="get" action="/errors/validateCaptcha">
+<img src="https://images-na.ssl-images-amazon.com/captcha/abc/Captcha_xyz.jpg">
+<input id="captchacharacters" name="field-keywords" type="text">
+<button type="submit">Try different image</button></form>
+</body></html>
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A clean environment: no FORAGER_* from the caller, a data dir of the test's own."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FORAGER_")}
+    clean.update(
+        FORAGER_DATA_DIR=str(tmp_path / "data"),
+        FORAGER_DEFAULT_CRAWL_DELAY_SECONDS="0",
+        COLUMNS="200",  # rich wraps long lines at the terminal width
+    )
+    return clean
+
+
+def forager(
+    tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``forager ARGS`` in ``tmp_path`` (so no ``.env`` of the repository leaks in)."""
+    return subprocess.run(
+        [sys.executable, "-m", "forager.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error: …`` line a failed command prints, with no traceback."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- help, version
+
+
+def test_help_of_every_command(tmp_path: Path, env: dict[str, str]) -> None:
+    top = forager(tmp_path, env, "--help")
+    assert top.returncode == 0, top.stderr
+    for name in ("serve", "worker", "crawl", "parse", "db"):
+        assert name in top.stdout
+    for command in SUBCOMMANDS:
+        result = forager(tmp_path, env, *command, "--help")
+        assert result.returncode == 0, (command, result.stderr)
+        assert "Usage:" in result.stdout, command
+    assert not (tmp_path / "data").exists()  # --help touches nothing
+
+
+def test_version(tmp_path: Path, env: dict[str, str]) -> None:
+    result = forager(tmp_path, env, "--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"forager {__version__}"
+
+
+# --------------------------------------------------------------------------- db upgrade
+
+
+def test_db_upgrade_creates_sqlite_database(tmp_path: Path, env: dict[str, str]) -> None:
+    database = tmp_path / "data" / "forager.db"
+    first = forager(tmp_path, env, "db", "upgrade")
+    assert first.returncode == 0, first.stderr
+    assert database.is_file()
+    head = head_revision()
+    assert head is not None
+    assert f"revision {head}" in first.stdout
+    assert str(database) in first.stdout
+    with sqlite3.connect(database) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"crawl_tasks", "products", "domains"} <= tables
+
+    again = forager(tmp_path, env, "db", "upgrade")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+
+
+def test_db_upgrade_on_postgresql(tmp_path: Path, env: dict[str, str], pg_database: str) -> None:
+    env["FORAGER_DATABASE_URL"] = pg_database
+    for _ in range(2):
+        result = forager(tmp_path, env, "db", "upgrade")
+        assert result.returncode == 0, result.stderr
+        assert f"revision {head_revision()}" in result.stdout
+        assert pg_database.rpartition("/")[2] in result.stdout
+        assert "postgres@" not in result.stdout  # the user part of the URL is never printed
+    assert not (tmp_path / "data" / "forager.db").exists()
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def test_parse_prints_the_product_record(tmp_path: Path, env: dict[str, str]) -> None:
+    page = tmp_path / "shoe.html"
+    page.write_text(PRODUCT_PAGE, encoding="utf-8")
+    url = "https://shop.example.com/p/trail-shoe"
+    result = forager(tmp_path, env, "parse", str(page), "--parser", "generic", "--url", url)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["product_name"] == "Trail Shoe"
+    assert (record["price"], record["currency"]) == ("19.99", "EUR")
+    assert (record["url"], record["sku"], record["brand"]) == (url, "TS-42", "Acme")
+    assert record["is_available"] is True
+    assert record["image_urls"] == [
+        "https://shop.example.com/img/ts-1.jpg",
+        "https://shop.example.com/img/ts-2.jpg",
+    ]
+    assert (record["parser_name"], record["parser_version"]) == ("generic", "1")
+    assert record["original_price"] is None and record["asin"] is None
+    assert not (tmp_path / "data").exists()  # parsing needs no database
+
+
+def test_parse_chooses_the_parser_from_the_url(tmp_path: Path, env: dict[str, str]) -> None:
+    page = tmp_path / "shoe.html"
+    page.write_text(PRODUCT_PAGE, encoding="utf-8")
+    result = forager(tmp_path, env, "parse", str(page), "--url", "https://shop.example.com/p/1")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["parser_name"] == "generic"
+    bare = forager(tmp_path, env, "parse", str(page))
+    assert bare.returncode == 0, bare.stderr
+    assert json.loads(bare.stdout)["url"] == page.resolve().as_uri()
+
+
+def test_parse_robot_check_is_one_error_line(tmp_path: Path, env: dict[str, str]) -> None:
+    page = tmp_path / "captcha.html"
+    page.write_text(ROBOT_CHECK_PAGE, encoding="utf-8")
+    args = ["parse", str(page), "--parser", "amazon", "--url", "https://www.amazon.com/dp/B0X"]
+    result = forager(tmp_path, env, *args)
+    line = one_error_line(result)
+    assert "robot check" in line and "CAPTCHA" in line
+    assert result.stdout == ""
+
+    debug = forager(tmp_path, env, "--debug", *args)
+    assert debug.returncode != 0
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert "CaptchaPage" in debug.stderr
+
+
+def test_parse_with_unknown_parser_lists_the_known_ones(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    page = tmp_path / "shoe.html"
+    page.write_text(PRODUCT_PAGE, encoding="utf-8")
+    line = one_error_line(forager(tmp_path, env, "parse", str(page), "--parser", "shopify"))
+    assert "unknown parser 'shopify'" in line
+    assert "amazon" in line and "generic" in line
+
+
+def test_parse_of_a_missing_file_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    result = forager(tmp_path, env, "parse", str(tmp_path / "nope.html"))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "nope.html" in result.stderr and "does not exist" in result.stderr
+
+
+# --------------------------------------------------------------------------- crawl
+
+
+def test_crawl_writes_products_as_jsonl(
+    tmp_path: Path, env: dict[str, str], site: TestSite
+) -> None:
+    urls = [site.url("/product/5"), site.url("/product/6", host="127.0.0.2")]
+    result = forager(tmp_path, env, "crawl", *urls, "-o", "out.jsonl")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    records = sorted((json.loads(line) for line in lines), key=lambda r: r["url"])
+    assert [r["url"] for r in records] == urls
+    assert [(r["product_name"], r["price"], r["currency"]) for r in records] == [
+        ("Test Product 5", "5.99", "USD"),
+        ("Test Product 6", "6.99", "USD"),
+    ]
+    assert records[0]["image_urls"] == [site.url("/img/5-1.jpg"), site.url("/img/5-2.jpg")]
+    assert {(r["parser_name"], r["parser_version"]) for r in records} == {("generic", "1")}
+    assert set(records[0]) >= {"description", "original_price", "rating", "availability", "asin"}
+    assert "Test Product 5" in result.stdout  # the table
+    assert "2 products, 0 failed, of 2 URLs" in result.stderr
+    assert not (tmp_path / "data").exists()  # a throwaway database, not the data dir
+
+
+def test_crawl_reports_a_failed_url_and_exits_1(
+    tmp_path: Path, env: dict[str, str], site: TestSite
+) -> None:
+    good, gone = site.url("/product/5"), site.url("/status/404")
+    result = forager(tmp_path, env, "crawl", good, gone, "-o", "out.jsonl")
+    assert result.returncode == 1, result.stderr
+    assert f"failed {gone}" in result.stderr
+    assert "http_4xx" in result.stderr
+    assert "1 products, 1 failed, of 2 URLs" in result.stderr
+    [line] = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["url"] == good
+
+
+def test_crawl_of_an_invalid_url_says_why(tmp_path: Path, env: dict[str, str]) -> None:
+    result = forager(tmp_path, env, "crawl", "ftp://shop.example.com/p/1")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "ftp://shop.example.com/p/1" in result.stderr
+    assert "not crawlable" in result.stderr
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_bad_configuration_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    env["FORAGER_LOG_LEVEL"] = "LOUD"
+    line = one_error_line(forager(tmp_path, env, "db", "upgrade"))
+    assert "FORAGER_LOG_LEVEL" in line or "log_level" in line
+    assert not (tmp_path / "data").exists()
+
+
+def test_serve_refuses_to_bind_a_public_address(tmp_path: Path, env: dict[str, str]) -> None:
+    line = one_error_line(forager(tmp_path, env, "serve", "--host", "0.0.0.0", timeout=30))
+    assert "refusing to bind 0.0.0.0" in line
+    assert "authentication" in line
+
+
+# --------------------------------------------------------------------------- worker
+
+
+async def _submit(data_dir: Path, database_url: str, url: str) -> int:
+    """Submit ``url`` in-process, into the database the worker subprocess will use."""
+    settings = load_settings(
+        data_dir=data_dir, database_url=database_url, default_crawl_delay_seconds=0
+    )
+    db = await open_database(settings)
+    try:
+        [outcome] = await submit_urls(db, settings, [SubmitSpec(url)])
+    finally:
+        await db.dispose()
+    assert outcome.task_id is not None, outcome.error
+    return outcome.task_id
+
+
+def test_worker_crawls_then_stops_on_sigterm(
+    tmp_path: Path, env: dict[str, str], site: TestSite
+) -> None:
+    database = tmp_path / "queue.db"
+    database_url = f"sqlite+aiosqlite:///{database}"
+    task_id = asyncio.run(_submit(tmp_path / "data", database_url, site.url("/product/9")))
+    env.update(FORAGER_DATABASE_URL=database_url, FORAGER_POLL_SECONDS="0.1")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "forager.cli", "worker", "--concurrency", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        status = "pending"
+        deadline = time.monotonic() + 30
+        while status not in ("completed", "failed") and time.monotonic() < deadline:
+            assert worker.poll() is None, worker.communicate()
+            time.sleep(0.1)
+            with sqlite3.connect(database) as conn:
+                [status] = conn.execute(
+                    "SELECT status FROM crawl_tasks WHERE id = ?", (task_id,)
+                ).fetchone()
+        assert status == "completed"
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=15)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    with sqlite3.connect(database) as conn:
+        [name] = conn.execute("SELECT product_name FROM products").fetchone()
+    assert name == "Test Product 9"
