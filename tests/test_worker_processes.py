@@ -1,8 +1,9 @@
-"""Real ``forager worker`` processes sharing one database: exactly-once, politeness, crash recovery."""
+"""Real `forager worker` processes on one database: exactly-once, politeness, crashes."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -124,7 +125,7 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
         starts[record.host].append(record.start)
     for host, times in starts.items():
         times.sort()
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert min(gaps) >= DELAY - CLOCK_SLACK, f"{host}: requests {min(gaps):.3f} s apart"
     assert max(site.log()["max_concurrency"].values()) <= MAX_CONCURRENT
 
