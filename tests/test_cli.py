@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
 from tests.support.site import TestSite
 
-SUBCOMMANDS = [["serve"], ["worker"], ["crawl"], ["parse"], ["db"], ["db", "upgrade"]]
+SUBCOMMANDS = [["serve"], ["worker"], ["crawl"], ["parse"], ["db", "upgrade"]]
 
 PRODUCT_PAGE = """<!doctype html>
 <html><head><title>Trail Shoe | Example Shop</title>
@@ -105,6 +106,30 @@ def test_version(tmp_path: Path, env: dict[str, str]) -> None:
     assert result.stdout.strip() == f"forager {__version__}"
 
 
+USAGE_BUG = (
+    "BUG: cli.main checks isinstance(exc, click.ClickException), but typer vendors its own "
+    "click (typer._click), so usage errors fall through to the generic handler"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=USAGE_BUG + ": 'error: NoArgsIsHelpError: ' after help")
+def test_no_arguments_shows_help_without_an_error(tmp_path: Path, env: dict[str, str]) -> None:
+    result = forager(tmp_path, env)
+    assert "Usage:" in result.stdout + result.stderr
+    assert "NoArgsIsHelpError" not in result.stderr
+    assert "error:" not in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True, reason=USAGE_BUG + ": the message names neither the option nor how to fix it"
+)
+def test_usage_error_names_the_option(tmp_path: Path, env: dict[str, str]) -> None:
+    result = forager(tmp_path, env, "worker", "--concurrency", "0")
+    assert result.returncode != 0
+    assert "--concurrency" in result.stderr  # today: "error: BadParameter: Input should be …"
+    assert "BadParameter" not in result.stderr
+
+
 # --------------------------------------------------------------------------- db upgrade
 
 
@@ -117,7 +142,7 @@ def test_db_upgrade_creates_sqlite_database(tmp_path: Path, env: dict[str, str])
     assert head is not None
     assert f"revision {head}" in first.stdout
     assert str(database) in first.stdout
-    with sqlite3.connect(database) as conn:
+    with contextlib.closing(sqlite3.connect(database)) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"crawl_tasks", "products", "domains"} <= tables
 
@@ -127,13 +152,12 @@ def test_db_upgrade_creates_sqlite_database(tmp_path: Path, env: dict[str, str])
 
 
 def test_db_upgrade_on_postgresql(tmp_path: Path, env: dict[str, str], pg_database: str) -> None:
-    env["FORAGER_DATABASE_URL"] = pg_database
-    for _ in range(2):
-        result = forager(tmp_path, env, "db", "upgrade")
-        assert result.returncode == 0, result.stderr
-        assert f"revision {head_revision()}" in result.stdout
-        assert pg_database.rpartition("/")[2] in result.stdout
-        assert "postgres@" not in result.stdout  # the user part of the URL is never printed
+    env["FORAGER_DATABASE_URL"] = pg_database  # a database at head already: upgrading is a no-op
+    result = forager(tmp_path, env, "db", "upgrade")
+    assert result.returncode == 0, result.stderr
+    assert f"revision {head_revision()}" in result.stdout
+    assert pg_database.rpartition("/")[2] in result.stdout
+    assert "postgres@" not in result.stdout  # the user part of the URL is never printed
     assert not (tmp_path / "data" / "forager.db").exists()
 
 
@@ -160,17 +184,6 @@ def test_parse_prints_the_product_record(tmp_path: Path, env: dict[str, str]) ->
     assert not (tmp_path / "data").exists()  # parsing needs no database
 
 
-def test_parse_chooses_the_parser_from_the_url(tmp_path: Path, env: dict[str, str]) -> None:
-    page = tmp_path / "shoe.html"
-    page.write_text(PRODUCT_PAGE, encoding="utf-8")
-    result = forager(tmp_path, env, "parse", str(page), "--url", "https://shop.example.com/p/1")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["parser_name"] == "generic"
-    bare = forager(tmp_path, env, "parse", str(page))
-    assert bare.returncode == 0, bare.stderr
-    assert json.loads(bare.stdout)["url"] == page.resolve().as_uri()
-
-
 def test_parse_robot_check_is_one_error_line(tmp_path: Path, env: dict[str, str]) -> None:
     page = tmp_path / "captcha.html"
     page.write_text(ROBOT_CHECK_PAGE, encoding="utf-8")
@@ -194,13 +207,6 @@ def test_parse_with_unknown_parser_lists_the_known_ones(
     line = one_error_line(forager(tmp_path, env, "parse", str(page), "--parser", "shopify"))
     assert "unknown parser 'shopify'" in line
     assert "amazon" in line and "generic" in line
-
-
-def test_parse_of_a_missing_file_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
-    result = forager(tmp_path, env, "parse", str(tmp_path / "nope.html"))
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    assert "nope.html" in result.stderr and "does not exist" in result.stderr
 
 
 # --------------------------------------------------------------------------- crawl
@@ -288,33 +294,34 @@ def test_worker_crawls_then_stops_on_sigterm(
     database_url = f"sqlite+aiosqlite:///{database}"
     task_id = asyncio.run(_submit(tmp_path / "data", database_url, site.url("/product/9")))
     env.update(FORAGER_DATABASE_URL=database_url, FORAGER_POLL_SECONDS="0.1")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "forager.cli", "worker", "--concurrency", "2"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "worker.log"
+    with log.open("w") as output:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "forager.cli", "worker", "--concurrency", "2"],
+            cwd=tmp_path,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     try:
         status = "pending"
         deadline = time.monotonic() + 30
         while status not in ("completed", "failed") and time.monotonic() < deadline:
-            assert worker.poll() is None, worker.communicate()
+            assert worker.poll() is None, log.read_text()
             time.sleep(0.1)
-            with sqlite3.connect(database) as conn:
+            with contextlib.closing(sqlite3.connect(database)) as conn:
                 [status] = conn.execute(
                     "SELECT status FROM crawl_tasks WHERE id = ?", (task_id,)
                 ).fetchone()
-        assert status == "completed"
+        assert status == "completed", log.read_text()
         worker.send_signal(signal.SIGTERM)
-        _, stderr = worker.communicate(timeout=15)
+        returncode = worker.wait(timeout=15)
     finally:
         if worker.poll() is None:
             worker.kill()
-            worker.communicate()
-    assert worker.returncode == 0, stderr
-    assert "Traceback" not in stderr
-    with sqlite3.connect(database) as conn:
+            worker.wait()
+    assert returncode == 0, log.read_text()
+    assert "Traceback" not in log.read_text()
+    with contextlib.closing(sqlite3.connect(database)) as conn:
         [name] = conn.execute("SELECT product_name FROM products").fetchone()
     assert name == "Test Product 9"

@@ -16,6 +16,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from forager.db import audit
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
@@ -75,6 +77,7 @@ class Database:
         """A write transaction: committed on success, rolled back on any error."""
         async with self._writer() as session, session.begin():
             yield session
+            await audit.flush(session)
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[AsyncSession]:

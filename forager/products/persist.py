@@ -113,7 +113,8 @@ async def save_product(
         product.updated_at = now
         result = "updated"
     if images_moved:
-        await session.execute(delete(ProductImage).where(ProductImage.product_id == product.id))
+        if result == "updated":
+            await session.execute(delete(ProductImage).where(ProductImage.product_id == product.id))
         if record.image_urls:
             await session.execute(
                 insert(ProductImage),

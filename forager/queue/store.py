@@ -21,17 +21,17 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import Table, and_, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.errors import RETRYABLE_ERROR_TYPES
-from forager.queue import events
 from forager.queue.lifecycle import FETCHING, LEASED, PARSE_LEASED, TaskStatus
 
 S = TaskStatus
@@ -103,26 +103,28 @@ async def transition(
     worker_id: str | None = None,
     event: str | None = None,
     details: dict[str, Any] | None = None,
+    via: Sequence[str] = (),
     **values: Any,
 ) -> bool:
     """Compare-and-set ``task_id`` from one of ``from_`` to ``to``; write the event if it moved.
 
     With ``worker_id`` the move only happens while that worker still holds the lease.
+    ``via`` names statuses passed through inside this same transaction (no other session
+    can observe them): each still gets its event, in order.
     """
-    conditions = [CrawlTask.id == task_id, CrawlTask.status.in_(list(from_))]
+    table = cast(Table, CrawlTask.__table__)  # Core, not ORM: this is the hot path
+    conditions = [table.c.id == task_id, table.c.status.in_(list(from_))]
     if worker_id is not None:
-        conditions.append(CrawlTask.lease_owner == worker_id)
+        conditions.append(table.c.lease_owner == worker_id)
     result = await session.execute(
-        update(CrawlTask)
-        .where(*conditions)
-        .values(status=to, updated_at=utcnow(), **values)
-        .returning(CrawlTask.id)
-        .execution_options(synchronize_session=False)
+        update(table).where(*conditions).values(status=to, updated_at=utcnow(), **values)
     )
-    if result.scalar_one_or_none() is None:
+    if not getattr(result, "rowcount", 0):
         return False
-    payload = {"to": to, **({"worker": worker_id} if worker_id else {}), **(details or {})}
-    await events.record(session, "task", [task_id], event or to, payload)
+    base = {"worker": worker_id} if worker_id else {}
+    for step in via:
+        audit.record(session, "task", [task_id], step, {"to": step, **base})
+    audit.record(session, "task", [task_id], event or to, {"to": to, **base, **(details or {})})
     return True
 
 
@@ -248,7 +250,7 @@ class TaskQueue:
                 .values(next_fetch_at=self._lease_until(now))
                 .execution_options(synchronize_session=False)
             )
-        await events.record(
+        audit.record(
             session, "task", [t.id for t in tasks], S.QUEUED, {"to": S.QUEUED, "worker": worker_id}
         )
         return tasks
@@ -290,7 +292,7 @@ class TaskQueue:
                 ).scalars()
             }
             tasks = [_claimed(row, domains[row.domain_id]) for row in rows]
-            await events.record(
+            audit.record(
                 session,
                 "task",
                 [t.id for t in tasks],
@@ -459,7 +461,7 @@ class TaskQueue:
             status = result.scalar_one_or_none()
             if status is None:
                 return False
-            await events.record(
+            audit.record(
                 session, "task", [task_id], "released", {"to": status, "worker": worker_id}
             )
             return True
@@ -519,8 +521,8 @@ class TaskQueue:
                 .execution_options(synchronize_session=False)
             )
             requeued_ids = list(requeued.scalars())
-            await events.record(session, "task", failed_ids, "lease_expired", {"to": S.FAILED})
-            await events.record(session, "task", requeued_ids, "lease_expired", {"to": "queue"})
+            audit.record(session, "task", failed_ids, "lease_expired", {"to": S.FAILED})
+            audit.record(session, "task", requeued_ids, "lease_expired", {"to": "queue"})
         return len(failed_ids) + len(requeued_ids)
 
     async def requeue_due_recrawls(self, limit: int = 1000) -> int:
@@ -557,5 +559,5 @@ class TaskQueue:
                 .execution_options(synchronize_session=False)
             )
             moved = list(result.scalars())
-            await events.record(session, "task", moved, "recrawl_due", {"to": S.PENDING})
+            audit.record(session, "task", moved, "recrawl_due", {"to": S.PENDING})
         return len(moved)

@@ -11,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.db import audit
 from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.errors import ForagerError, InvalidURL
 from forager.parse.registry import get_parser, parser_name_for_host
-from forager.queue import events
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.urls import NormalizedURL, normalize_url
 
@@ -89,7 +89,7 @@ async def _domains_for(
             for host, u in hosts.items()
         ],
     )
-    await events.record(session, "domain", list(created.scalars()), "created")
+    audit.record(session, "domain", list(created.scalars()), "created")
     rows = await session.execute(select(Domain).where(Domain.domain_name.in_(list(hosts))))
     return {d.domain_name: d for d in rows.scalars()}
 
@@ -120,7 +120,7 @@ async def submit_urls(
             )
             by_hash.update({r.url_hash: (r.id, r.status) for r in rows})
         new_ids = [by_hash[h][0] for h in created]
-        await events.record(session, "task", new_ids, "created", {"to": TaskStatus.PENDING})
+        audit.record(session, "task", new_ids, "created", {"to": TaskStatus.PENDING})
     outcomes: list[SubmitOutcome] = []
     first_seen: set[str] = set()
     for spec, n in checked:

@@ -133,20 +133,19 @@ class Pipeline:
                     ok=True,
                     response_ms=response.elapsed_ms,
                 )
-            downloaded = await transition(
+            # The same worker parses at once: downloaded → queued_parse → parsing happen in
+            # this one transaction, so a single compare-and-set carries all three events.
+            if not await transition(
                 session,
                 task.id,
                 from_=[S.CRAWLING],
-                to=S.DOWNLOADED,
+                to=S.PARSING,
+                via=[S.DOWNLOADED, S.QUEUED_PARSE],
                 worker_id=self.worker_id,
                 html_path=page_key,
                 http_status_code=response.status_code,
                 response_time_ms=response.elapsed_ms,
                 proxy_id=proxy.proxy_id if proxy else None,
-            )
-            # The same worker parses at once: hand the page straight to the parse phase.
-            if not downloaded or not await transition(
-                session, task.id, from_=[S.DOWNLOADED], to=S.QUEUED_PARSE, worker_id=self.worker_id
             ):
                 await self._set_attempt(session, attempt_id, outcome="discarded")
                 return None
@@ -184,11 +183,13 @@ class Pipeline:
     async def _parse_phase(
         self, task: ClaimedTask, page_key: str, attempt_id: int | None
     ) -> str | None:
-        async with self.db.session() as session:
-            if not await transition(
-                session, task.id, from_=[S.QUEUED_PARSE], to=S.PARSING, worker_id=self.worker_id
-            ):
-                return None
+        """Parse a stored page; ``attempt_id`` is set when the fetch phase already began it."""
+        if attempt_id is None:
+            async with self.db.session() as session:
+                if not await transition(
+                    session, task.id, from_=[S.QUEUED_PARSE], to=S.PARSING, worker_id=self.worker_id
+                ):
+                    return None
         try:
             html = (await self.pages.get(page_key)).decode("utf-8", errors="replace")
             parser = get_parser(task.parser_name)

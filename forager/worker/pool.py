@@ -60,6 +60,7 @@ class WorkerPool:
         self.run_scheduler = run_scheduler
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
+        self._batch = max(1, concurrency // 4)
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -97,7 +98,9 @@ class WorkerPool:
             self._wake.clear()
             free = self.concurrency - len(self.jobs)
             claimed: list[ClaimedTask] = []
-            if free > 0:
+            # Claim in batches while busy: one claim transaction per slot would cost more
+            # than the work it hands out.
+            if free >= self._batch or (free > 0 and not self.jobs):
                 try:
                     claimed = await self.queue.claim(self.worker_id, free)
                     if len(claimed) < free:

@@ -1,4 +1,4 @@
-"""Writing audit events (the ``events`` table) from inside a transaction."""
+"""Audit events (the ``events`` table), buffered per transaction and written in one insert."""
 
 from __future__ import annotations
 
@@ -11,17 +11,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.db.models import Event
 from forager.db.types import utcnow
 
+_PENDING = "forager.pending_events"
 
-async def record(
+
+def record(
     session: AsyncSession,
     entity_type: str,
     entity_ids: Iterable[int | str],
     event: str,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """One event row per entity, all with the same name and details."""
+    """Queue one event row per entity; ``flush`` writes them before the transaction commits."""
     now = utcnow()
-    rows = [
+    rows: list[dict[str, Any]] = session.info.setdefault(_PENDING, [])
+    rows.extend(
         {
             "entity_type": entity_type,
             "entity_id": str(entity_id),
@@ -30,6 +33,11 @@ async def record(
             "created_at": now,
         }
         for entity_id in entity_ids
-    ]
+    )
+
+
+async def flush(session: AsyncSession) -> None:
+    """Write the queued events of ``session`` (called by ``Database.session`` before commit)."""
+    rows = session.info.pop(_PENDING, None)
     if rows:
         await session.execute(insert(Event), rows)

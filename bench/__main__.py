@@ -1,0 +1,136 @@
+"""``make bench``: crawl throughput and memory on SQLite and PostgreSQL, and parser speed.
+
+Crawls the local test site (tests/support/site.py, a separate process on loopback hosts
+127.0.0.1–10) with the real worker pool; each engine runs in a fresh process so its peak
+RSS is its own. Results print as a table and are saved to bench/results/latest.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import parsers
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = int(os.environ.get("FORAGER_BENCH_PAGES", "2000"))
+CONCURRENCY = int(os.environ.get("FORAGER_BENCH_CONCURRENCY", "32"))
+HOSTS = [f"127.0.0.{n}" for n in range(1, 11)]
+PG_ADMIN = os.environ.get("FORAGER_BENCH_PG", "postgresql://postgres@127.0.0.1/test")
+
+
+def _machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    except OSError:
+        mem_kb = 0
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory_gib": f"{mem_kb / 1024 / 1024:.0f}",
+        "python": platform.python_version(),
+        "os": platform.platform(),
+    }
+
+
+def _start_site(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port_file = tmp / "site.port"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.site",
+            "--port",
+            "0",
+            "--hosts",
+            ",".join(HOSTS),
+            "--port-file",
+            str(port_file),
+        ],
+        cwd=ROOT,
+    )
+    for _ in range(100):
+        if port_file.exists() and port_file.read_text().strip():
+            return proc, int(port_file.read_text())
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("the test site did not start")
+
+
+async def _pg(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def _crawl(database_url: str, urls_file: Path) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.crawl_run",
+            "--database-url",
+            database_url,
+            "--urls-file",
+            str(urls_file),
+            "--concurrency",
+            str(CONCURRENCY),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    results: dict[str, object] = {"machine": _machine(), "pages": PAGES, "concurrency": CONCURRENCY}
+    with tempfile.TemporaryDirectory(prefix="forager-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        site, port = _start_site(tmp)
+        try:
+            urls = [f"http://{HOSTS[n % len(HOSTS)]}:{port}/product/{n}" for n in range(PAGES)]
+            urls_file = tmp / "urls.txt"
+            urls_file.write_text("\n".join(urls))
+            crawl: dict[str, object] = {}
+            crawl["sqlite"] = _crawl(f"sqlite+aiosqlite:///{tmp / 'bench.db'}", urls_file)
+            try:
+                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
+                asyncio.run(_pg("CREATE DATABASE forager_bench"))
+            except OSError as exc:
+                crawl["postgresql"] = f"skipped: PostgreSQL unreachable ({exc})"
+            else:
+                base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+                crawl["postgresql"] = _crawl(f"{base}/forager_bench", urls_file)
+                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
+            results["crawl"] = crawl
+        finally:
+            site.terminate()
+            site.wait(timeout=10)
+    results["parsers"] = parsers.measure() or "skipped: ../shared/pages is absent"
+    print(json.dumps(results, indent=2))
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
