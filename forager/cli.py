@@ -6,7 +6,6 @@ import asyncio
 import ipaddress
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,6 @@ import typer
 from forager import __version__
 from forager.config import Settings, get_settings
 from forager.errors import ConfigError, ForagerError
-from forager.runtime import configure_logging, open_database
 
 app = typer.Typer(
     help="Forager: a self-hosted scraping control plane.",
@@ -34,9 +32,11 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-def _settings() -> Settings:
+def _settings(quiet: bool = False) -> Settings:
+    from forager.runtime import configure_logging
+
     settings = get_settings()
-    configure_logging(settings)
+    configure_logging(settings, quiet=quiet and not _state["debug"])
     return settings
 
 
@@ -88,11 +88,9 @@ def serve(
 
 
 def _db_label(settings: Settings) -> str:
-    url = settings.resolved_database_url
-    if url.startswith("sqlite"):
-        return url.split("///", 1)[-1]
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.rpartition('@')[2]}"  # never print credentials
+    from forager.db.engine import database_label
+
+    return database_label(settings.resolved_database_url)
 
 
 @app.command()
@@ -102,6 +100,7 @@ def worker(
     ] = None,
 ) -> None:
     """Run a worker process: claim tasks from the database and crawl them until SIGTERM."""
+    from forager.runtime import open_database
     from forager.worker.pool import WorkerPool
 
     settings = _settings()
@@ -133,7 +132,7 @@ def crawl(
     """Crawl URLs once, in-process, in a throwaway database; print the products found."""
     from forager.oneshot import run_crawl
 
-    settings = _settings()
+    settings = _settings(quiet=True)
     code = asyncio.run(
         run_crawl(
             settings, urls, parser=parser, output=output, concurrency=concurrency, retries=retries
@@ -166,6 +165,7 @@ def parse(
 def db_upgrade() -> None:
     """Create or migrate the schema to the newest revision."""
     from forager.db.migrate import current_revision
+    from forager.runtime import open_database
 
     settings = _settings()
 
@@ -181,31 +181,17 @@ def db_upgrade() -> None:
 
 
 def main() -> None:
-    """Entry point: run the app, turning Forager errors into one clear line."""
+    """Entry point: click handles usage errors itself; Forager errors print as one line."""
     try:
-        code = app(standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        app()
     except ForagerError as exc:
         if _state["debug"]:
             raise
         raise SystemExit(_fail(exc.message).exit_code) from None
-    except (OSError, ConnectionError) as exc:
-        if _state["debug"]:
-            raise
-        raise SystemExit(_fail(str(exc) or type(exc).__name__).exit_code) from None
     except Exception as exc:
         if _state["debug"]:
             raise
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
         raise SystemExit(_fail(f"{type(exc).__name__}: {exc}").exit_code) from None
-    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

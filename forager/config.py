@@ -99,17 +99,18 @@ class Settings(BaseSettings):
         url = self.resolved_database_url
         if not (url.startswith("sqlite+aiosqlite://") or url.startswith("postgresql+asyncpg://")):
             raise ValueError(
-                f"database_url must be sqlite+aiosqlite:// or postgresql+asyncpg:// (got {url!r})"
+                "FORAGER_DATABASE_URL must be a sqlite:// or postgresql:// URL "
+                f"(got {url.split('://', 1)[0]}://…)"
             )
         if self.heartbeat_seconds * 2 > self.lease_seconds:
             raise ValueError(
-                "heartbeat_seconds must be at most half of lease_seconds, "
+                "FORAGER_HEARTBEAT_SECONDS must be at most half of FORAGER_LEASE_SECONDS, "
                 "or live tasks would lose their lease between two heartbeats"
             )
         if self.retry_base_seconds > self.retry_max_seconds:
-            raise ValueError("retry_base_seconds must not exceed retry_max_seconds")
+            raise ValueError("FORAGER_RETRY_BASE_SECONDS must not exceed FORAGER_RETRY_MAX_SECONDS")
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError("log_level must be one of DEBUG, INFO, WARNING, ERROR")
+            raise ValueError("FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
         return self
 
     @property
@@ -136,7 +137,8 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'FORAGER_' + str(err['loc'][0]).upper() + ': ' if err['loc'] else ''}{err['msg']}"
+            ("FORAGER_" + str(err["loc"][0]).upper() + ": " if err["loc"] else "")
+            + err["msg"].removeprefix("Value error, ")
             for err in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from exc

@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import update
 
 from forager.api.app import create_app
@@ -173,10 +172,6 @@ async def test_unknown_parser_is_refused(api: httpx.AsyncClient) -> None:
     assert await _task_total(api) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an unknown parser_name is reported as title 'Invalid URL' with field 'url'",
-)
 async def test_unknown_parser_problem_names_the_parser_field(api: httpx.AsyncClient) -> None:
     response = await api.post(
         "/api/tasks", json={"url": "https://shop.example.com/p/1", "parser_name": "nope"}
@@ -264,10 +259,10 @@ async def test_batch_options_apply_to_every_url(api: httpx.AsyncClient) -> None:
 async def test_batch_with_an_unknown_parser_creates_nothing(api: httpx.AsyncClient) -> None:
     urls = ["https://shop.example.com/p/10", "https://shop.example.com/p/11"]
     response = await api.post("/api/tasks/batch", json={"urls": urls, "parser_name": "nope"})
-    assert response.status_code == 200
+    assert response.status_code == 422
     body = response.json()
-    assert (body["created"], body["invalid"]) == (0, 2)
-    assert all("unknown parser" in r["error"] for r in body["results"])
+    assert body["errors"][0]["field"] == "parser_name"
+    assert "unknown parser 'nope'" in body["detail"]
     assert await _task_total(api) == 0
 
 
@@ -395,11 +390,6 @@ async def test_task_detail_of_a_failed_crawl(api: httpx.AsyncClient, site: TestS
     assert task["events"][-1]["event"] == "failed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a task that failed on an HTTP error keeps http_status_code null "
-    "(only the attempt records the 404; the seed's column is for 200, 404, 500, …)",
-)
 async def test_failed_task_shows_the_http_status_it_got(
     api: httpx.AsyncClient, site: TestSite
 ) -> None:

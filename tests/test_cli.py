@@ -106,13 +106,6 @@ def test_version(tmp_path: Path, env: dict[str, str]) -> None:
     assert result.stdout.strip() == f"forager {__version__}"
 
 
-USAGE_BUG = (
-    "BUG: cli.main checks isinstance(exc, click.ClickException), but typer vendors its own "
-    "click (typer._click), so usage errors fall through to the generic handler"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=USAGE_BUG + ": 'error: NoArgsIsHelpError: ' after help")
 def test_no_arguments_shows_help_without_an_error(tmp_path: Path, env: dict[str, str]) -> None:
     result = forager(tmp_path, env)
     assert "Usage:" in result.stdout + result.stderr
@@ -120,9 +113,6 @@ def test_no_arguments_shows_help_without_an_error(tmp_path: Path, env: dict[str,
     assert "error:" not in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True, reason=USAGE_BUG + ": the message names neither the option nor how to fix it"
-)
 def test_usage_error_names_the_option(tmp_path: Path, env: dict[str, str]) -> None:
     result = forager(tmp_path, env, "worker", "--concurrency", "0")
     assert result.returncode != 0

@@ -35,10 +35,16 @@ def test_plain_postgres_urls_use_asyncpg(url: str) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"database_url": "mysql://u@h/db"}, "database_url must be"),
-        ({"heartbeat_seconds": 40, "lease_seconds": 60}, "heartbeat_seconds must be at most half"),
-        ({"retry_base_seconds": 100, "retry_max_seconds": 10}, "retry_base_seconds must not"),
-        ({"log_level": "LOUD"}, "log_level must be"),
+        ({"database_url": "mysql://u@h/db"}, "FORAGER_DATABASE_URL must be"),
+        (
+            {"heartbeat_seconds": 40, "lease_seconds": 60},
+            "FORAGER_HEARTBEAT_SECONDS must be at most half",
+        ),
+        (
+            {"retry_base_seconds": 100, "retry_max_seconds": 10},
+            "FORAGER_RETRY_BASE_SECONDS must not",
+        ),
+        ({"log_level": "LOUD"}, "FORAGER_LOG_LEVEL must be"),
         ({"port": 0}, "FORAGER_PORT"),
         ({"max_body_bytes": 10}, "FORAGER_MAX_BODY_BYTES"),
     ],

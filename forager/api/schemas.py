@@ -6,7 +6,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from forager.parse.registry import parser_names
 
 T = TypeVar("T")
 
@@ -32,6 +34,13 @@ class TaskOptions(BaseModel):
     scheduled_at: AwareDatetime | None = Field(None, description="Not before this time.")
     parser_name: str | None = Field(None, description="Parser to use instead of the domain's.")
     batch_name: str | None = Field(None, max_length=255)
+
+    @field_validator("parser_name")
+    @classmethod
+    def _known_parser(cls, name: str | None) -> str | None:
+        if name is not None and name not in parser_names():
+            raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
+        return name
 
 
 class TaskCreate(TaskOptions):

@@ -44,6 +44,14 @@ def _sqlite_engine(url: str, begin: str) -> AsyncEngine:
     return engine
 
 
+def database_label(url: str) -> str:
+    """Where a database is, without credentials (safe to print and log)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return str(parsed.database)
+    return parsed._replace(username=None, password=None).render_as_string()
+
+
 class Database:
     """The two ways in: ``session()`` for work that writes, ``reader()`` for read-only work.
 
@@ -67,6 +75,10 @@ class Database:
             self.read_engine = self.engine
         self._writer = async_sessionmaker(self.engine, expire_on_commit=False)
         self._reader = async_sessionmaker(self.read_engine, expire_on_commit=False)
+
+    @property
+    def label(self) -> str:
+        return database_label(self.url)
 
     @property
     def is_sqlite(self) -> bool:

@@ -374,6 +374,7 @@ class TaskQueue:
         *,
         error_type: str,
         message: str,
+        http_status_code: int | None = None,
     ) -> str | None:
         """Retry later with backoff, or fail for good; returns the new status (None: lost lease)."""
         row = (
@@ -400,6 +401,7 @@ class TaskQueue:
             "error_message": message[:2000],
             "lease_owner": None,
             "lease_expires_at": None,
+            "http_status_code": http_status_code,
         }
         if error_type in RETRYABLE_ERROR_TYPES and row.retry_count < row.max_retries:
             delay = self.retry_delay(row.retry_count)

@@ -174,7 +174,12 @@ class Pipeline:
                     response_ms=None,
                 )
             status = await self.queue.fail(
-                session, task, self.worker_id, error_type=exc.error_type, message=exc.message
+                session,
+                task,
+                self.worker_id,
+                error_type=exc.error_type,
+                message=exc.message,
+                http_status_code=exc.status_code,
             )
             await self._set_attempt(session, attempt_id, outcome=_outcome(status))
 
