@@ -1,18 +1,24 @@
 # Forager — every entry point bootstraps .venv with uv (installed with pip when absent).
 SHELL := /bin/bash
 PYTHON ?= python3
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 VENV := .venv
 STAMP := $(VENV)/.synced
 RUN := $(VENV)/bin
+# uv from PATH, else the one pip installs as a module of $(PYTHON).
+UV = $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 
-.PHONY: serve test lint format bench accuracy clean bootstrap
+.PHONY: serve test lint format bench clean bootstrap
 
 bootstrap: $(STAMP)
 
 $(STAMP): pyproject.toml uv.lock
-	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || $(PYTHON) -m pip install --user --quiet uv || $(PYTHON) -m pip install --quiet uv
-	@UV=$$(command -v uv || echo $(UV)); $$UV sync --frozen --quiet
+	@if ! command -v uv >/dev/null 2>&1 && ! $(PYTHON) -m uv --version >/dev/null 2>&1; then \
+	  echo "installing uv with pip"; \
+	  $(PYTHON) -m pip install --quiet --user uv 2>/dev/null \
+	  || $(PYTHON) -m pip install --quiet --user --break-system-packages uv 2>/dev/null \
+	  || $(PYTHON) -m pip install --quiet uv; \
+	fi
+	$(UV) sync --frozen --quiet
 	@touch $(STAMP)
 
 serve: $(STAMP)
@@ -32,9 +38,6 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(RUN)/python -m bench
-
-accuracy: $(STAMP)
-	$(RUN)/python -m bench.accuracy
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -79,26 +79,41 @@ async def _pg(sql: str) -> None:
         await conn.close()
 
 
-def _crawl(database_url: str, urls_file: Path) -> dict[str, float]:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.crawl_run",
-            "--database-url",
-            database_url,
-            "--urls-file",
-            str(urls_file),
-            "--concurrency",
-            str(CONCURRENCY),
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+def _crawl(database_url: str, urls_file: Path, processes: int = 1) -> dict[str, float]:
+    """Run ``processes`` crawl processes on one database at once; pages/s over the slowest."""
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.crawl_run",
+                "--database-url",
+                database_url,
+                "--urls-file",
+                str(urls_file),
+                "--concurrency",
+                str(CONCURRENCY),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    runs = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"bench.crawl_run failed with exit code {proc.returncode}")
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    seconds = max(r["seconds"] for r in runs)
+    return {
+        "processes": processes,
+        "pages": runs[0]["pages"],
+        "seconds": seconds,
+        "pages_per_s": round(runs[0]["pages"] / seconds, 1),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+    }
 
 
 def main() -> None:
@@ -120,6 +135,9 @@ def main() -> None:
             else:
                 base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
                 crawl["postgresql"] = _crawl(f"{base}/forager_bench", urls_file)
+                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
+                asyncio.run(_pg("CREATE DATABASE forager_bench"))
+                crawl["postgresql_2_processes"] = _crawl(f"{base}/forager_bench", urls_file, 2)
                 asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
             results["crawl"] = crawl
         finally:

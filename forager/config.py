@@ -72,7 +72,7 @@ class Settings(BaseSettings):
         description="Largest response body accepted, after decompression; larger is `too_large`.",
     )
     user_agent: str = Field(
-        "Forager/0.1 (+https://github.com/forager-crawler/forager)",
+        "Forager/0.1 (self-hosted crawler)",
         min_length=1,
         description="User-Agent of new domains (each domain can override it).",
     )

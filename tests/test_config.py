@@ -58,3 +58,11 @@ def test_settings_are_frozen() -> None:
     settings = load_settings()
     with pytest.raises(ValueError, match="frozen"):
         settings.port = 1  # type: ignore[misc]
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    from forager.config import Settings
+
+    missing = [n for n in Settings.model_fields if f"`FORAGER_{n.upper()}`" not in readme]
+    assert missing == []

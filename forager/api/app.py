@@ -17,25 +17,25 @@ from forager.worker.pool import WorkerPool, new_worker_id
 
 
 def create_app(settings: Settings) -> FastAPI:
-    """The app for ``settings``: migrates on start, runs ``serve_workers`` built-in workers."""
+    """The app for ``settings``: migrates on start, runs the scheduler and built-in workers."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = await open_database(settings)
         runtime = Runtime(settings=settings, db=db)
-        worker: asyncio.Task[None] | None = None
-        if settings.serve_workers > 0:
-            runtime.pool = WorkerPool(
-                db, settings, concurrency=settings.serve_workers, worker_id=new_worker_id("serve")
-            )
-            worker = asyncio.create_task(runtime.pool.run(), name="built-in worker")
+        # With serve_workers=0 the pool claims nothing but still runs the scheduler
+        # (expired leases, due recrawls) for the external workers.
+        pool = WorkerPool(
+            db, settings, concurrency=settings.serve_workers, worker_id=new_worker_id("serve")
+        )
+        runtime.pool = pool
+        worker = asyncio.create_task(pool.run(), name="built-in worker")
         app.state.runtime = runtime
         try:
             yield
         finally:
-            if runtime.pool is not None and worker is not None:
-                runtime.pool.stop()
-                await worker
+            pool.stop()
+            await worker
             await db.dispose()
 
     app = FastAPI(
