@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import String, func, select
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -126,7 +126,23 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
     for records in by_host.values():
         records.sort(key=lambda r: r.start)
         for a, b in itertools.pairwise(records):
-            assert b.start - a.start >= DELAY - CLOCK_SLACK, f"too close: {a} then {b}"
+            if b.start - a.start < DELAY - CLOCK_SLACK:
+                async with db.reader() as session:
+                    rows = (
+                        await session.execute(
+                            select(Event.entity_id, Event.event, Event.details, Event.created_at)
+                            .join(CrawlTask, Event.entity_id == func.cast(CrawlTask.id, String))
+                            .where(
+                                Event.entity_type == "task",
+                                CrawlTask.url.in_(
+                                    [site.url(a.path, a.host), site.url(b.path, b.host)]
+                                ),
+                            )
+                            .order_by(Event.id)
+                        )
+                    ).all()
+                detail = "\n".join(f"{r[0]} {r[1]} {r[2]} {r[3].timestamp():.6f}" for r in rows)
+                raise AssertionError(f"too close: {a} then {b}\n{detail}")
     assert max(site.log()["max_concurrency"].values()) <= MAX_CONCURRENT
 
 
