@@ -14,10 +14,10 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench import parsers
+from tests.support.site import SiteProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = int(os.environ.get("FORAGER_BENCH_PAGES", "2000"))
@@ -43,30 +43,6 @@ def _machine() -> dict[str, str]:
         "python": platform.python_version(),
         "os": platform.platform(),
     }
-
-
-def _start_site(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port_file = tmp / "site.port"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.site",
-            "--port",
-            "0",
-            "--hosts",
-            ",".join(HOSTS),
-            "--port-file",
-            str(port_file),
-        ],
-        cwd=ROOT,
-    )
-    for _ in range(100):
-        if port_file.exists() and port_file.read_text().strip():
-            return proc, int(port_file.read_text())
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the test site did not start")
 
 
 async def _pg(sql: str) -> None:
@@ -120,9 +96,8 @@ def main() -> None:
     results: dict[str, object] = {"machine": _machine(), "pages": PAGES, "concurrency": CONCURRENCY}
     with tempfile.TemporaryDirectory(prefix="forager-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        site, port = _start_site(tmp)
-        try:
-            urls = [f"http://{HOSTS[n % len(HOSTS)]}:{port}/product/{n}" for n in range(PAGES)]
+        with SiteProcess(HOSTS) as site:
+            urls = [site.url(f"/product/{n}", host=HOSTS[n % len(HOSTS)]) for n in range(PAGES)]
             urls_file = tmp / "urls.txt"
             urls_file.write_text("\n".join(urls))
             crawl: dict[str, object] = {}
@@ -140,9 +115,6 @@ def main() -> None:
                 crawl["postgresql_2_processes"] = _crawl(f"{base}/forager_bench", urls_file, 2)
                 asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
             results["crawl"] = crawl
-        finally:
-            site.terminate()
-            site.wait(timeout=10)
     results["parsers"] = parsers.measure() or "skipped: ../shared/pages is absent"
     print(json.dumps(results, indent=2))
     out = ROOT / "bench" / "results"

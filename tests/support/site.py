@@ -628,5 +628,82 @@ def main(argv: Sequence[str] | None = None) -> None:
     _Server(_config(create_app(closing=closing)), closing, on_ready=ready).run(sockets=sockets)
 
 
+class SiteProcess:
+    """The test site in its own process: its request times do not depend on the test's GIL.
+
+    Measurements of politeness must be taken here: a site thread inside a busy test process
+    can stamp a request hundreds of milliseconds after it arrived.
+    """
+
+    def __init__(self, hosts: Sequence[str] = ("127.0.0.1",)) -> None:
+        self.hosts = list(hosts)
+        self.port = 0
+        self._proc: Any = None
+
+    def start(self) -> None:
+        import subprocess
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.TemporaryDirectory(prefix="forager-site-") as tmp:
+            port_file = Path(tmp) / "port"
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.site",
+                    "--port",
+                    "0",
+                    "--hosts",
+                    ",".join(self.hosts),
+                    "--port-file",
+                    str(port_file),
+                ],
+                cwd=Path(__file__).resolve().parents[2],
+            )
+            deadline = time.monotonic() + 20
+            while not (port_file.exists() and port_file.read_text().strip()):
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("the test site process did not start")
+                time.sleep(0.02)
+            self.port = int(port_file.read_text())
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+        self._proc = None
+
+    def __enter__(self) -> SiteProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def url(self, path: str = "/", host: str | None = None) -> str:
+        host = host or self.hosts[0]
+        return f"http://{host}:{self.port}{path if path.startswith('/') else '/' + path}"
+
+    def log(self) -> dict[str, Any]:
+        import httpx
+
+        response = httpx.get(self.url("/__log"), timeout=10)
+        response.raise_for_status()
+        data: dict[str, Any] = response.json()
+        return data
+
+    def requests(self, host: str | None = None) -> list[RequestRecord]:
+        return [
+            RequestRecord(**r) for r in self.log()["requests"] if host is None or r["host"] == host
+        ]
+
+    def reset(self) -> None:
+        import httpx
+
+        httpx.post(self.url("/__reset"), timeout=10).raise_for_status()
+
+
 if __name__ == "__main__":
     main()
