@@ -12,24 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
+from forager.products.records import RECORD_FIELDS
 
 # Fields a product page can change; parser name/version are provenance, not content.
-_CONTENT_FIELDS = (
-    "product_name",
-    "description",
-    "price",
-    "currency",
-    "original_price",
-    "rating",
-    "review_count",
-    "availability",
-    "is_available",
-    "brand",
-    "category",
-    "sku",
-    "asin",
-    "image_urls",
-)
+_CONTENT_FIELDS = (*(f for f in RECORD_FIELDS if f != "url"), "image_urls")
 _PRICE_FIELDS = ("price", "original_price", "currency", "availability", "is_available")
 
 SaveResult = Literal["created", "updated", "unchanged"]

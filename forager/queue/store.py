@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, case, func, or_, select, update
+from sqlalchemy import Table, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -483,49 +483,42 @@ class TaskQueue:
     # -- scheduler ----------------------------------------------------------------------
 
     async def reap_expired_leases(self) -> int:
-        """Return tasks of dead workers to the queue, consuming exactly one retry each."""
+        """Return tasks of dead workers to the queue, consuming exactly one retry each.
+
+        A fetch goes back to ``pending``, a parse to ``downloaded`` (its page is stored);
+        a task with no retry left fails.
+        """
         now = utcnow()
-        expired = and_(CrawlTask.status.in_(LEASED), CrawlTask.lease_expires_at < now)
-        message = "lease expired: the worker stopped renewing it (crashed or hung)"
+        exhausted = CrawlTask.retry_count >= CrawlTask.max_retries
         async with self.db.session() as session:
-            exhausted = await session.execute(
+            result = await session.execute(
                 update(CrawlTask)
-                .where(expired, CrawlTask.retry_count >= CrawlTask.max_retries)
+                .where(CrawlTask.status.in_(LEASED), CrawlTask.lease_expires_at < now)
                 .values(
-                    status=S.FAILED,
+                    status=case(
+                        (exhausted, S.FAILED),
+                        (CrawlTask.status.in_(PARSE_LEASED), S.DOWNLOADED),
+                        else_=S.PENDING,
+                    ),
+                    retry_count=case(
+                        (exhausted, CrawlTask.retry_count), else_=CrawlTask.retry_count + 1
+                    ),
+                    completed_at=case((exhausted, now), else_=CrawlTask.completed_at),
+                    scheduled_at=case((exhausted, CrawlTask.scheduled_at), else_=now),
                     error_type="internal",
-                    error_message=message,
-                    completed_at=now,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    updated_at=now,
-                )
-                .returning(CrawlTask.id)
-                .execution_options(synchronize_session=False)
-            )
-            failed_ids = list(exhausted.scalars())
-            back = case((CrawlTask.status.in_(PARSE_LEASED), S.DOWNLOADED), else_=S.PENDING)
-            requeued = await session.execute(
-                update(CrawlTask)
-                .where(expired)
-                .values(
-                    status=back,
-                    retry_count=CrawlTask.retry_count + 1,
-                    error_type="internal",
-                    error_message=message,
-                    scheduled_at=now,
+                    error_message="lease expired: the worker stopped renewing it (crashed or hung)",
                     started_at=None,
                     lease_owner=None,
                     lease_expires_at=None,
                     updated_at=now,
                 )
-                .returning(CrawlTask.id)
+                .returning(CrawlTask.id, CrawlTask.status)
                 .execution_options(synchronize_session=False)
             )
-            requeued_ids = list(requeued.scalars())
-            audit.record(session, "task", failed_ids, "lease_expired", {"to": S.FAILED})
-            audit.record(session, "task", requeued_ids, "lease_expired", {"to": "queue"})
-        return len(failed_ids) + len(requeued_ids)
+            moved = result.all()
+            for task_id, status in moved:
+                audit.record(session, "task", [task_id], "lease_expired", {"to": status})
+        return len(moved)
 
     async def requeue_due_recrawls(self, limit: int = 1000) -> int:
         """Recurring tasks whose ``next_crawl_at`` has come go back to ``pending``."""
