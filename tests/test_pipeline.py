@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import timedelta
 from decimal import Decimal
 
+import pytest
 from sqlalchemy import func, select, update
 
 from forager.config import Settings
@@ -275,8 +277,9 @@ async def _add_proxy(db: Database, settings: Settings, proxy: TestProxy, domain_
 
 
 async def test_mapped_proxies_rotate_lru_and_track_health(
-    db: Database, settings: Settings, site: TestSite
+    db: Database, settings: Settings, site: TestSite, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     ids = await submit(
         db, settings, *[site.url(f"/product/{n}", host="127.0.0.3") for n in range(4)]
     )
@@ -305,6 +308,7 @@ async def test_mapped_proxies_rotate_lru_and_track_health(
         task = (await crawl(db, settings, [again], concurrency=1))[again]
     assert task.status == "completed"
     assert task.proxy_id == auth_id
+    assert "s3cr3t" not in caplog.text
     outcomes = [(a.proxy_id, a.error_type) for a in await _attempts(db, again)]
     assert outcomes == [(open_id, "proxy"), (auth_id, None)]
     async with db.reader() as session:
@@ -359,3 +363,24 @@ async def test_shutdown_releases_unfinished_tasks(
             select(func.count()).select_from(Event).where(Event.event == "released")
         )
     assert released == 3
+
+
+async def test_proxy_password_never_reaches_errors_or_logs(
+    db: Database, make_settings: SettingsFactory, site: TestSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    settings = make_settings(max_retries=1)
+    [task_id] = await submit(db, settings, site.url("/product/3", host="127.0.0.4"))
+    domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    with TestProxy(username="crawler", password="hunter2-secret") as proxy:
+        proxy.fail = True
+        await _add_proxy(db, settings, proxy, domain_id)
+        task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
+    assert (task.status, task.error_type) == ("failed", "proxy")
+    texts = [task.error_message or ""] + [
+        a.error_message or "" for a in await _attempts(db, task_id)
+    ]
+    async with db.reader() as session:
+        texts += [str(e.details) for e in await session.scalars(select(Event))]
+    assert all("hunter2-secret" not in text for text in texts)
+    assert "hunter2-secret" not in caplog.text

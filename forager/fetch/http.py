@@ -68,6 +68,15 @@ class _BoundedDecoder:
         return b"".join(self.parts)
 
 
+def _scrub(text: str, proxy_url: str) -> str:
+    """``text`` without the proxy URL's credentials (whole URL, userinfo, or password)."""
+    parts = httpx.URL(proxy_url)
+    secrets = [proxy_url, parts.userinfo.decode(errors="ignore"), parts.password or ""]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def _sent_hook(
     on_sent: Callable[[], Awaitable[None]],
 ) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
@@ -111,6 +120,16 @@ class HttpxFetcher:
         return client
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:
+        try:
+            return await self._fetch_classified(request)
+        except FetchError as exc:
+            # Error texts are stored and logged: never let proxy credentials into them.
+            if request.proxy_url:
+                exc.message = _scrub(exc.message, request.proxy_url)
+                exc.args = (exc.message,)
+            raise
+
+    async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
         started = time.perf_counter()
         via_proxy = request.proxy_url is not None
         try:
