@@ -84,6 +84,28 @@ class TaskPublic(BaseModel):
     updated_at: datetime
 
 
+class TaskRestart(BaseModel):
+    """Options of a restart (seed 004); all optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reset_retry_count: bool = Field(True, description="Start again with retry_count 0.")
+    priority: int | None = Field(None, ge=1, le=10, description="New priority (1 highest).")
+    scheduled_at: AwareDatetime | None = Field(None, description="Not before this time.")
+
+
+class TaskRestartParsing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reset_retry_count: bool = Field(True, description="Start again with retry_count 0.")
+
+
+class TaskPriority(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    priority: int = Field(ge=1, le=10, description="1 is the highest priority, 10 the lowest.")
+
+
 class SubmitResult(BaseModel):
     input_url: str
     result: Literal["created", "duplicate", "invalid"]

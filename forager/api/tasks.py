@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import func, select
@@ -17,13 +17,18 @@ from forager.api.schemas import (
     TaskBatchCreate,
     TaskCreate,
     TaskDetail,
+    TaskPriority,
     TaskPublic,
+    TaskRestart,
+    TaskRestartParsing,
     TaskSubmitted,
 )
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
 from forager.errors import InvalidURL, NotFound
+from forager.queue import admin
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
+from forager.store.pages import LocalPageStore
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -139,3 +144,72 @@ async def get_task(task_id: int, session: ReadSessionDep) -> TaskDetail:
         attempts=[AttemptPublic.model_validate(a) for a in attempts],
         events=[EventPublic.model_validate(e) for e in events],
     )
+
+
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such task."},
+    409: {"description": "Not allowed from the task's current status (in the body)."},
+}
+
+
+def _moved(runtime: RuntimeDep, task: CrawlTask) -> TaskPublic:
+    if runtime.pool is not None and task.status in (TaskStatus.PENDING, TaskStatus.DOWNLOADED):
+        runtime.pool.wake()
+    return TaskPublic.model_validate(task)
+
+
+@router.post("/{task_id}/pause", operation_id="pause_task", responses=_REFUSALS)
+async def pause_task(task_id: int, runtime: RuntimeDep) -> TaskPublic:
+    """Pause a waiting or running task; a worker busy with it drops it at its next step."""
+    return _moved(runtime, await admin.pause(runtime.db, task_id))
+
+
+@router.post("/{task_id}/resume", operation_id="resume_task", responses=_REFUSALS)
+async def resume_task(task_id: int, runtime: RuntimeDep) -> TaskPublic:
+    """Put a paused task back in the queue."""
+    return _moved(runtime, await admin.resume(runtime.db, task_id))
+
+
+@router.post("/{task_id}/cancel", operation_id="cancel_task", responses=_REFUSALS)
+async def cancel_task(task_id: int, runtime: RuntimeDep) -> TaskPublic:
+    """Cancel a task for good (it can be restarted later)."""
+    return _moved(runtime, await admin.cancel(runtime.db, task_id))
+
+
+@router.post("/{task_id}/restart", operation_id="restart_task", responses=_REFUSALS)
+async def restart_task(
+    task_id: int, runtime: RuntimeDep, body: TaskRestart | None = None
+) -> TaskPublic:
+    """Crawl a failed, completed or cancelled task again from the start."""
+    options = body or TaskRestart()
+    task = await admin.restart(
+        runtime.db,
+        task_id,
+        reset_retry_count=options.reset_retry_count,
+        priority=options.priority,
+        scheduled_at=options.scheduled_at,
+    )
+    return _moved(runtime, task)
+
+
+@router.post(
+    "/{task_id}/restart-parsing",
+    operation_id="restart_task_parsing",
+    responses=_REFUSALS,
+)
+async def restart_task_parsing(
+    task_id: int, runtime: RuntimeDep, body: TaskRestartParsing | None = None
+) -> TaskPublic:
+    """Parse the stored page again without fetching (only when the page is stored)."""
+    options = body or TaskRestartParsing()
+    pages = LocalPageStore(runtime.settings.pages_dir)
+    task = await admin.restart_parsing(
+        runtime.db, pages, task_id, reset_retry_count=options.reset_retry_count
+    )
+    return _moved(runtime, task)
+
+
+@router.patch("/{task_id}/priority", operation_id="set_task_priority", responses=_REFUSALS)
+async def set_task_priority(task_id: int, body: TaskPriority, runtime: RuntimeDep) -> TaskPublic:
+    """Change a task's priority; pending tasks are claimed in the new order at once."""
+    return _moved(runtime, await admin.set_priority(runtime.db, task_id, body.priority))

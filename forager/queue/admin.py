@@ -1,0 +1,163 @@
+"""Operator actions on tasks: pause, resume, cancel, restart, restart parsing, re-prioritize.
+
+Each is one compare-and-set from the statuses DESIGN.md's lifecycle allows; from any other
+status it changes nothing and raises ``LifecycleConflict`` naming the current status. A worker
+busy with a task that is paused or cancelled loses its lease here and drops the task at its
+next phase boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.db.engine import Database
+from forager.db.models import CrawlTask
+from forager.db.types import utcnow
+from forager.errors import LifecycleConflict, NotFound
+from forager.queue.lifecycle import TaskStatus
+from forager.queue.store import transition
+from forager.store.pages import PageStore
+
+S = TaskStatus
+_NOT_LEASED = {"lease_owner": None, "lease_expires_at": None}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """An operator action: the statuses it applies to and the status it leads to."""
+
+    name: str
+    event: str
+    from_: tuple[TaskStatus, ...]
+    to: TaskStatus
+
+
+PAUSE = Action(
+    "pause",
+    "paused",
+    (S.PENDING, S.QUEUED, S.CRAWLING, S.DOWNLOADED, S.QUEUED_PARSE, S.PARSING),
+    S.PAUSED,
+)
+RESUME = Action("resume", "resumed", (S.PAUSED,), S.PENDING)
+CANCEL = Action(
+    "cancel", "cancelled", tuple(s for s in TaskStatus if s != S.CANCELLED), S.CANCELLED
+)
+RESTART = Action("restart", "restarted", (S.FAILED, S.COMPLETED, S.CANCELLED), S.PENDING)
+RESTART_PARSING = Action(
+    "restart parsing", "restart_parsing", (S.FAILED, S.COMPLETED, S.CANCELLED), S.DOWNLOADED
+)
+
+
+async def _current(session: AsyncSession, task_id: int) -> CrawlTask:
+    task = await session.get(CrawlTask, task_id, populate_existing=True)
+    if task is None:
+        raise NotFound(f"task {task_id} does not exist")
+    return task
+
+
+def _refuse(action: Action, task: CrawlTask) -> LifecycleConflict:
+    allowed = ", ".join(action.from_)
+    return LifecycleConflict(
+        f"cannot {action.name} task {task.id} while it is {task.status} (allowed from: {allowed})",
+        current_status=task.status,
+    )
+
+
+async def _apply(db: Database, task_id: int, action: Action, by: str, **values: Any) -> CrawlTask:
+    async with db.session() as session:
+        moved = await transition(
+            session,
+            task_id,
+            from_=action.from_,
+            to=action.to,
+            event=action.event,
+            details={"by": by},
+            **values,
+        )
+        task = await _current(session, task_id)
+        if not moved:
+            raise _refuse(action, task)
+        return task
+
+
+async def pause(db: Database, task_id: int, by: str = "api") -> CrawlTask:
+    return await _apply(db, task_id, PAUSE, by, **_NOT_LEASED)
+
+
+async def resume(db: Database, task_id: int, by: str = "api") -> CrawlTask:
+    return await _apply(db, task_id, RESUME, by, scheduled_at=utcnow(), started_at=None)
+
+
+async def cancel(db: Database, task_id: int, by: str = "api") -> CrawlTask:
+    return await _apply(db, task_id, CANCEL, by, **_NOT_LEASED)
+
+
+async def restart(
+    db: Database,
+    task_id: int,
+    *,
+    reset_retry_count: bool = True,
+    priority: int | None = None,
+    scheduled_at: datetime | None = None,
+    by: str = "api",
+) -> CrawlTask:
+    """Back to ``pending`` (seed 004's restart), optionally re-prioritized and re-scheduled."""
+    values: dict[str, Any] = {
+        "scheduled_at": scheduled_at or utcnow(),
+        "error_type": None,
+        "error_message": None,
+        "started_at": None,
+        "completed_at": None,
+        "next_crawl_at": None,
+        **_NOT_LEASED,
+    }
+    if reset_retry_count:
+        values["retry_count"] = 0
+    if priority is not None:
+        values["priority"] = priority
+    return await _apply(db, task_id, RESTART, by, **values)
+
+
+async def restart_parsing(
+    db: Database, pages: PageStore, task_id: int, *, reset_retry_count: bool = True, by: str = "api"
+) -> CrawlTask:
+    """Back to ``downloaded`` so a worker parses the stored page again, without fetching."""
+    async with db.reader() as session:
+        task = await _current(session, task_id)
+    if task.status not in RESTART_PARSING.from_:
+        raise _refuse(RESTART_PARSING, task)
+    if task.html_path is None or not await pages.exists(task.html_path):
+        raise LifecycleConflict(
+            f"cannot restart parsing of task {task_id}: it has no stored page to parse",
+            current_status=task.status,
+        )
+    values: dict[str, Any] = {"error_type": None, "error_message": None, "completed_at": None}
+    if reset_retry_count:
+        values["retry_count"] = 0
+    return await _apply(db, task_id, RESTART_PARSING, by, **values)
+
+
+async def set_priority(db: Database, task_id: int, priority: int, by: str = "api") -> CrawlTask:
+    """Change the priority; a pending task is claimed in its new order at once."""
+    async with db.session() as session:
+        task = await _current(session, task_id)
+        moved = await transition(
+            session,
+            task_id,
+            from_=[task.status],
+            to=task.status,
+            event="priority_changed",
+            details={"by": by, "from": task.priority, "priority": priority},
+            priority=priority,
+        )
+        task = await _current(session, task_id)
+        if not moved:  # its status changed between the two statements: report it
+            raise LifecycleConflict(
+                f"task {task_id} changed while its priority was being set; try again",
+                current_status=task.status,
+            )
+        return task
