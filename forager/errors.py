@@ -2,7 +2,8 @@
 
 ForagerError
 ├── ConfigError              refused settings (raised at start-up)
-├── InvalidURL               a submitted URL cannot be crawled
+├── InvalidRequest           a request value that is wrong in a way a schema cannot say
+│   └── InvalidURL           a submitted URL cannot be crawled
 ├── NotFound                 an entity id that does not exist
 ├── Conflict                 an action not allowed from the entity's current state
 │   └── LifecycleConflict    a task action refused by the task lifecycle
@@ -62,8 +63,19 @@ class ConfigError(ForagerError):
     """Settings that are missing, malformed or unsafe together."""
 
 
-class InvalidURL(ForagerError):
+class InvalidRequest(ForagerError):
+    """A value that is wrong given the others (e.g. a minimum above its maximum)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InvalidURL(InvalidRequest):
     """A submitted URL that cannot be crawled (no host, wrong scheme, too long)."""
+
+    def __init__(self, message: str, *, field: str = "url") -> None:
+        super().__init__(message, field=field)
 
 
 class NotFound(ForagerError):

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from forager import __version__
-from forager.api import errors, health, products, tasks
+from forager.api import errors, health, metrics, products, tasks
 from forager.api.deps import Runtime
 from forager.config import Settings
 from forager.runtime import open_database
@@ -46,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(tasks.router)
     app.include_router(products.router)
     return app

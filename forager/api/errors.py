@@ -10,7 +10,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from forager.errors import Conflict, ForagerError, InvalidURL, LifecycleConflict, NotFound
+from forager.errors import (
+    Conflict,
+    ForagerError,
+    InvalidRequest,
+    InvalidURL,
+    LifecycleConflict,
+    NotFound,
+)
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
@@ -39,10 +46,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ForagerError)
     async def _forager(_: Request, exc: ForagerError) -> JSONResponse:
-        if isinstance(exc, InvalidURL):
-            return problem(
-                422, "Invalid URL", exc.message, errors=[{"field": "url", "message": exc.message}]
-            )
+        if isinstance(exc, InvalidRequest):
+            title = "Invalid URL" if isinstance(exc, InvalidURL) else "Invalid request"
+            errors = [{"field": exc.field, "message": exc.message}]
+            return problem(422, title, exc.message, errors=errors)
         if isinstance(exc, NotFound):
             return problem(404, "Not found", exc.message)
         if isinstance(exc, LifecycleConflict):

@@ -106,6 +106,34 @@ class TaskPriority(BaseModel):
     priority: int = Field(ge=1, le=10, description="1 is the highest priority, 10 the lowest.")
 
 
+class RestartFailed(BaseModel):
+    """Which failed tasks to restart in bulk (seed 004 restart-failed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain_id: int | None = Field(None, ge=1)
+    failed_after: AwareDatetime | None = Field(None, description="Only tasks failed since.")
+    limit: int = Field(1000, ge=1, le=10_000)
+
+
+class RestartedTasks(BaseModel):
+    restarted: int
+    task_ids: list[int]
+
+
+class StatusStats(BaseModel):
+    status: str
+    count: int
+    avg_duration_seconds: float | None = Field(
+        description="Mean of completed_at - started_at where both are set."
+    )
+
+
+class TaskStats(BaseModel):
+    since: datetime
+    statuses: list[StatusStats]
+
+
 class SubmitResult(BaseModel):
     input_url: str
     result: Literal["created", "duplicate", "invalid"]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import operator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
-from sqlalchemy import func, select
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import AwareDatetime
+from sqlalchemy import Select, func, select
 
 from forager.api.deps import PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.schemas import (
@@ -13,6 +17,9 @@ from forager.api.schemas import (
     BatchSubmitted,
     EventPublic,
     Page,
+    RestartedTasks,
+    RestartFailed,
+    StatusStats,
     SubmitResult,
     TaskBatchCreate,
     TaskCreate,
@@ -21,10 +28,13 @@ from forager.api.schemas import (
     TaskPublic,
     TaskRestart,
     TaskRestartParsing,
+    TaskStats,
     TaskSubmitted,
 )
+from forager.db.dialect import seconds_between
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
-from forager.errors import InvalidURL, NotFound
+from forager.db.types import utcnow
+from forager.errors import InvalidRequest, InvalidURL, NotFound
 from forager.queue import admin
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
@@ -95,24 +105,91 @@ async def submit_tasks(body: TaskBatchCreate, runtime: RuntimeDep) -> BatchSubmi
     )
 
 
-@router.get("", operation_id="list_tasks")
-async def list_tasks(
-    session: ReadSessionDep,
-    paging: PagingDep,
+@dataclass(frozen=True)
+class TaskFilters:
+    """The task list's filters, shared by every view of the task table."""
+
+    status: TaskStatus | None = None
+    domain: str | None = None
+    batch_name: str | None = None
+    created_by: str | None = None
+    min_priority: int | None = None
+    max_priority: int | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    completed_after: datetime | None = None
+    completed_before: datetime | None = None
+    url_contains: str | None = None
+
+    def apply(self, query: Select[Any]) -> Select[Any]:
+        t = CrawlTask
+        if self.status is not None:
+            query = query.where(t.status == self.status.value)
+        if self.domain is not None:
+            query = query.join(Domain, Domain.id == t.domain_id).where(
+                Domain.domain_name == self.domain.lower()
+            )
+        if self.url_contains:
+            escaped = (
+                self.url_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            )
+            query = query.where(t.url.like(f"%{escaped}%", escape="\\"))
+        for column, value, compare in (
+            (t.batch_name, self.batch_name, operator.eq),
+            (t.created_by, self.created_by, operator.eq),
+            (t.priority, self.min_priority, operator.ge),
+            (t.priority, self.max_priority, operator.le),
+            (t.created_at, self.created_after, operator.ge),
+            (t.created_at, self.created_before, operator.lt),
+            (t.completed_at, self.completed_after, operator.ge),
+            (t.completed_at, self.completed_before, operator.lt),
+        ):
+            if value is not None:
+                query = query.where(compare(column, value))
+        return query
+
+
+def task_filters(
     status: Annotated[TaskStatus | None, Query(description="Only tasks in this status.")] = None,
     domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
     batch_name: Annotated[str | None, Query(max_length=255)] = None,
+    created_by: Annotated[str | None, Query(max_length=100)] = None,
+    min_priority: Annotated[int | None, Query(ge=1, le=10)] = None,
+    max_priority: Annotated[int | None, Query(ge=1, le=10)] = None,
+    created_after: Annotated[AwareDatetime | None, Query()] = None,
+    created_before: Annotated[AwareDatetime | None, Query()] = None,
+    completed_after: Annotated[AwareDatetime | None, Query()] = None,
+    completed_before: Annotated[AwareDatetime | None, Query()] = None,
+    url_contains: Annotated[
+        str | None, Query(max_length=2048, description="Text the URL contains.")
+    ] = None,
+) -> TaskFilters:
+    if min_priority is not None and max_priority is not None and min_priority > max_priority:
+        raise InvalidRequest("min_priority must not exceed max_priority", field="min_priority")
+    return TaskFilters(
+        status,
+        domain,
+        batch_name,
+        created_by,
+        min_priority,
+        max_priority,
+        created_after,
+        created_before,
+        completed_after,
+        completed_before,
+        url_contains,
+    )
+
+
+TaskFiltersDep = Annotated[TaskFilters, Depends(task_filters)]
+
+
+@router.get("", operation_id="list_tasks")
+async def list_tasks(
+    session: ReadSessionDep, paging: PagingDep, filters: TaskFiltersDep
 ) -> Page[TaskPublic]:
     """Tasks, newest first, with the total count for pagination."""
-    query = select(CrawlTask)
-    if status is not None:
-        query = query.where(CrawlTask.status == status.value)
-    if domain is not None:
-        query = query.join(Domain, Domain.id == CrawlTask.domain_id).where(
-            Domain.domain_name == domain.lower()
-        )
-    if batch_name is not None:
-        query = query.where(CrawlTask.batch_name == batch_name)
+    query = filters.apply(select(CrawlTask))
     total = await session.scalar(select(func.count()).select_from(query.subquery()))
     rows = await session.scalars(
         query.order_by(CrawlTask.id.desc()).limit(paging.limit).offset(paging.offset)
@@ -123,6 +200,46 @@ async def list_tasks(
         limit=paging.limit,
         offset=paging.offset,
     )
+
+
+@router.get("/stats", operation_id="task_stats")
+async def task_stats(
+    session: ReadSessionDep,
+    since: Annotated[
+        AwareDatetime | None, Query(description="Tasks created since (default: 24 h ago).")
+    ] = None,
+) -> TaskStats:
+    """Tasks by status with their average duration (seed 004, query 6)."""
+    since = since or utcnow() - timedelta(days=1)
+    duration = seconds_between(session, CrawlTask.started_at, CrawlTask.completed_at)
+    rows = await session.execute(
+        select(CrawlTask.status, func.count(), func.avg(duration))
+        .where(CrawlTask.created_at >= since)
+        .group_by(CrawlTask.status)
+        .order_by(CrawlTask.status)
+    )
+    return TaskStats(
+        since=since,
+        statuses=[
+            StatusStats(
+                status=status,
+                count=count,
+                avg_duration_seconds=None if avg is None else round(float(avg), 3),
+            )
+            for status, count, avg in rows
+        ],
+    )
+
+
+@router.post("/restart-failed", operation_id="restart_failed_tasks")
+async def restart_failed_tasks(body: RestartFailed, runtime: RuntimeDep) -> RestartedTasks:
+    """Restart failed tasks in bulk (optionally one domain's, failed after a time)."""
+    ids = await admin.restart_failed(
+        runtime.db, domain_id=body.domain_id, failed_after=body.failed_after, limit=body.limit
+    )
+    if ids and runtime.pool is not None:
+        runtime.pool.wake()
+    return RestartedTasks(restarted=len(ids), task_ids=ids)
 
 
 @router.get("/{task_id}", operation_id="get_task")

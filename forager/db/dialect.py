@@ -14,3 +14,12 @@ def insert_ignoring_conflicts(session: AsyncSession, table: FromClause, *, on: l
     name = session.get_bind().dialect.name
     module: Any = postgresql if name == "postgresql" else sqlite
     return module.insert(table).on_conflict_do_nothing(index_elements=on)
+
+
+def seconds_between(session: AsyncSession, start: Any, end: Any) -> Any:
+    """SQL for ``end - start`` in seconds (a float), in the session's dialect."""
+    from sqlalchemy import extract, func
+
+    if session.get_bind().dialect.name == "postgresql":
+        return extract("epoch", end - start)
+    return (func.julianday(end) - func.julianday(start)) * 86400.0

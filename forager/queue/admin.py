@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
@@ -161,3 +163,52 @@ async def set_priority(db: Database, task_id: int, priority: int, by: str = "api
                 current_status=task.status,
             )
         return task
+
+
+async def restart_failed(
+    db: Database,
+    *,
+    domain_id: int | None = None,
+    failed_after: datetime | None = None,
+    limit: int = 1000,
+    by: str = "api",
+) -> list[int]:
+    """Restart up to ``limit`` failed tasks (oldest failure first); returns their ids."""
+    now = utcnow()
+    async with db.session() as session:
+        pick = (
+            select(CrawlTask.id)
+            .where(CrawlTask.status == S.FAILED)
+            .order_by(CrawlTask.completed_at, CrawlTask.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        if domain_id is not None:
+            pick = pick.where(CrawlTask.domain_id == domain_id)
+        if failed_after is not None:
+            pick = pick.where(CrawlTask.completed_at >= failed_after)
+        ids = list((await session.execute(pick)).scalars())
+        if not ids:
+            return []
+        result = await session.execute(
+            update(CrawlTask)
+            .where(CrawlTask.id.in_(ids), CrawlTask.status == S.FAILED)
+            .values(
+                status=S.PENDING,
+                scheduled_at=now,
+                retry_count=0,
+                error_type=None,
+                error_message=None,
+                started_at=None,
+                completed_at=None,
+                next_crawl_at=None,
+                updated_at=now,
+            )
+            .returning(CrawlTask.id)
+            .execution_options(synchronize_session=False)
+        )
+        restarted = sorted(result.scalars())
+        audit.record(
+            session, "task", restarted, "restarted", {"to": S.PENDING, "by": by, "bulk": True}
+        )
+        return restarted

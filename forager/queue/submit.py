@@ -16,7 +16,7 @@ from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
-from forager.errors import ForagerError, InvalidURL
+from forager.errors import ForagerError, InvalidRequest
 from forager.parse.registry import get_parser, parser_name_for_host
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.urls import NormalizedURL, normalize_url
@@ -51,15 +51,18 @@ class SubmitOutcome:
 
 def _check(spec: SubmitSpec) -> NormalizedURL:
     if not 1 <= spec.priority <= 10:
-        raise InvalidURL(
-            f"priority must be between 1 (highest) and 10 (lowest), not {spec.priority}"
+        raise InvalidRequest(
+            f"priority must be between 1 (highest) and 10 (lowest), not {spec.priority}",
+            field="priority",
         )
     if spec.parser_name is not None:
         get_parser(spec.parser_name)
     if spec.max_retries is not None and not 0 <= spec.max_retries <= 100:
-        raise InvalidURL("max_retries must be between 0 and 100")
+        raise InvalidRequest("max_retries must be between 0 and 100", field="max_retries")
     if spec.crawl_frequency_seconds is not None and spec.crawl_frequency_seconds < 60:
-        raise InvalidURL("crawl_frequency_seconds must be at least 60")
+        raise InvalidRequest(
+            "crawl_frequency_seconds must be at least 60", field="crawl_frequency_seconds"
+        )
     return normalize_url(spec.url)
 
 

@@ -1,0 +1,105 @@
+"""``/metrics`` in Prometheus text format, read from the database so it covers every worker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
+from sqlalchemy import case, func, select
+
+from forager.api.deps import ReadSessionDep
+from forager.db.models import CrawlAttempt, CrawlTask, Domain, Proxy
+
+router = APIRouter(tags=["monitoring"])
+
+# Fetch latency buckets in seconds (Prometheus' default ladder, stretched to 30 s timeouts).
+BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _label(value: object) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+
+
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+async def metrics(session: ReadSessionDep) -> PlainTextResponse:
+    """Tasks by status, attempts by outcome and error type, fetch latency, proxies, domains."""
+    lines: list[str] = []
+    tasks = await session.execute(select(CrawlTask.status, func.count()).group_by(CrawlTask.status))
+    lines += _family(
+        "forager_tasks",
+        "gauge",
+        "Tasks by current status.",
+        (f'forager_tasks{{status="{_label(s)}"}} {n}' for s, n in tasks),
+    )
+    attempts = await session.execute(
+        select(
+            CrawlAttempt.phase, CrawlAttempt.outcome, CrawlAttempt.error_type, func.count()
+        ).group_by(CrawlAttempt.phase, CrawlAttempt.outcome, CrawlAttempt.error_type)
+    )
+    lines += _family(
+        "forager_attempts_total",
+        "counter",
+        "Fetch and parse attempts by outcome and error type.",
+        (
+            f'forager_attempts_total{{phase="{_label(p)}",outcome="{_label(o)}",'
+            f'error_type="{_label(e)}"}} {n}'
+            for p, o, e, n in attempts
+        ),
+    )
+    ms = CrawlAttempt.response_time_ms
+    fetched = (CrawlAttempt.phase == "fetch") & ms.is_not(None)
+    row = (
+        await session.execute(
+            select(
+                *(func.sum(case((fetched & (ms <= b * 1000), 1), else_=0)) for b in BUCKETS),
+                func.sum(case((fetched, 1), else_=0)),
+                func.sum(case((fetched, ms), else_=0)),
+            )
+        )
+    ).one()
+    *counts, total, total_ms = (int(v or 0) for v in row)
+    lines += _family(
+        "forager_fetch_duration_seconds",
+        "histogram",
+        "Time to fetch a page (all redirects, whole body).",
+        [
+            *(
+                f'forager_fetch_duration_seconds_bucket{{le="{b}"}} {c}'
+                for b, c in zip(BUCKETS, counts, strict=True)
+            ),
+            f'forager_fetch_duration_seconds_bucket{{le="+Inf"}} {total}',
+            f"forager_fetch_duration_seconds_sum {total_ms / 1000}",
+            f"forager_fetch_duration_seconds_count {total}",
+        ],
+    )
+    for name, column, states in (
+        ("forager_proxies", Proxy.is_active, ("active", "disabled")),
+        ("forager_domains", Domain.is_active, ("active", "inactive")),
+    ):
+        by_state = {
+            bool(flag): n
+            for flag, n in await session.execute(select(column, func.count()).group_by(column))
+        }
+        lines += _family(
+            name,
+            "gauge",
+            f"{name.removeprefix('forager_').capitalize()} by state.",
+            [
+                f'{name}{{state="{states[0]}"}} {by_state.get(True, 0)}',
+                f'{name}{{state="{states[1]}"}} {by_state.get(False, 0)}',
+            ],
+        )
+    return PlainTextResponse(
+        "\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8"
+    )

@@ -1,0 +1,133 @@
+"""Task queries, bulk restart, statistics and ``/metrics``, through the API on both engines."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import update
+
+from forager.api.deps import Runtime
+from forager.db.models import CrawlTask, Proxy
+from forager.db.types import utcnow
+from tests.support.crawling import crawl
+from tests.support.site import TestSite
+
+
+def _runtime(api: httpx.AsyncClient) -> Runtime:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    return runtime
+
+
+async def _batch(api: httpx.AsyncClient, urls: list[str], **options: Any) -> list[int]:
+    response = await api.post("/api/tasks/batch", json={"urls": urls, **options})
+    assert response.status_code == 200, response.text
+    return [r["task_id"] for r in response.json()["results"]]
+
+
+async def _ids(api: httpx.AsyncClient, **params: Any) -> list[int]:
+    response = await api.get("/api/tasks", params=params)
+    assert response.status_code == 200, response.text
+    return sorted(t["id"] for t in response.json()["items"])
+
+
+async def test_task_filters(api: httpx.AsyncClient) -> None:
+    high = await _batch(api, ["https://a.example/sale_50%/x", "https://a.example/y"], priority=1)
+    low = await _batch(api, ["https://b.example/z"], priority=9, batch_name="nightly")
+    assert await _ids(api, min_priority=1, max_priority=5) == high
+    assert await _ids(api, min_priority=6) == low
+    assert await _ids(api, url_contains="sale_50%") == high[:1]
+    assert await _ids(api, url_contains="_") == high[:1]  # LIKE wildcards are literal
+    assert await _ids(api, created_by="api") == sorted(high + low)
+    assert await _ids(api, created_by="cli") == []
+    later = (utcnow() + timedelta(minutes=1)).isoformat()
+    assert await _ids(api, created_after=later) == []
+    assert await _ids(api, created_before=later) == sorted(high + low)
+    assert await _ids(api, batch_name="nightly", domain="b.example") == low
+    refused = await api.get("/api/tasks", params={"min_priority": 7, "max_priority": 2})
+    assert refused.status_code == 422
+    assert refused.json()["errors"][0]["field"] == "min_priority"
+    naive = await api.get("/api/tasks", params={"created_after": "2026-01-01T00:00:00"})
+    assert naive.status_code == 422
+
+
+async def test_restart_failed_in_bulk_and_stats(api: httpx.AsyncClient, site: TestSite) -> None:
+    runtime = _runtime(api)
+    ids = await _batch(
+        api,
+        [site.url("/status/404"), site.url("/status/410"), site.url("/product/3")],
+    )
+    await crawl(runtime.db, runtime.settings, ids)
+    later_failed = await _batch(api, [site.url("/status/404", host="127.0.0.2")])
+    await crawl(runtime.db, runtime.settings, later_failed)
+    completed = await api.get("/api/tasks", params={"completed_after": "2000-01-01T00:00:00Z"})
+    assert completed.json()["total"] == 4
+
+    stats = (await api.get("/api/tasks/stats")).json()
+    by_status = {s["status"]: s for s in stats["statuses"]}
+    assert by_status["failed"]["count"] == 3
+    assert by_status["completed"]["count"] == 1
+    assert 0 <= by_status["completed"]["avg_duration_seconds"] < 30
+
+    domain_id = (await api.get(f"/api/tasks/{later_failed[0]}")).json()["domain_id"]
+    only_domain = await api.post("/api/tasks/restart-failed", json={"domain_id": domain_id})
+    assert only_domain.json() == {"restarted": 1, "task_ids": later_failed}
+    limited = await api.post("/api/tasks/restart-failed", json={"limit": 1})
+    assert limited.json()["restarted"] == 1
+    rest = await api.post("/api/tasks/restart-failed", json={})
+    assert rest.json()["restarted"] == 1
+    assert (await api.post("/api/tasks/restart-failed", json={})).json()["restarted"] == 0
+    task = (await api.get(f"/api/tasks/{ids[0]}")).json()
+    assert (task["status"], task["retry_count"], task["error_type"]) == ("pending", 0, None)
+    assert task["events"][-1]["event"] == "restarted"
+    bad = await api.post("/api/tasks/restart-failed", json={"limit": 0})
+    assert (bad.status_code, bad.json()["errors"][0]["field"]) == (422, "limit")
+
+
+async def test_restart_failed_respects_failed_after(api: httpx.AsyncClient) -> None:
+    runtime = _runtime(api)
+    old, new = await _batch(api, ["https://c.example/1", "https://c.example/2"])
+    async with runtime.db.session() as session:
+        for task_id, when in ((old, utcnow() - timedelta(days=3)), (new, utcnow())):
+            await session.execute(
+                update(CrawlTask)
+                .where(CrawlTask.id == task_id)
+                .values(status="failed", completed_at=when, error_type="http_5xx")
+            )
+    since = (utcnow() - timedelta(days=1)).isoformat()
+    response = await api.post("/api/tasks/restart-failed", json={"failed_after": since})
+    assert response.json()["task_ids"] == [new]
+
+
+async def test_metrics(api: httpx.AsyncClient, site: TestSite) -> None:
+    runtime = _runtime(api)
+    ids = await _batch(
+        api, [site.url("/product/1"), site.url("/status/404"), site.url("/product/2")]
+    )
+    await crawl(runtime.db, runtime.settings, ids)
+    async with runtime.db.session() as session:
+        session.add_all(
+            [Proxy(proxy_url="10.0.0.1", proxy_port=1), Proxy(proxy_url="10.0.0.2", proxy_port=2)]
+        )
+        await session.flush()
+        await session.execute(update(Proxy).where(Proxy.proxy_port == 2).values(is_active=False))
+    response = await api.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = response.text
+    assert 'forager_tasks{status="completed"} 2' in text
+    assert 'forager_tasks{status="failed"} 1' in text
+    assert 'forager_attempts_total{phase="fetch",outcome="success",error_type=""} 2' in text
+    assert 'forager_attempts_total{phase="fetch",outcome="failed",error_type="http_4xx"} 1' in text
+    assert 'forager_fetch_duration_seconds_bucket{le="+Inf"} 2' in text
+    assert "forager_fetch_duration_seconds_count 2" in text
+    assert 'forager_proxies{state="active"} 1' in text
+    assert 'forager_proxies{state="disabled"} 1' in text
+    assert "# TYPE forager_fetch_duration_seconds histogram" in text
+    buckets = [
+        int(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("forager_fetch_duration_seconds_bucket")
+    ]
+    assert buckets == sorted(buckets)  # cumulative
