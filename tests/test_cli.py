@@ -257,7 +257,7 @@ def test_bad_configuration_is_one_line(tmp_path: Path, env: dict[str, str]) -> N
 def test_serve_refuses_to_bind_a_public_address(tmp_path: Path, env: dict[str, str]) -> None:
     line = one_error_line(forager(tmp_path, env, "serve", "--host", "0.0.0.0", timeout=30))
     assert "refusing to bind 0.0.0.0" in line
-    assert "authentication" in line
+    assert "forager apikey create" in line
 
 
 # --------------------------------------------------------------------------- worker

@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from forager import __version__
-from forager.api import errors, health, metrics, products, tasks
+from forager.api import domains, errors, health, metrics, products, proxies, tasks
+from forager.api.auth import require_key
 from forager.api.deps import Runtime
 from forager.config import Settings
 from forager.runtime import open_database
@@ -45,8 +46,16 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
     app.include_router(metrics.router)
-    app.include_router(tasks.router)
-    app.include_router(products.router)
+    authenticated = [Depends(require_key)]
+    for router in (
+        tasks.router,
+        products.router,
+        domains.router,
+        proxies.router,
+        proxies.mappings,
+    ):
+        app.include_router(router, dependencies=authenticated)
     return app

@@ -13,10 +13,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from forager.errors import (
     Conflict,
     ForagerError,
+    Forbidden,
     InvalidRequest,
     InvalidURL,
     LifecycleConflict,
     NotFound,
+    Unauthorized,
 )
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,12 @@ def install(app: FastAPI) -> None:
             title = "Invalid URL" if isinstance(exc, InvalidURL) else "Invalid request"
             errors = [{"field": exc.field, "message": exc.message}]
             return problem(422, title, exc.message, errors=errors)
+        if isinstance(exc, Unauthorized):
+            response = problem(401, "Unauthorized", exc.message)
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        if isinstance(exc, Forbidden):
+            return problem(403, "Forbidden", exc.message)
         if isinstance(exc, NotFound):
             return problem(404, "Not found", exc.message)
         if isinstance(exc, LifecycleConflict):

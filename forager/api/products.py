@@ -1,19 +1,25 @@
-"""Products: list and inspect extracted products with their images and price history."""
+"""Products: list, search, export and inspect extracted products (images, price history)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Annotated
 
-from fastapi import APIRouter, Query
-from sqlalchemy import func, select
+from fastapi import APIRouter, Depends, Query
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
+from pydantic import AwareDatetime
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.api.deps import PagingDep, ReadSessionDep
+from forager.api.deps import PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
-from forager.db.models import Domain, PriceHistory, Product, ProductImage
+from forager.db.models import PriceHistory, Product, ProductImage
 from forager.errors import NotFound
+from forager.products import export, search
+from forager.products.search import ProductFilters
 
 router = APIRouter(prefix="/api/products", tags=["products"])
 
@@ -36,26 +42,74 @@ def _public(product: Product, images: list[str]) -> ProductPublic:
     return ProductPublic(**data, image_urls=images)
 
 
+MAX_PRICE = Decimal("999999999999.99")  # NUMERIC(14, 2)
+
+
+def product_filters(
+    min_price: Annotated[Decimal | None, Query(ge=0, le=MAX_PRICE, description="Price ≥.")] = None,
+    max_price: Annotated[Decimal | None, Query(ge=0, le=MAX_PRICE, description="Price ≤.")] = None,
+    currency: Annotated[
+        str | None, Query(pattern=r"^[A-Za-z]{3}$", description="ISO 4217 code, e.g. USD.")
+    ] = None,
+    is_available: Annotated[bool | None, Query(description="In stock or not.")] = None,
+    availability: Annotated[
+        str | None, Query(max_length=255, description="Exact availability text.")
+    ] = None,
+    brand: Annotated[
+        str | None, Query(max_length=255, description="Brand contains (any case).")
+    ] = None,
+    category: Annotated[
+        str | None, Query(max_length=512, description="Category contains (any case).")
+    ] = None,
+    domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
+    changed_since: Annotated[
+        AwareDatetime | None, Query(description="Updated at or after this time.")
+    ] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=500,
+            description="Full-text search over name, brand and description; ranks by relevance.",
+        ),
+    ] = None,
+) -> ProductFilters:
+    if min_price is not None and max_price is not None and min_price > max_price:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("query", "min_price"),
+                    "msg": f"min_price ({min_price}) is greater than max_price ({max_price})",
+                    "input": str(min_price),
+                }
+            ]
+        )
+    return ProductFilters(
+        min_price=min_price,
+        max_price=max_price,
+        currency=currency,
+        is_available=is_available,
+        availability=availability,
+        brand=brand,
+        category=category,
+        domain=domain,
+        changed_since=changed_since,
+        q=q,
+    )
+
+
+FiltersDep = Annotated[ProductFilters, Depends(product_filters)]
+
+
 @router.get("", operation_id="list_products")
 async def list_products(
-    session: ReadSessionDep,
-    paging: PagingDep,
-    domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
+    session: ReadSessionDep, paging: PagingDep, filters: FiltersDep
 ) -> Page[ProductPublic]:
-    """Products, most recently updated first."""
-    query = select(Product)
-    if domain is not None:
-        query = query.join(Domain, Domain.id == Product.domain_id).where(
-            Domain.domain_name == domain.lower()
-        )
-    total = await session.scalar(select(func.count()).select_from(query.subquery()))
-    products = list(
-        await session.scalars(
-            query.order_by(Product.updated_at.desc(), Product.id.desc())
-            .limit(paging.limit)
-            .offset(paging.offset)
-        )
-    )
+    """Products, most recently updated first; by relevance (best first) with ``q``."""
+    dialect = session.get_bind().dialect.name
+    query, count = search.list_query(dialect, filters)
+    total = await session.scalar(count)
+    products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
     images = await _images(session, [p.id for p in products])
     return Page(
         items=[_public(p, images[p.id]) for p in products],
@@ -63,6 +117,42 @@ async def list_products(
         limit=paging.limit,
         offset=paging.offset,
     )
+
+
+def _export(runtime: Runtime, filters: ProductFilters, fmt: export.Format) -> StreamingResponse:
+    media_type, extension = export.FORMATS[fmt]
+    return StreamingResponse(
+        export.stream(runtime.db, filters, fmt),
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="products.{extension}"'},
+    )
+
+
+@router.get(
+    "/export.csv",
+    operation_id="export_products_csv",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/csv": {}}, "description": "One row per product."}},
+)
+async def export_products_csv(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
+    """Every matching product as CSV (header row; image_urls joined by spaces), by id."""
+    return _export(runtime, filters, "csv")
+
+
+@router.get(
+    "/export.jsonl",
+    operation_id="export_products_jsonl",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"application/x-ndjson": {}},
+            "description": "One product record per line.",
+        }
+    },
+)
+async def export_products_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
+    """Every matching product as JSON Lines (one product record per line), by id."""
+    return _export(runtime, filters, "jsonl")
 
 
 @router.get("/{product_id}", operation_id="get_product")

@@ -15,10 +15,18 @@ from sqlalchemy.engine import Connection
 
 from forager.db.engine import Database
 from forager.db.models import Base
+from forager.products.search import is_search_object
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Any fixed number: serializes concurrent upgrades from several processes on PostgreSQL.
 _PG_MIGRATION_LOCK = 0x466F7261
+
+
+def include_object(
+    _object: Any, name: str | None, type_: str, _reflected: bool, _compare_to: Any
+) -> bool:
+    """Schema comparison skips the full-text search objects the models cannot declare."""
+    return not (type_ in ("table", "index") and is_search_object(name))
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -56,7 +64,9 @@ async def schema_drift(db: Database) -> list[Any]:
     """Differences between the migrated database and the models (empty when they match)."""
 
     def _compare(connection: Connection) -> list[Any]:
-        ctx = MigrationContext.configure(connection, opts={"compare_type": True})
+        ctx = MigrationContext.configure(
+            connection, opts={"compare_type": True, "include_object": include_object}
+        )
         return list(compare_metadata(ctx, Base.metadata))
 
     async with db.engine.connect() as conn:

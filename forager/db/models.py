@@ -121,6 +121,9 @@ class Product(Timestamped, Base):
     """The latest extracted record of one product URL (DESIGN.md "Product record")."""
 
     __tablename__ = "products"
+    # Full-text search objects (SQLite FTS5 table, PostgreSQL GIN index) live in migration
+    # 0002 only; see forager.products.search.
+    __table_args__ = (Index("ix_products_updated_at", "updated_at"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"), index=True)
@@ -247,3 +250,18 @@ class Event(Base):
     event: Mapped[str] = mapped_column(String(50), index=True)
     details: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class ApiKey(Base):
+    """An API key: only its SHA-256 is stored; ``key_prefix`` identifies it in lists."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), index=True)
+    role: Mapped[str] = mapped_column(String(10))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_prefix: Mapped[str] = mapped_column(String(8))
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -17,6 +17,8 @@ from forager.db.types import utcnow
 MAPPING_FAILURE_LIMIT = 5
 # A proxy is disabled everywhere after this many consecutive failures (seed 004).
 PROXY_FAILURE_LIMIT = 10
+# Outcomes that say the proxy (not the site's content) failed.
+PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captcha", "blocked"})
 # Weight of the newest response time in the moving average.
 EWMA_ALPHA = 0.3
 
@@ -80,48 +82,52 @@ async def record_proxy_result(
     session: AsyncSession, domain_id: int, proxy_id: int, *, ok: bool, response_ms: int | None
 ) -> None:
     """Update the mapping's and the proxy's counters after a fetch through the proxy."""
-    now = utcnow()
+    await record_mapping_health(session, domain_id, proxy_id, ok=ok, response_ms=response_ms)
+    await record_proxy_health(session, proxy_id, ok=ok, response_ms=response_ms)
+
+
+async def record_mapping_health(
+    session: AsyncSession, domain_id: int, proxy_id: int, *, ok: bool, response_ms: int | None
+) -> None:
+    """The domain's own view of the proxy: success streak, failures, EWMA latency."""
+    m = DomainProxy
+    values: dict[str, Any]
     if ok:
-        timing = {} if response_ms is None else {"avg_response_time_ms": response_ms}
-        await session.execute(
-            update(DomainProxy)
-            .where(DomainProxy.domain_id == domain_id, DomainProxy.proxy_id == proxy_id)
-            .values(
-                success_count=DomainProxy.success_count + 1,
-                failure_count=0,
-                **{k: _ewma(DomainProxy.avg_response_time_ms, v) for k, v in timing.items()},
-            )
-        )
-        await session.execute(
-            update(Proxy)
-            .where(Proxy.id == proxy_id)
-            .values(
-                success_count=Proxy.success_count + 1,
-                failure_count=0,
-                last_success_at=now,
-                **{k: _ewma(Proxy.avg_response_time_ms, v) for k, v in timing.items()},
-            )
-        )
-        return
-    await session.execute(
-        update(DomainProxy)
-        .where(DomainProxy.domain_id == domain_id, DomainProxy.proxy_id == proxy_id)
-        .values(
-            failure_count=DomainProxy.failure_count + 1,
-            is_active=case(
-                (DomainProxy.failure_count + 1 >= MAPPING_FAILURE_LIMIT, False),
-                else_=DomainProxy.is_active,
+        values = {"success_count": m.success_count + 1, "failure_count": 0}
+        if response_ms is not None:
+            values["avg_response_time_ms"] = _ewma(m.avg_response_time_ms, response_ms)
+    else:
+        values = {
+            "failure_count": m.failure_count + 1,
+            "is_active": case(
+                (m.failure_count + 1 >= MAPPING_FAILURE_LIMIT, False), else_=m.is_active
             ),
-        )
-    )
+        }
     await session.execute(
-        update(Proxy)
-        .where(Proxy.id == proxy_id)
-        .values(
-            failure_count=Proxy.failure_count + 1,
-            last_failure_at=now,
-            is_active=case(
+        update(m).where(m.domain_id == domain_id, m.proxy_id == proxy_id).values(**values)
+    )
+
+
+async def record_proxy_health(
+    session: AsyncSession, proxy_id: int, *, ok: bool, response_ms: int | None
+) -> None:
+    """The proxy's health across all domains; consecutive failures disable it."""
+    now = utcnow()
+    values: dict[str, Any]
+    if ok:
+        values = {
+            "success_count": Proxy.success_count + 1,
+            "failure_count": 0,
+            "last_success_at": now,
+        }
+        if response_ms is not None:
+            values["avg_response_time_ms"] = _ewma(Proxy.avg_response_time_ms, response_ms)
+    else:
+        values = {
+            "failure_count": Proxy.failure_count + 1,
+            "last_failure_at": now,
+            "is_active": case(
                 (Proxy.failure_count + 1 >= PROXY_FAILURE_LIMIT, False), else_=Proxy.is_active
             ),
-        )
-    )
+        }
+    await session.execute(update(Proxy).where(Proxy.id == proxy_id).values(**values))

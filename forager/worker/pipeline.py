@@ -20,7 +20,12 @@ from forager.db.models import CrawlAttempt
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
-from forager.fetch.proxies import ProxyChoice, choose_proxy, record_proxy_result
+from forager.fetch.proxies import (
+    PROXY_FAULTS,
+    ProxyChoice,
+    choose_proxy,
+    record_proxy_result,
+)
 from forager.parse.base import ProductRecord
 from forager.parse.registry import get_parser
 from forager.products.persist import save_product
@@ -30,9 +35,6 @@ from forager.store.pages import PageStore
 
 log = logging.getLogger(__name__)
 S = TaskStatus
-
-# Outcomes that say the proxy (not the site's content) failed, for this domain.
-_PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captcha", "blocked"})
 
 
 class _Gate:
@@ -170,7 +172,7 @@ class Pipeline:
                     session,
                     task.domain_id,
                     proxy.proxy_id,
-                    ok=exc.error_type not in _PROXY_FAULTS,
+                    ok=exc.error_type not in PROXY_FAULTS,
                     response_ms=None,
                 )
             status = await self.queue.fail(

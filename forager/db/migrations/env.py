@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from forager.db.migrate import include_object
 from forager.db.models import Base
 
 config = context.config
@@ -17,6 +18,7 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -1,0 +1,145 @@
+"""Request and response bodies of the domains API."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from forager.parse.registry import parser_names
+
+# One DNS label: letters, digits and inner hyphens, 1–63 characters.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+
+
+def check_domain_name(name: str) -> str:
+    """A host name, IDNA-encoded and lowercased; no scheme, port, path or spaces."""
+    try:
+        host = name.strip().encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise ValueError(f"{name!r} is not a valid host name") from exc
+    if len(host) > 253 or not _HOST.match(host):
+        raise ValueError(
+            f"{name!r} is not a host name (letters, digits, dots and hyphens only, no port)"
+        )
+    return host
+
+
+def check_base_url(url: str) -> str:
+    """An http(s) URL with a host and nothing after the path; the trailing slash is dropped."""
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError("base_url must be an http or https URL with a host")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError("base_url must not carry credentials, a query or a fragment")
+    try:
+        _ = parts.port
+    except ValueError as exc:
+        raise ValueError(f"base_url has an invalid port: {exc}") from exc
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path}".rstrip("/")
+
+
+def check_parser_name(name: str) -> str:
+    """A registered parser name."""
+    if name not in parser_names():
+        raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
+    return name
+
+
+class _Editable(BaseModel):
+    """The settings of a domain an operator may set; ``None`` means "not given"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(None, max_length=512, description="Default: https://<domain>.")
+    parser_name: str | None = Field(None, description="Default: chosen from the host.")
+    crawl_delay_seconds: float | None = Field(None, ge=0, le=3600)
+    max_concurrent_requests: int | None = Field(None, ge=1, le=1000)
+    default_crawl_frequency_seconds: int | None = Field(None, ge=60)
+    user_agent: str | None = Field(None, min_length=1, max_length=255)
+    is_active: bool | None = None
+
+    @field_validator("*")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Validators do not run on omitted fields: a None here was sent explicitly.
+        if value is None:
+            raise ValueError("may not be null")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        return check_base_url(value)
+
+    @field_validator("parser_name")
+    @classmethod
+    def _parser(cls, value: str) -> str:
+        return check_parser_name(value)
+
+
+class DomainCreate(_Editable):
+    domain_name: str = Field(min_length=1, max_length=255, examples=["www.amazon.com.br"])
+
+    @field_validator("domain_name")
+    @classmethod
+    def _domain_name(cls, value: str) -> str:
+        return check_domain_name(value)
+
+
+class DomainUpdate(_Editable):
+    """A partial update: only the fields sent change (``domain_name`` cannot)."""
+
+
+class DomainPublic(BaseModel):
+    """A domain as listed; ``task_counts`` has every task status, zeros included."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    domain_name: str
+    base_url: str
+    parser_name: str
+    crawl_delay_seconds: float
+    max_concurrent_requests: int
+    default_crawl_frequency_seconds: int
+    is_active: bool
+    user_agent: str
+    robots_txt_url: str | None
+    robots_txt_last_fetched: datetime | None
+    next_fetch_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    task_counts: dict[str, int] = Field(default_factory=dict, description="Tasks by status.")
+
+
+class DomainDetail(DomainPublic):
+    robots_txt_content: str | None
+
+
+class RobotsRefreshed(DomainDetail):
+    robots_error: str | None = Field(
+        None, description="Why robots.txt could not be fetched (content left unchanged)."
+    )
+
+
+class AttemptStats(BaseModel):
+    total: int
+    by_outcome: dict[str, int]
+    by_error_type: dict[str, int]
+    avg_fetch_response_time_ms: float | None = Field(
+        description="Mean response time of successful fetches."
+    )
+
+
+class DomainStats(BaseModel):
+    domain_id: int
+    tasks_by_status: dict[str, int]
+    total_tasks: int
+    attempts_last_24h: AttemptStats
+    products: int
+    last_completed_at: datetime | None

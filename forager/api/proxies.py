@@ -1,0 +1,225 @@
+"""Proxies and domain ↔ proxy mappings: the pool, its health, and which domain uses what."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import ValidationError
+from sqlalchemy import func, select
+
+from forager.api.deps import PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.proxy_schemas import (
+    AlertPublic,
+    AssignmentPublic,
+    DomainHealthPublic,
+    DomainProxyPublic,
+    MappingAssign,
+    ProxyBulkCreate,
+    ProxyBulkCreated,
+    ProxyBulkResult,
+    ProxyCreate,
+    ProxyHealthPublic,
+    ProxyPublic,
+    ProxyStatsPublic,
+    ProxyTestRequest,
+    ProxyTestResult,
+    ProxyUpdate,
+)
+from forager.api.schemas import Page
+from forager.crypto import SecretBox
+from forager.db.models import Proxy
+from forager.proxies import service
+
+router = APIRouter(prefix="/api/proxies", tags=["proxies"])
+mappings = APIRouter(prefix="/api/domains/{domain_id}/proxies", tags=["proxies"])
+
+_NO_PROXY: dict[int | str, dict[str, Any]] = {404: {"description": "No such proxy."}}
+_NO_MAPPING: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such domain, or the proxy is not mapped to it."}
+}
+
+
+def _reason(exc: ValueError) -> str:
+    """A validation failure without the input (which may hold a password)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()
+        )
+    return str(exc)
+
+
+@router.post(
+    "",
+    operation_id="create_proxy",
+    status_code=201,
+    responses={409: {"description": "A proxy with this host, port and username exists."}},
+)
+async def create_proxy(body: ProxyCreate, runtime: RuntimeDep) -> ProxyPublic:
+    """Add one proxy; its password is encrypted at rest and never returned."""
+    box = SecretBox(runtime.settings)
+    return ProxyPublic.of(await service.create_proxy(runtime.db, box, body.columns()))
+
+
+@router.post("/bulk", operation_id="create_proxies")
+async def create_proxies(body: ProxyBulkCreate, runtime: RuntimeDep) -> ProxyBulkCreated:
+    """Add many proxies; each line or item gets its own result (created, duplicate, invalid)."""
+    inputs: list[str] = []
+    items: list[ProxyCreate | str] = []  # a valid proxy, or why it is not
+    for line in (body.lines or "").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        inputs.append(service.masked_line(line))
+        try:
+            items.append(ProxyCreate.model_validate(service.parse_proxy_line(line)))
+        except ValueError as exc:
+            items.append(_reason(exc))
+    inputs.extend(f"proxies[{n}]" for n in range(len(body.proxies)))
+    items.extend(body.proxies)
+    valid = [item.columns() for item in items if isinstance(item, ProxyCreate)]
+    outcomes = iter(await service.create_proxies(runtime.db, SecretBox(runtime.settings), valid))
+    results = []
+    for shown, item in zip(inputs, items, strict=True):
+        if isinstance(item, str):
+            results.append(ProxyBulkResult(input=shown, result="invalid", error=item))
+        else:
+            result, proxy_id = next(outcomes)
+            results.append(ProxyBulkResult(input=shown, result=result, proxy_id=proxy_id))
+    count = {kind: sum(r.result == kind for r in results) for kind in ("created", "duplicate")}
+    return ProxyBulkCreated(
+        created=count["created"],
+        duplicate=count["duplicate"],
+        invalid=len(results) - count["created"] - count["duplicate"],
+        results=results,
+    )
+
+
+@router.get("", operation_id="list_proxies")
+async def list_proxies(
+    session: ReadSessionDep,
+    paging: PagingDep,
+    is_active: Annotated[bool | None, Query(description="Only enabled or disabled ones.")] = None,
+    country_code: Annotated[str | None, Query(min_length=2, max_length=2)] = None,
+    provider: Annotated[str | None, Query(max_length=100)] = None,
+) -> Page[ProxyPublic]:
+    """Proxies, oldest first, with the total count for pagination."""
+    query = select(Proxy)
+    if is_active is not None:
+        query = query.where(Proxy.is_active.is_(is_active))
+    if country_code is not None:
+        query = query.where(Proxy.country_code == country_code.upper())
+    if provider is not None:
+        query = query.where(Proxy.provider == provider)
+    total = await session.scalar(select(func.count()).select_from(query.subquery()))
+    rows = await session.scalars(query.order_by(Proxy.id).limit(paging.limit).offset(paging.offset))
+    return Page(
+        items=[ProxyPublic.of(p) for p in rows],
+        total=total or 0,
+        limit=paging.limit,
+        offset=paging.offset,
+    )
+
+
+@router.get("/stats", operation_id="proxy_stats")
+async def proxy_stats(session: ReadSessionDep) -> ProxyStatsPublic:
+    """Pool totals (active, disabled), counts by country and provider, mean response time."""
+    return ProxyStatsPublic.model_validate(await service.proxy_stats(session))
+
+
+@router.get("/health", operation_id="proxy_health")
+async def proxy_health(session: ReadSessionDep) -> ProxyHealthPublic:
+    """Each domain's proxy pool health, and alerts: too few active proxies, too many failures."""
+    domains, alerts = await service.proxy_health(session)
+    return ProxyHealthPublic(
+        domains=[DomainHealthPublic.model_validate(d) for d in domains],
+        alerts=[AlertPublic.model_validate(a) for a in alerts],
+    )
+
+
+@router.get("/{proxy_id}", operation_id="get_proxy", responses=_NO_PROXY)
+async def get_proxy(proxy_id: int, session: ReadSessionDep) -> ProxyPublic:
+    """One proxy (the password only as ``password_set``)."""
+    return ProxyPublic.of(await service.get_proxy(session, proxy_id))
+
+
+@router.patch(
+    "/{proxy_id}",
+    operation_id="update_proxy",
+    responses={**_NO_PROXY, 409: {"description": "Another proxy has that host+port+username."}},
+)
+async def update_proxy(proxy_id: int, body: ProxyUpdate, runtime: RuntimeDep) -> ProxyPublic:
+    """Change fields; a new password is encrypted, an empty or null one clears it."""
+    box = SecretBox(runtime.settings)
+    return ProxyPublic.of(await service.update_proxy(runtime.db, box, proxy_id, body.changes()))
+
+
+@router.delete("/{proxy_id}", operation_id="delete_proxy", status_code=204, responses=_NO_PROXY)
+async def delete_proxy(proxy_id: int, runtime: RuntimeDep) -> Response:
+    """Delete a proxy and its domain mappings; tasks and attempts keep no reference to it."""
+    await service.delete_proxy(runtime.db, proxy_id)
+    return Response(status_code=204)
+
+
+@router.post("/{proxy_id}/enable", operation_id="enable_proxy", responses=_NO_PROXY)
+async def enable_proxy(proxy_id: int, runtime: RuntimeDep) -> ProxyPublic:
+    """Put a proxy back in rotation with its failure count reset."""
+    return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=True))
+
+
+@router.post("/{proxy_id}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
+async def disable_proxy(proxy_id: int, runtime: RuntimeDep) -> ProxyPublic:
+    """Take a proxy out of rotation for every domain."""
+    return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=False))
+
+
+@router.post("/{proxy_id}/test", operation_id="test_proxy", responses=_NO_PROXY)
+async def test_proxy(proxy_id: int, body: ProxyTestRequest, runtime: RuntimeDep) -> ProxyTestResult:
+    """Fetch a URL through the proxy now; the outcome counts in the proxy's health."""
+    box = SecretBox(runtime.settings)
+    probe = await service.probe_proxy(runtime.db, runtime.settings, box, proxy_id, body.url)
+    return ProxyTestResult.model_validate(probe)
+
+
+@mappings.post("", operation_id="assign_proxies", responses={404: {"description": "No domain."}})
+async def assign_proxies(
+    domain_id: int, body: MappingAssign, runtime: RuntimeDep
+) -> AssignmentPublic:
+    """Let a domain use these proxies; known pairs and unknown ids are reported, not errors."""
+    done = await service.assign_proxies(runtime.db, domain_id, body.proxy_ids, body.priority)
+    return AssignmentPublic.model_validate(done)
+
+
+@mappings.get(
+    "", operation_id="list_domain_proxies", responses={404: {"description": "No domain."}}
+)
+async def list_domain_proxies(domain_id: int, session: ReadSessionDep) -> list[DomainProxyPublic]:
+    """A domain's proxies with their success rate for it, by priority then least recently used."""
+    views = await service.domain_proxies(session, domain_id)
+    return [DomainProxyPublic.model_validate(v) for v in views]
+
+
+@mappings.delete(
+    "/{proxy_id}", operation_id="remove_proxy_mapping", status_code=204, responses=_NO_MAPPING
+)
+async def remove_proxy_mapping(domain_id: int, proxy_id: int, runtime: RuntimeDep) -> Response:
+    """Stop using a proxy for this domain (the proxy itself stays)."""
+    await service.remove_mapping(runtime.db, domain_id, proxy_id)
+    return Response(status_code=204)
+
+
+@mappings.post("/{proxy_id}/enable", operation_id="enable_proxy_mapping", responses=_NO_MAPPING)
+async def enable_proxy_mapping(
+    domain_id: int, proxy_id: int, runtime: RuntimeDep
+) -> DomainProxyPublic:
+    """Use the proxy for this domain again, its failure count for the domain reset."""
+    view = await service.set_mapping_active(runtime.db, domain_id, proxy_id, active=True)
+    return DomainProxyPublic.model_validate(view)
+
+
+@mappings.post("/{proxy_id}/disable", operation_id="disable_proxy_mapping", responses=_NO_MAPPING)
+async def disable_proxy_mapping(
+    domain_id: int, proxy_id: int, runtime: RuntimeDep
+) -> DomainProxyPublic:
+    """Stop choosing the proxy for this domain, keeping the mapping and its counters."""
+    view = await service.set_mapping_active(runtime.db, domain_id, proxy_id, active=False)
+    return DomainProxyPublic.model_validate(view)

@@ -1,0 +1,1 @@
+"""Domains: the operator's side of sites (settings, robots.txt, statistics)."""

@@ -1,0 +1,1 @@
+"""Proxy administration: the proxy pool, domain ↔ proxy mappings, health and alerts."""

@@ -1,0 +1,396 @@
+"""The proxy and domain ↔ proxy mapping API over the real app, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from sqlalchemy import select, update
+
+from forager.api.deps import Runtime
+from forager.crypto import SecretBox
+from forager.db.models import Domain, DomainProxy, Event, Proxy
+from tests.support.proxy import TestProxy
+from tests.support.site import TestSite
+
+PASSWORD = "hunter2-s3cr3t:@/"
+
+
+def _runtime(api: httpx.AsyncClient) -> Runtime:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    return runtime
+
+
+def _problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _fields(response: httpx.Response) -> set[str]:
+    return {e["field"] for e in _problem(response, 422)["errors"]}
+
+
+async def _create(api: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
+    body = {"proxy_url": "proxy1.example.com", "proxy_port": 8080, **fields}
+    response = await api.post("/api/proxies", json=body)
+    assert response.status_code == 201, response.text
+    assert PASSWORD not in response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+async def _domain(api: httpx.AsyncClient, name: str, *, active: bool = True) -> int:
+    async with _runtime(api).db.session() as session:
+        domain = Domain(
+            domain_name=name,
+            base_url=f"https://{name}",
+            parser_name="generic",
+            user_agent="test",
+            is_active=active,
+        )
+        session.add(domain)
+        await session.flush()
+        return domain.id
+
+
+async def _stored(api: httpx.AsyncClient, proxy_id: int) -> Proxy:
+    async with _runtime(api).db.reader() as session:
+        proxy = await session.get(Proxy, proxy_id)
+    assert proxy is not None
+    return proxy
+
+
+async def _events(api: httpx.AsyncClient, entity_type: str, entity_id: int) -> list[str]:
+    async with _runtime(api).db.reader() as session:
+        rows = await session.scalars(
+            select(Event.event)
+            .where(Event.entity_type == entity_type, Event.entity_id == str(entity_id))
+            .order_by(Event.id)
+        )
+        return list(rows)
+
+
+async def test_proxy_crud_never_shows_the_password(api: httpx.AsyncClient) -> None:
+    api = api
+    created = await _create(
+        api,
+        proxy_url="Proxy1.Example.com",
+        proxy_username="crawler",
+        proxy_password=PASSWORD,
+        country_code="us",
+        provider="acme",
+        monthly_cost="12.50",
+    )
+    assert created["password_set"] is True
+    assert "proxy_password" not in created
+    assert (created["proxy_url"], created["country_code"]) == ("proxy1.example.com", "US")
+    assert created["monthly_cost"] == "12.50"
+    proxy_id = created["id"]
+
+    stored = await _stored(api, proxy_id)
+    assert stored.proxy_password and stored.proxy_password != PASSWORD
+    assert SecretBox(_runtime(api).settings).decrypt(stored.proxy_password) == PASSWORD
+
+    for response in (
+        await api.get(f"/api/proxies/{proxy_id}"),
+        await api.get("/api/proxies"),
+        await api.patch(f"/api/proxies/{proxy_id}", json={"city": "Austin"}),
+    ):
+        assert response.status_code == 200, response.text
+        assert PASSWORD not in response.text
+        assert stored.proxy_password not in response.text
+
+    listed = (await api.get("/api/proxies", params={"country_code": "US"})).json()
+    assert (listed["total"], listed["items"][0]["city"]) == (1, "Austin")
+    assert (await api.get("/api/proxies", params={"provider": "other"})).json()["total"] == 0
+    assert (await api.get("/api/proxies", params={"is_active": False})).json()["total"] == 0
+
+    # A new password is re-encrypted; an empty one clears it.
+    changed = await api.patch(f"/api/proxies/{proxy_id}", json={"proxy_password": "n3w-pass"})
+    assert "n3w-pass" not in changed.text
+    assert SecretBox(_runtime(api).settings).decrypt(
+        (await _stored(api, proxy_id)).proxy_password or ""
+    ) == ("n3w-pass")
+    cleared = await api.patch(f"/api/proxies/{proxy_id}", json={"proxy_password": ""})
+    assert cleared.json()["password_set"] is False
+    assert (await _stored(api, proxy_id)).proxy_password is None
+
+    assert (await api.delete(f"/api/proxies/{proxy_id}")).status_code == 204
+    _problem(await api.get(f"/api/proxies/{proxy_id}"), 404)
+    events = await _events(api, "proxy", proxy_id)
+    assert events == ["created", "updated", "updated", "updated", "deleted"]
+
+
+async def test_duplicates_and_validation(api: httpx.AsyncClient) -> None:
+    api = api
+    first = await _create(api, proxy_username="u")
+    again = await api.post(
+        "/api/proxies",
+        json={"proxy_url": "PROXY1.example.com", "proxy_port": 8080, **{"proxy_username": "u"}},
+    )
+    assert "proxy" in _problem(again, 409)["detail"]
+    other = await _create(api, proxy_username="v")  # another username is another proxy
+    clash = await api.patch(f"/api/proxies/{other['id']}", json={"proxy_username": "u"})
+    _problem(clash, 409)
+    assert (await api.get(f"/api/proxies/{first['id']}")).status_code == 200
+
+    bad = await api.post(
+        "/api/proxies",
+        json={
+            "proxy_url": "http://host/x",
+            "proxy_port": 70000,
+            "proxy_protocol": "ftp",
+            "country_code": "USA",
+            "proxy_password": PASSWORD,
+        },
+    )
+    assert _fields(bad) == {"proxy_url", "proxy_port", "proxy_protocol", "country_code"}
+    assert PASSWORD not in bad.text
+    assert _fields(await api.patch(f"/api/proxies/{first['id']}", json={"proxy_port": None})) == {
+        "body"
+    }
+    assert _fields(await api.post(f"/api/proxies/{first['id']}/test", json={"url": "ftp://x"})) == {
+        "url"
+    }
+    assert _fields(await api.get("/api/proxies", params={"limit": 0})) == {"limit"}
+
+
+async def test_bulk_lines_report_each_line(api: httpx.AsyncClient) -> None:
+    api = api
+    await _create(api, proxy_url="known.example.com", proxy_port=3128)
+    lines = "\n".join(
+        [
+            f"http://alice:{quote(PASSWORD, safe='')}@10.0.0.1:8000",
+            "socks5://10.0.0.2:1080",
+            "# a comment",
+            "",
+            "https://bob:pw-of-bob@10.0.0.3:notaport",
+            "known.example.com:3128",
+            "http://10.0.0.2",
+            "socks5://10.0.0.2:1080",
+        ]
+    )
+    response = await api.post(
+        "/api/proxies/bulk",
+        json={"lines": lines, "proxies": [{"proxy_url": "10.0.0.9", "proxy_port": 9}]},
+    )
+    assert response.status_code == 200, response.text
+    assert PASSWORD not in response.text and "pw-of-bob" not in response.text
+    body = response.json()
+    assert (body["created"], body["duplicate"], body["invalid"]) == (3, 2, 2)
+    results = body["results"]
+    assert [r["result"] for r in results] == [
+        "created",
+        "created",
+        "invalid",
+        "duplicate",
+        "invalid",
+        "duplicate",
+        "created",
+    ]
+    assert results[0]["input"] == "http://alice:***@10.0.0.1:8000"
+    assert "port" in results[2]["error"] and "port" in results[4]["error"]
+    assert results[5]["proxy_id"] == results[1]["proxy_id"]
+    assert results[6]["input"] == "proxies[0]"
+
+    alice = await _stored(api, results[0]["proxy_id"])
+    assert (alice.proxy_username, alice.proxy_protocol, alice.proxy_port) == ("alice", "http", 8000)
+    assert SecretBox(_runtime(api).settings).decrypt(alice.proxy_password or "") == PASSWORD
+    assert (await api.get("/api/proxies")).json()["total"] == 4
+    _problem(await api.post("/api/proxies/bulk", json={"lines": "  \n"}), 422)
+
+
+async def test_enable_resets_failures_and_stats(api: httpx.AsyncClient) -> None:
+    api = api
+    a = await _create(api, country_code="DE", provider="acme")
+    b = await _create(api, proxy_port=8081, country_code="DE")
+    await _create(api, proxy_port=8082)
+    async with _runtime(api).db.session() as session:
+        await session.execute(
+            update(Proxy)
+            .where(Proxy.id == a["id"])
+            .values(is_active=False, failure_count=12, avg_response_time_ms=100)
+        )
+        await session.execute(
+            update(Proxy).where(Proxy.id == b["id"]).values(avg_response_time_ms=300)
+        )
+
+    stats = (await api.get("/api/proxies/stats")).json()
+    assert (stats["total"], stats["active"], stats["disabled"]) == (3, 2, 1)
+    assert stats["avg_response_time_ms"] == 200.0
+    assert stats["by_country"] == [
+        {"value": "DE", "total": 2, "active": 1},
+        {"value": None, "total": 1, "active": 1},
+    ]
+    assert stats["by_provider"][0] == {"value": "acme", "total": 1, "active": 0}
+
+    enabled = (await api.post(f"/api/proxies/{a['id']}/enable")).json()
+    assert (enabled["is_active"], enabled["failure_count"]) == (True, 0)
+    disabled = (await api.post(f"/api/proxies/{b['id']}/disable")).json()
+    assert disabled["is_active"] is False
+    assert (await api.get("/api/proxies", params={"is_active": False})).json()["total"] == 1
+    assert (await _events(api, "proxy", a["id"]))[-1] == "enabled"
+    for action in ("enable", "disable", "test"):
+        _problem(await api.post(f"/api/proxies/999/{action}", json={"url": "http://x/"}), 404)
+    _problem(await api.patch("/api/proxies/999", json={"city": "x"}), 404)
+    _problem(await api.delete("/api/proxies/999"), 404)
+
+
+async def test_test_endpoint_fetches_through_the_proxy(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    api = api
+    url = site.url("/product/1")
+    with TestProxy(username="crawler", password=PASSWORD) as good, TestProxy(fail=True) as bad:
+        good_id = (
+            await _create(
+                api,
+                proxy_url="127.0.0.1",
+                proxy_port=good.port,
+                proxy_username="crawler",
+                proxy_password=PASSWORD,
+            )
+        )["id"]
+        bad_id = (await _create(api, proxy_url="127.0.0.1", proxy_port=bad.port))["id"]
+
+        response = await api.post(f"/api/proxies/{good_id}/test", json={"url": url})
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert (result["ok"], result["status_code"], result["error_type"]) == (True, 200, None)
+        assert good.requests == [url]
+
+        failed = await api.post(f"/api/proxies/{bad_id}/test", json={"url": url})
+        assert failed.json()["ok"] is False
+        assert failed.json()["error_type"] == "proxy"
+        assert bad.rejected >= 1
+
+        # Wrong credentials: a 407 from the proxy is the proxy's failure, and no secret leaks.
+        await api.patch(f"/api/proxies/{good_id}", json={"proxy_password": "wrong-" + PASSWORD})
+        refused = await api.post(f"/api/proxies/{good_id}/test", json={"url": url})
+        assert (refused.json()["ok"], refused.json()["error_type"]) == (False, "proxy")
+        assert PASSWORD not in refused.text
+
+    ok_row, bad_row = await _stored(api, good_id), await _stored(api, bad_id)
+    assert (ok_row.success_count, ok_row.failure_count) == (1, 1)
+    assert ok_row.last_success_at is not None and ok_row.avg_response_time_ms is not None
+    assert (bad_row.success_count, bad_row.failure_count) == (0, 1)
+    assert bad_row.last_failure_at is not None
+    assert "tested" in await _events(api, "proxy", bad_id)
+
+
+async def test_mappings_assign_list_enable_remove(api: httpx.AsyncClient) -> None:
+    api = api
+    domain_id = await _domain(api, "shop.example")
+    ids = [(await _create(api, proxy_port=port))["id"] for port in (1001, 1002, 1003)]
+    path = f"/api/domains/{domain_id}/proxies"
+
+    first = (await api.post(path, json={"proxy_ids": ids[:2], "priority": 2})).json()
+    assert first == {"assigned": ids[:2], "already": [], "unknown": []}
+    second = (await api.post(path, json={"proxy_ids": [ids[1], ids[2], 999]})).json()
+    assert second == {"assigned": [ids[2]], "already": [ids[1]], "unknown": [999]}
+
+    async with _runtime(api).db.session() as session:
+        await session.execute(
+            update(DomainProxy)
+            .where(DomainProxy.proxy_id == ids[0])
+            .values(success_count=3, failure_count=1)
+        )
+    listed = (await api.get(path)).json()
+    assert [m["proxy_id"] for m in listed] == ids  # priority 2 before the default 5
+    assert listed[0]["success_rate_percent"] == 75.0
+    assert listed[2]["success_rate_percent"] is None
+    assert (listed[0]["proxy_port"], listed[0]["priority"], listed[2]["priority"]) == (1001, 2, 5)
+
+    disabled = (await api.post(f"{path}/{ids[0]}/disable")).json()
+    assert (disabled["is_active"], disabled["failure_count"]) == (False, 1)
+    enabled = (await api.post(f"{path}/{ids[0]}/enable")).json()
+    assert (enabled["is_active"], enabled["failure_count"]) == (True, 0)
+
+    assert (await api.delete(f"{path}/{ids[1]}")).status_code == 204
+    _problem(await api.delete(f"{path}/{ids[1]}"), 404)
+    assert [m["proxy_id"] for m in (await api.get(path)).json()] == [ids[0], ids[2]]
+
+    # Deleting a proxy removes its mappings.
+    await api.delete(f"/api/proxies/{ids[2]}")
+    assert [m["proxy_id"] for m in (await api.get(path)).json()] == [ids[0]]
+
+    events = await _events(api, "domain", domain_id)
+    assert events == [
+        "proxies_assigned",
+        "proxies_assigned",
+        "proxy_mapping_disabled",
+        "proxy_mapping_enabled",
+        "proxy_removed",
+    ]
+    for response in (
+        await api.get("/api/domains/999/proxies"),
+        await api.post("/api/domains/999/proxies", json={"proxy_ids": ids}),
+        await api.post(f"/api/domains/999/proxies/{ids[0]}/enable"),
+        await api.post(f"{path}/{ids[1]}/enable"),
+        await api.delete(f"/api/domains/999/proxies/{ids[0]}"),
+    ):
+        _problem(response, 404)
+    assert _fields(await api.post(path, json={"proxy_ids": [], "priority": 11})) == {
+        "proxy_ids",
+        "priority",
+    }
+
+
+async def test_health_view_and_alerts(api: httpx.AsyncClient) -> None:
+    api = api
+    small = await _domain(api, "a-small.example")
+    big = await _domain(api, "b-big.example")
+    await _domain(api, "c-none.example")  # no mappings: in the view, no alert
+    ids = [(await _create(api, proxy_port=port))["id"] for port in range(2001, 2005)]
+    await api.post(f"/api/domains/{small}/proxies", json={"proxy_ids": ids[:1]})
+    await api.post(f"/api/domains/{big}/proxies", json={"proxy_ids": ids})
+
+    health = (await api.get("/api/proxies/health")).json()
+    assert [d["domain_name"] for d in health["domains"]] == [
+        "a-small.example",
+        "b-big.example",
+        "c-none.example",
+    ]
+    assert [(a["kind"], a["domain_id"]) for a in health["alerts"]] == [
+        ("low_active_proxies", small)
+    ]
+
+    async with _runtime(api).db.session() as session:
+        await session.execute(
+            update(DomainProxy)
+            .where(DomainProxy.domain_id == big)
+            .values(success_count=8, failure_count=2, avg_response_time_ms=50)
+        )
+        await session.execute(
+            update(DomainProxy)
+            .where(DomainProxy.domain_id == big, DomainProxy.proxy_id == ids[0])
+            .values(failure_count=6)
+        )
+    health = (await api.get("/api/proxies/health")).json()
+    row = health["domains"][1]
+    assert row == {
+        "domain_id": big,
+        "domain_name": "b-big.example",
+        "domain_is_active": True,
+        "total_proxies": 4,
+        "active_proxies": 4,
+        "failing_proxies": 1,
+        "avg_response_time_ms": 50.0,
+        "total_success": 32,
+        "total_failures": 12,
+        "failure_rate_percent": round(12 * 100 / 44, 2),
+    }
+    assert health["domains"][2]["total_proxies"] == 0
+    assert [(a["kind"], a["domain_id"]) for a in health["alerts"]] == [
+        ("low_active_proxies", small),
+        ("high_failure_rate", big),
+    ]
+
+    # Disabling mappings drops the big domain under three active proxies too.
+    for proxy_id in ids[:2]:
+        await api.post(f"/api/domains/{big}/proxies/{proxy_id}/disable")
+    alerts = (await api.get("/api/proxies/health")).json()["alerts"]
+    assert ("low_active_proxies", big) in [(a["kind"], a["domain_id"]) for a in alerts]
