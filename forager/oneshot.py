@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Product, ProductImage
-from forager.products.records import product_record
+from forager.db.models import CrawlTask, Product
+from forager.products.records import image_urls, product_record
 from forager.queue.lifecycle import TERMINAL, TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
@@ -102,14 +102,7 @@ async def _report(
                 select(Product).where(Product.crawl_task_id.in_(task_ids)).order_by(Product.id)
             )
         )
-        images: dict[int, list[str]] = {p.id: [] for p in products}
-        rows = await session.execute(
-            select(ProductImage.product_id, ProductImage.image_url)
-            .where(ProductImage.product_id.in_(list(images)))
-            .order_by(ProductImage.product_id, ProductImage.position)
-        )
-        for product_id, image_url in rows:
-            images[product_id].append(image_url)
+        images = await image_urls(session, [p.id for p in products])
     records = [product_record(p, images[p.id]) for p in products]
     if records:
         table = Table("product", "price", "availability", "url")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
 from decimal import Decimal
 from typing import Annotated
 
@@ -12,29 +10,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import AwareDatetime
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.deps import PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
-from forager.db.models import PriceHistory, Product, ProductImage
+from forager.db.models import PriceHistory, Product
 from forager.errors import NotFound
 from forager.products import export, search
+from forager.products.records import image_urls
 from forager.products.search import ProductFilters
 
 router = APIRouter(prefix="/api/products", tags=["products"])
-
-
-async def _images(session: AsyncSession, ids: Sequence[int]) -> dict[int, list[str]]:
-    images: dict[int, list[str]] = defaultdict(list)
-    if ids:
-        rows = await session.execute(
-            select(ProductImage.product_id, ProductImage.image_url)
-            .where(ProductImage.product_id.in_(ids))
-            .order_by(ProductImage.product_id, ProductImage.position)
-        )
-        for product_id, url in rows:
-            images[product_id].append(url)
-    return images
 
 
 def _public(product: Product, images: list[str]) -> ProductPublic:
@@ -110,7 +95,7 @@ async def list_products(
     query, count = search.list_query(dialect, filters)
     total = await session.scalar(count)
     products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
-    images = await _images(session, [p.id for p in products])
+    images = await image_urls(session, [p.id for p in products])
     return Page(
         items=[_public(p, images[p.id]) for p in products],
         total=total or 0,
@@ -161,7 +146,7 @@ async def get_product(product_id: int, session: ReadSessionDep) -> ProductDetail
     product = await session.get(Product, product_id)
     if product is None:
         raise NotFound(f"product {product_id} does not exist")
-    images = await _images(session, [product_id])
+    images = await image_urls(session, [product_id])
     history = await session.scalars(
         select(PriceHistory)
         .where(PriceHistory.product_id == product_id)

@@ -9,16 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from forager.db.engine import Database
-from forager.db.models import ProductImage
-from forager.products.records import RECORD_FIELDS, product_record
+from forager.products.records import RECORD_FIELDS, image_urls, product_record
 from forager.products.search import ProductFilters, chunk_query
 
 CHUNK_ROWS = 500
@@ -32,18 +27,6 @@ FORMATS: dict[Format, tuple[str, str]] = {
 }
 
 
-async def _images(session: AsyncSession, ids: Sequence[int]) -> dict[int, list[str]]:
-    images: dict[int, list[str]] = defaultdict(list)
-    rows = await session.execute(
-        select(ProductImage.product_id, ProductImage.image_url)
-        .where(ProductImage.product_id.in_(ids))
-        .order_by(ProductImage.product_id, ProductImage.position)
-    )
-    for product_id, url in rows:
-        images[product_id].append(url)
-    return images
-
-
 async def records(
     db: Database, filters: ProductFilters, chunk_rows: int = CHUNK_ROWS
 ) -> AsyncIterator[list[dict[str, Any]]]:
@@ -55,7 +38,7 @@ async def records(
             products = list(await session.scalars(chunk_query(dialect, filters, after, chunk_rows)))
             if not products:
                 return
-            images = await _images(session, [p.id for p in products])
+            images = await image_urls(session, [p.id for p in products])
         yield [product_record(p, images[p.id]) for p in products]
         if len(products) < chunk_rows:
             return

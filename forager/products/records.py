@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
-from forager.db.models import Product
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.db.models import Product, ProductImage
 
 RECORD_FIELDS = (
     "url",
@@ -34,3 +39,17 @@ def product_record(product: Product, image_urls: list[str]) -> dict[str, Any]:
     record["parser_name"] = product.parser_name
     record["parser_version"] = product.parser_version
     return record
+
+
+async def image_urls(session: AsyncSession, product_ids: Sequence[int]) -> dict[int, list[str]]:
+    """Each product's image URLs, main image first (one query for all of them)."""
+    images: dict[int, list[str]] = defaultdict(list)
+    if product_ids:
+        rows = await session.execute(
+            select(ProductImage.product_id, ProductImage.image_url)
+            .where(ProductImage.product_id.in_(list(product_ids)))
+            .order_by(ProductImage.product_id, ProductImage.position)
+        )
+        for product_id, url in rows:
+            images[product_id].append(url)
+    return images
