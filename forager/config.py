@@ -71,6 +71,11 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest response body accepted, after decompression; larger is `too_large`.",
     )
+    max_request_bytes: int = Field(
+        5 * 1024 * 1024,
+        ge=1024,
+        description="Largest API request body accepted; larger ones are refused with 413.",
+    )
     user_agent: str = Field(
         "Forager/0.1 (self-hosted crawler)",
         min_length=1,

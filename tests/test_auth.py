@@ -122,3 +122,24 @@ def test_cli_creates_lists_and_revokes_keys(tmp_path: Path) -> None:
     assert forager("apikey", "revoke", "ops").returncode == 0
     assert "revoked" in forager("apikey", "list").stdout
     assert forager("apikey", "revoke", "ops").returncode == 1
+
+
+async def test_oversized_bodies_are_refused_with_413(api: httpx.AsyncClient) -> None:
+    limit = api.app.state.runtime.settings.max_request_bytes  # type: ignore[attr-defined]
+    urls = [f"https://shop.example/p/{n}?pad={'x' * 900}" for n in range(limit // 900 + 10)]
+    response = await api.post("/api/tasks/batch", json={"urls": urls})
+    assert response.status_code == 413
+    assert response.headers["content-type"] == "application/problem+json"
+    assert str(limit) in response.json()["detail"]
+
+    async def chunks():  # no Content-Length: counted as it arrives
+        yield b'{"urls": ["'
+        for _ in range(limit // 1000 + 10):
+            yield b"x" * 1000
+        yield b'"]}'
+
+    streamed = await api.post(
+        "/api/tasks/batch", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert streamed.status_code == 413
+    assert (await api.get("/api/tasks")).json()["total"] == 0

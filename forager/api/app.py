@@ -12,6 +12,7 @@ from forager import __version__
 from forager.api import domains, errors, health, metrics, products, proxies, tasks
 from forager.api.auth import require_key
 from forager.api.deps import Runtime
+from forager.api.limits import BodyLimit
 from forager.config import Settings
 from forager.runtime import open_database
 from forager.worker.pool import WorkerPool, new_worker_id
@@ -46,6 +47,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
     app.include_router(metrics.router)
