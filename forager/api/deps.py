@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Path, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -53,3 +53,8 @@ def paging(
 
 
 PagingDep = Annotated[Paging, Depends(paging)]
+
+
+# Ids are 64-bit: anything outside is refused (422) before it reaches a database driver.
+MAX_ID = 2**63 - 1
+EntityId = Annotated[int, Path(ge=1, le=MAX_ID, description="A row id.")]

@@ -59,7 +59,7 @@ class _Editable(BaseModel):
     parser_name: str | None = Field(None, description="Default: chosen from the host.")
     crawl_delay_seconds: float | None = Field(None, ge=0, le=3600)
     max_concurrent_requests: int | None = Field(None, ge=1, le=1000)
-    default_crawl_frequency_seconds: int | None = Field(None, ge=60)
+    default_crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
     user_agent: str | None = Field(None, min_length=1, max_length=255)
     is_active: bool | None = None
 

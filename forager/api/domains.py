@@ -7,7 +7,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
-from forager.api.deps import PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.domain_schemas import (
     AttemptStats,
     DomainCreate,
@@ -43,7 +43,12 @@ async def _detail(runtime: RuntimeDep, domain: Domain) -> DomainDetail:
     return _shape(domain, counts[domain.id], DomainDetail)
 
 
-@router.post("", operation_id="create_domain", status_code=201)
+@router.post(
+    "",
+    operation_id="create_domain",
+    status_code=201,
+    responses={409: {"description": "A domain with this name exists."}},
+)
 async def create_domain(body: DomainCreate, runtime: RuntimeDep) -> DomainDetail:
     """Register a site; settings not given get the server defaults (409 if it exists)."""
     values = body.model_dump(exclude_unset=True, exclude={"domain_name"})
@@ -74,7 +79,7 @@ async def list_domains(
 
 
 @router.get("/{domain_id}", operation_id="get_domain", responses=_NOT_FOUND)
-async def get_domain(domain_id: int, session: ReadSessionDep) -> DomainDetail:
+async def get_domain(domain_id: EntityId, session: ReadSessionDep) -> DomainDetail:
     """One domain with its robots.txt and task counts."""
     domain = await service.get(session, domain_id)
     counts = await service.task_counts(session, [domain_id])
@@ -82,7 +87,9 @@ async def get_domain(domain_id: int, session: ReadSessionDep) -> DomainDetail:
 
 
 @router.patch("/{domain_id}", operation_id="update_domain", responses=_NOT_FOUND)
-async def update_domain(domain_id: int, body: DomainUpdate, runtime: RuntimeDep) -> DomainDetail:
+async def update_domain(
+    domain_id: EntityId, body: DomainUpdate, runtime: RuntimeDep
+) -> DomainDetail:
     """Change some of a domain's settings (the name cannot change)."""
     domain = await service.update(runtime.db, domain_id, body.model_dump(exclude_unset=True))
     if runtime.pool is not None:
@@ -93,14 +100,14 @@ async def update_domain(domain_id: int, body: DomainUpdate, runtime: RuntimeDep)
 @router.delete(
     "/{domain_id}", operation_id="delete_domain", status_code=204, responses=_DELETE_REFUSED
 )
-async def delete_domain(domain_id: int, runtime: RuntimeDep) -> Response:
+async def delete_domain(domain_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete a domain with its tasks, attempts and products; refused while tasks are in flight."""
     await service.remove(runtime.db, domain_id)
     return Response(status_code=204)
 
 
 @router.post("/{domain_id}/activate", operation_id="activate_domain", responses=_NOT_FOUND)
-async def activate_domain(domain_id: int, runtime: RuntimeDep) -> DomainDetail:
+async def activate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Let workers claim this domain's tasks again."""
     domain = await service.set_active(runtime.db, domain_id, True)
     if runtime.pool is not None:
@@ -109,7 +116,7 @@ async def activate_domain(domain_id: int, runtime: RuntimeDep) -> DomainDetail:
 
 
 @router.post("/{domain_id}/deactivate", operation_id="deactivate_domain", responses=_NOT_FOUND)
-async def deactivate_domain(domain_id: int, runtime: RuntimeDep) -> DomainDetail:
+async def deactivate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Stop claiming this domain's tasks (tasks in flight finish)."""
     domain = await service.set_active(runtime.db, domain_id, False)
     return await _detail(runtime, domain)
@@ -118,7 +125,7 @@ async def deactivate_domain(domain_id: int, runtime: RuntimeDep) -> DomainDetail
 @router.post(
     "/{domain_id}/refresh-robots", operation_id="refresh_domain_robots", responses=_NOT_FOUND
 )
-async def refresh_domain_robots(domain_id: int, runtime: RuntimeDep) -> RobotsRefreshed:
+async def refresh_domain_robots(domain_id: EntityId, runtime: RuntimeDep) -> RobotsRefreshed:
     """Fetch ``<base_url>/robots.txt`` now; its ``Crawl-delay`` can raise the domain's delay.
 
     A failed fetch is not an error of this request: ``robots_error`` says what went wrong
@@ -131,7 +138,7 @@ async def refresh_domain_robots(domain_id: int, runtime: RuntimeDep) -> RobotsRe
 
 
 @router.get("/{domain_id}/stats", operation_id="get_domain_stats", responses=_NOT_FOUND)
-async def get_domain_stats(domain_id: int, session: ReadSessionDep) -> DomainStats:
+async def get_domain_stats(domain_id: EntityId, session: ReadSessionDep) -> DomainStats:
     """Tasks by status, the last 24 hours of attempts, products and the last completion."""
     stats = await service.stats(session, domain_id)
     by_outcome = stats.attempts_by_outcome

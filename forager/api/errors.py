@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from forager.errors import (
@@ -44,6 +45,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": bytes that are not JSON
+            detail = "the request body is not valid UTF-8 JSON"
+            return problem(
+                422, "Invalid request", detail, errors=[{"field": "body", "message": detail}]
+            )
         return problem(exc.status_code, "Request refused", str(exc.detail))
 
     @app.exception_handler(ForagerError)
@@ -66,6 +72,15 @@ def install(app: FastAPI) -> None:
             return problem(409, "Not allowed now", exc.message)
         log.error("unhandled Forager error: %s", exc.message)
         return problem(500, "Internal error", exc.message)
+
+    @app.exception_handler(DataError)
+    async def _data(_: Request, exc: DataError) -> JSONResponse:
+        # A value the schema let through but the column cannot hold (range, encoding).
+        log.warning("database refused a value: %s", type(exc.orig).__name__)
+        detail = "a value is out of range or not storable for its field"
+        return problem(
+            422, "Invalid request", detail, errors=[{"field": "body", "message": detail}]
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

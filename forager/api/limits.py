@@ -1,10 +1,16 @@
-"""Request bodies over ``FORAGER_MAX_REQUEST_BYTES`` are refused with 413, never buffered."""
+"""Guards at the edge: oversized bodies get 413, NUL characters 422, before any handler runs.
+
+PostgreSQL cannot store NUL in text, and no URL, name or search needs one: refusing them
+here gives one clear error instead of a database error deep in a handler.
+"""
 
 from __future__ import annotations
 
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_NUL = "NUL characters are not accepted in any field"
 
 
 class BodyLimit:
@@ -20,12 +26,16 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(send, 413, "Request too large", self._too_large)
             return
-        if declared.isdigit() or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
-            await self.app(scope, receive, send)  # the server enforces Content-Length
+        query = scope.get("query_string", b"").lower()
+        if b"%00" in query or b"\x00" in query:
+            await self._refuse(send, 422, "Invalid request", _NUL)
             return
-        # A chunked body: read it here, up to the limit, then hand it on.
+        if scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        # Read the body here, up to the limit, then hand it on.
         messages: list[Message] = []
         seen = 0
         while True:
@@ -33,9 +43,13 @@ class BodyLimit:
             messages.append(message)
             if message["type"] != "http.request":
                 break
-            seen += len(message.get("body", b""))
+            chunk = message.get("body", b"")
+            seen += len(chunk)
             if seen > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(send, 413, "Request too large", self._too_large)
+                return
+            if b"\x00" in chunk or b"\\u0000" in chunk:
+                await self._refuse(send, 422, "Invalid request", _NUL)
                 return
             if not message.get("more_body", False):
                 break
@@ -45,19 +59,18 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "type": "about:blank",
-                "title": "Request too large",
-                "status": 413,
-                "detail": f"the request body exceeds {self.max_bytes} bytes",
-            }
-        ).encode()
+    @property
+    def _too_large(self) -> str:
+        return f"the request body exceeds {self.max_bytes} bytes"
+
+    @staticmethod
+    async def _refuse(send: Send, status: int, title: str, detail: str) -> None:
+        problem = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+        body = json.dumps(problem).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status,
                 "headers": [
                     (b"content-type", b"application/problem+json"),
                     (b"content-length", str(len(body)).encode()),

@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import AwareDatetime
 from sqlalchemy import select
 
-from forager.api.deps import PagingDep, ReadSessionDep, Runtime, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
 from forager.db.models import PriceHistory, Product
 from forager.errors import NotFound
@@ -140,8 +140,12 @@ async def export_products_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> Str
     return _export(runtime, filters, "jsonl")
 
 
-@router.get("/{product_id}", operation_id="get_product")
-async def get_product(product_id: int, session: ReadSessionDep) -> ProductDetail:
+@router.get(
+    "/{product_id}",
+    operation_id="get_product",
+    responses={404: {"description": "No such product."}},
+)
+async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductDetail:
     """One product with its images and full price history (oldest first)."""
     product = await session.get(Product, product_id)
     if product is None:

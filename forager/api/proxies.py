@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from forager.api.deps import PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.proxy_schemas import (
     AlertPublic,
     AssignmentPublic,
@@ -137,7 +137,7 @@ async def proxy_health(session: ReadSessionDep) -> ProxyHealthPublic:
 
 
 @router.get("/{proxy_id}", operation_id="get_proxy", responses=_NO_PROXY)
-async def get_proxy(proxy_id: int, session: ReadSessionDep) -> ProxyPublic:
+async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
     """One proxy (the password only as ``password_set``)."""
     return ProxyPublic.of(await service.get_proxy(session, proxy_id))
 
@@ -147,33 +147,35 @@ async def get_proxy(proxy_id: int, session: ReadSessionDep) -> ProxyPublic:
     operation_id="update_proxy",
     responses={**_NO_PROXY, 409: {"description": "Another proxy has that host+port+username."}},
 )
-async def update_proxy(proxy_id: int, body: ProxyUpdate, runtime: RuntimeDep) -> ProxyPublic:
+async def update_proxy(proxy_id: EntityId, body: ProxyUpdate, runtime: RuntimeDep) -> ProxyPublic:
     """Change fields; a new password is encrypted, an empty or null one clears it."""
     box = SecretBox(runtime.settings)
     return ProxyPublic.of(await service.update_proxy(runtime.db, box, proxy_id, body.changes()))
 
 
 @router.delete("/{proxy_id}", operation_id="delete_proxy", status_code=204, responses=_NO_PROXY)
-async def delete_proxy(proxy_id: int, runtime: RuntimeDep) -> Response:
+async def delete_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete a proxy and its domain mappings; tasks and attempts keep no reference to it."""
     await service.delete_proxy(runtime.db, proxy_id)
     return Response(status_code=204)
 
 
 @router.post("/{proxy_id}/enable", operation_id="enable_proxy", responses=_NO_PROXY)
-async def enable_proxy(proxy_id: int, runtime: RuntimeDep) -> ProxyPublic:
+async def enable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
     """Put a proxy back in rotation with its failure count reset."""
     return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=True))
 
 
 @router.post("/{proxy_id}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
-async def disable_proxy(proxy_id: int, runtime: RuntimeDep) -> ProxyPublic:
+async def disable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
     """Take a proxy out of rotation for every domain."""
     return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=False))
 
 
 @router.post("/{proxy_id}/test", operation_id="test_proxy", responses=_NO_PROXY)
-async def test_proxy(proxy_id: int, body: ProxyTestRequest, runtime: RuntimeDep) -> ProxyTestResult:
+async def test_proxy(
+    proxy_id: EntityId, body: ProxyTestRequest, runtime: RuntimeDep
+) -> ProxyTestResult:
     """Fetch a URL through the proxy now; the outcome counts in the proxy's health."""
     box = SecretBox(runtime.settings)
     probe = await service.probe_proxy(runtime.db, runtime.settings, box, proxy_id, body.url)
@@ -182,7 +184,7 @@ async def test_proxy(proxy_id: int, body: ProxyTestRequest, runtime: RuntimeDep)
 
 @mappings.post("", operation_id="assign_proxies", responses={404: {"description": "No domain."}})
 async def assign_proxies(
-    domain_id: int, body: MappingAssign, runtime: RuntimeDep
+    domain_id: EntityId, body: MappingAssign, runtime: RuntimeDep
 ) -> AssignmentPublic:
     """Let a domain use these proxies; known pairs and unknown ids are reported, not errors."""
     done = await service.assign_proxies(runtime.db, domain_id, body.proxy_ids, body.priority)
@@ -192,7 +194,9 @@ async def assign_proxies(
 @mappings.get(
     "", operation_id="list_domain_proxies", responses={404: {"description": "No domain."}}
 )
-async def list_domain_proxies(domain_id: int, session: ReadSessionDep) -> list[DomainProxyPublic]:
+async def list_domain_proxies(
+    domain_id: EntityId, session: ReadSessionDep
+) -> list[DomainProxyPublic]:
     """A domain's proxies with their success rate for it, by priority then least recently used."""
     views = await service.domain_proxies(session, domain_id)
     return [DomainProxyPublic.model_validate(v) for v in views]
@@ -201,7 +205,9 @@ async def list_domain_proxies(domain_id: int, session: ReadSessionDep) -> list[D
 @mappings.delete(
     "/{proxy_id}", operation_id="remove_proxy_mapping", status_code=204, responses=_NO_MAPPING
 )
-async def remove_proxy_mapping(domain_id: int, proxy_id: int, runtime: RuntimeDep) -> Response:
+async def remove_proxy_mapping(
+    domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
+) -> Response:
     """Stop using a proxy for this domain (the proxy itself stays)."""
     await service.remove_mapping(runtime.db, domain_id, proxy_id)
     return Response(status_code=204)
@@ -209,7 +215,7 @@ async def remove_proxy_mapping(domain_id: int, proxy_id: int, runtime: RuntimeDe
 
 @mappings.post("/{proxy_id}/enable", operation_id="enable_proxy_mapping", responses=_NO_MAPPING)
 async def enable_proxy_mapping(
-    domain_id: int, proxy_id: int, runtime: RuntimeDep
+    domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> DomainProxyPublic:
     """Use the proxy for this domain again, its failure count for the domain reset."""
     view = await service.set_mapping_active(runtime.db, domain_id, proxy_id, active=True)
@@ -218,7 +224,7 @@ async def enable_proxy_mapping(
 
 @mappings.post("/{proxy_id}/disable", operation_id="disable_proxy_mapping", responses=_NO_MAPPING)
 async def disable_proxy_mapping(
-    domain_id: int, proxy_id: int, runtime: RuntimeDep
+    domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> DomainProxyPublic:
     """Stop choosing the proxy for this domain, keeping the mapping and its counters."""
     view = await service.set_mapping_active(runtime.db, domain_id, proxy_id, active=False)

@@ -64,7 +64,7 @@ class ProxyCreate(BaseModel):
     city: str | None = Field(None, max_length=100)
     provider: str | None = Field(None, max_length=100)
     monthly_cost: Decimal | None = Field(None, ge=0, max_digits=14, decimal_places=2)
-    max_requests_per_hour: int = Field(1000, ge=1)
+    max_requests_per_hour: int = Field(1000, ge=1, le=10_000_000)
 
     def columns(self) -> dict[str, Any]:
         """Column values, the password in plain text (for the service to encrypt)."""
@@ -89,7 +89,7 @@ class ProxyUpdate(BaseModel):
     city: str | None = Field(None, max_length=100)
     provider: str | None = Field(None, max_length=100)
     monthly_cost: Decimal | None = Field(None, ge=0, max_digits=14, decimal_places=2)
-    max_requests_per_hour: int | None = Field(None, ge=1)
+    max_requests_per_hour: int | None = Field(None, ge=1, le=10_000_000)
 
     @model_validator(mode="after")
     def _required_stay_set(self) -> ProxyUpdate:
@@ -216,7 +216,9 @@ class ProxyStatsPublic(BaseModel):
 class MappingAssign(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    proxy_ids: list[int] = Field(min_length=1, max_length=10_000)
+    proxy_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+        min_length=1, max_length=10_000
+    )
     priority: int = Field(5, ge=1, le=10, description="1 is the highest priority.")
 
 

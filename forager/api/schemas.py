@@ -28,7 +28,10 @@ class TaskOptions(BaseModel):
     priority: int = Field(5, ge=1, le=10, description="1 is the highest priority, 10 the lowest.")
     is_recurring: bool = Field(False, description="Recrawl every crawl_frequency_seconds.")
     crawl_frequency_seconds: int | None = Field(
-        None, ge=60, description="Recrawl period; default: the domain's."
+        None,
+        ge=60,
+        le=31_536_000,
+        description="Recrawl period (at most a year); default: the domain's.",
     )
     max_retries: int | None = Field(None, ge=0, le=100, description="Default: FORAGER_MAX_RETRIES.")
     scheduled_at: AwareDatetime | None = Field(None, description="Not before this time.")
@@ -111,7 +114,7 @@ class RestartFailed(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    domain_id: int | None = Field(None, ge=1)
+    domain_id: int | None = Field(None, ge=1, le=2**63 - 1)
     failed_after: AwareDatetime | None = Field(None, description="Only tasks failed since.")
     limit: int = Field(1000, ge=1, le=10_000)
 

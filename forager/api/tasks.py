@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import AwareDatetime
 from sqlalchemy import Select, func, select
 
-from forager.api.deps import PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.schemas import (
     AttemptPublic,
     BatchSubmitted,
@@ -242,8 +242,10 @@ async def restart_failed_tasks(body: RestartFailed, runtime: RuntimeDep) -> Rest
     return RestartedTasks(restarted=len(ids), task_ids=ids)
 
 
-@router.get("/{task_id}", operation_id="get_task")
-async def get_task(task_id: int, session: ReadSessionDep) -> TaskDetail:
+@router.get(
+    "/{task_id}", operation_id="get_task", responses={404: {"description": "No such task."}}
+)
+async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
     """One task with every attempt and its event timeline."""
     task = await session.get(CrawlTask, task_id)
     if task is None:
@@ -276,26 +278,26 @@ def _moved(runtime: RuntimeDep, task: CrawlTask) -> TaskPublic:
 
 
 @router.post("/{task_id}/pause", operation_id="pause_task", responses=_REFUSALS)
-async def pause_task(task_id: int, runtime: RuntimeDep) -> TaskPublic:
+async def pause_task(task_id: EntityId, runtime: RuntimeDep) -> TaskPublic:
     """Pause a waiting or running task; a worker busy with it drops it at its next step."""
     return _moved(runtime, await admin.pause(runtime.db, task_id))
 
 
 @router.post("/{task_id}/resume", operation_id="resume_task", responses=_REFUSALS)
-async def resume_task(task_id: int, runtime: RuntimeDep) -> TaskPublic:
+async def resume_task(task_id: EntityId, runtime: RuntimeDep) -> TaskPublic:
     """Put a paused task back in the queue."""
     return _moved(runtime, await admin.resume(runtime.db, task_id))
 
 
 @router.post("/{task_id}/cancel", operation_id="cancel_task", responses=_REFUSALS)
-async def cancel_task(task_id: int, runtime: RuntimeDep) -> TaskPublic:
+async def cancel_task(task_id: EntityId, runtime: RuntimeDep) -> TaskPublic:
     """Cancel a task for good (it can be restarted later)."""
     return _moved(runtime, await admin.cancel(runtime.db, task_id))
 
 
 @router.post("/{task_id}/restart", operation_id="restart_task", responses=_REFUSALS)
 async def restart_task(
-    task_id: int, runtime: RuntimeDep, body: TaskRestart | None = None
+    task_id: EntityId, runtime: RuntimeDep, body: TaskRestart | None = None
 ) -> TaskPublic:
     """Crawl a failed, completed or cancelled task again from the start."""
     options = body or TaskRestart()
@@ -315,7 +317,7 @@ async def restart_task(
     responses=_REFUSALS,
 )
 async def restart_task_parsing(
-    task_id: int, runtime: RuntimeDep, body: TaskRestartParsing | None = None
+    task_id: EntityId, runtime: RuntimeDep, body: TaskRestartParsing | None = None
 ) -> TaskPublic:
     """Parse the stored page again without fetching (only when the page is stored)."""
     options = body or TaskRestartParsing()
@@ -327,6 +329,8 @@ async def restart_task_parsing(
 
 
 @router.patch("/{task_id}/priority", operation_id="set_task_priority", responses=_REFUSALS)
-async def set_task_priority(task_id: int, body: TaskPriority, runtime: RuntimeDep) -> TaskPublic:
+async def set_task_priority(
+    task_id: EntityId, body: TaskPriority, runtime: RuntimeDep
+) -> TaskPublic:
     """Change a task's priority; pending tasks are claimed in the new order at once."""
     return _moved(runtime, await admin.set_priority(runtime.db, task_id, body.priority))

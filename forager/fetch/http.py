@@ -147,6 +147,10 @@ class HttpxFetcher:
             raise FetchError(
                 f"more than {self.settings.max_redirects} redirects", error_type="http_4xx"
             ) from exc
+        except ValueError as exc:  # httpx refuses a malformed proxy URL when building a client
+            if via_proxy:
+                raise ProxyError(f"unusable proxy URL: {exc}") from exc
+            raise NetworkError(f"unusable URL: {exc}") from exc
         except (httpx.TransportError, httpx.InvalidURL, httpx.DecodingError) as exc:
             detail = str(exc) or type(exc).__name__
             if via_proxy and isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
