@@ -68,7 +68,9 @@ async def _crawl(
     for o in invalid:
         console.print(f"[red]invalid[/red] {o.input_url}: {o.error}")
     task_ids = sorted({o.task_id for o in outcomes if o.task_id is not None})
-    pool = WorkerPool(db, settings, concurrency=concurrency, worker_id=new_worker_id("crawl"))
+    pool = WorkerPool(
+        db, settings, concurrency=concurrency, worker_id=new_worker_id("crawl"), kind="crawl"
+    )
     runner = asyncio.create_task(pool.run())
     columns = (TextColumn("crawling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:

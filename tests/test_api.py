@@ -521,6 +521,8 @@ async def test_health_reports_database_and_queue_depth(
         "status": "healthy",
         "database": "ok",
         "queue_depth": {},
+        "due_tasks": 0,
+        "workers": [],
         "detail": None,
     }
     done = await _submit(api, site.url("/product/1"))

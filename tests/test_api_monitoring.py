@@ -131,3 +131,42 @@ async def test_metrics(api: httpx.AsyncClient, site: TestSite) -> None:
         if line.startswith("forager_fetch_duration_seconds_bucket")
     ]
     assert buckets == sorted(buckets)  # cumulative
+
+
+async def test_health_reports_workers_and_degrades_without_them(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    runtime = _runtime(api)
+    await _batch(api, ["https://nobody.example/1"])
+    health = (await api.get("/health")).json()
+    # The test app runs no workers: work is due and nobody takes it.
+    assert (health["status"], health["due_tasks"], health["workers"]) == ("degraded", 1, [])
+    assert "no worker" in health["detail"]
+    await api.post("/api/tasks/1/cancel")
+    ids = await _batch(api, [site.url("/product/4")])
+    await crawl(runtime.db, runtime.settings, ids)  # a real pool reports on start and on stop
+    health = (await api.get("/health")).json()
+    assert (health["status"], health["due_tasks"]) == ("healthy", 0)
+    assert health["workers"] == []  # it has stopped since
+    from forager.worker import registry
+
+    await registry.report(
+        runtime.db, "host:1:worker:abc", kind="worker", concurrency=8, in_flight=2, processed=5
+    )
+    [worker] = (await api.get("/health")).json()["workers"]
+    assert (worker["id"], worker["in_flight"], worker["processed"]) == ("host:1:worker:abc", 2, 5)
+
+
+async def test_stats_summary(api: httpx.AsyncClient, site: TestSite) -> None:
+    runtime = _runtime(api)
+    ids = await _batch(api, [site.url("/product/6"), site.url("/status/404")])
+    await crawl(runtime.db, runtime.settings, ids)
+    stats = (await api.get("/api/stats")).json()
+    assert stats["tasks_by_status"] == {"completed": 1, "failed": 1}
+    assert stats["products"] == 1
+    assert stats["domains"] == {"true": 1}
+    assert stats["fetches_last_hour"] == {"success": 1, "failed": 1}
+    assert stats["errors_last_hour"] == {"http_4xx": 1}
+    read = {"Authorization": f"Bearer {api.keys['read']}"}  # type: ignore[attr-defined]
+    assert (await api.get("/api/stats", headers=read)).status_code == 200
+    assert (await api.get("/api/stats", headers={"Authorization": ""})).status_code == 401

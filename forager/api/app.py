@@ -28,7 +28,11 @@ def create_app(settings: Settings) -> FastAPI:
         # With serve_workers=0 the pool claims nothing but still runs the scheduler
         # (expired leases, due recrawls) for the external workers.
         pool = WorkerPool(
-            db, settings, concurrency=settings.serve_workers, worker_id=new_worker_id("serve")
+            db,
+            settings,
+            concurrency=settings.serve_workers,
+            worker_id=new_worker_id("serve"),
+            kind="serve",
         )
         runtime.pool = pool
         worker = asyncio.create_task(pool.run(), name="built-in worker")
@@ -53,6 +57,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(metrics.router)
     authenticated = [Depends(require_key)]
     for router in (
+        health.stats_router,
         tasks.router,
         products.router,
         domains.router,

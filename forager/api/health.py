@@ -1,36 +1,85 @@
-"""``/health``: is the database reachable, and how deep is the queue."""
+"""``/health`` (open) and ``/api/stats``: is Forager working, and how much."""
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 
-from forager.api.deps import RuntimeDep
-from forager.api.schemas import Health
-from forager.db.models import CrawlTask
+from forager.api.deps import ReadSessionDep, RuntimeDep
+from forager.api.schemas import Health, Stats, WorkerSeen
+from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
+from forager.db.types import utcnow
+from forager.worker.registry import alive_window, live_workers
 
 router = APIRouter(tags=["monitoring"])
+stats_router = APIRouter(prefix="/api", tags=["monitoring"])
 log = logging.getLogger(__name__)
 
 
 @router.get("/health", operation_id="health", responses={503: {"model": Health}})
 async def health(runtime: RuntimeDep) -> JSONResponse:
-    """``healthy`` when the database answers; ``down`` (503) when it does not."""
+    """``healthy``; ``degraded`` when work is due but no worker has been seen recently;
+    ``down`` (503) when the database does not answer."""
+    now = utcnow()
     try:
         async with runtime.db.reader() as session:
             rows = await session.execute(
                 select(CrawlTask.status, func.count()).group_by(CrawlTask.status)
             )
             depth: dict[str, int] = {row[0]: row[1] for row in rows}
+            due = await session.scalar(
+                select(func.count()).where(
+                    CrawlTask.status == "pending", CrawlTask.scheduled_at <= now
+                )
+            )
+            workers = await live_workers(session, now - alive_window(runtime.settings))
     except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
         body = Health(
             status="down", database="unreachable", queue_depth={}, detail=type(exc).__name__
         )
-        return JSONResponse(body.model_dump(), status_code=503)
-    body = Health(status="healthy", database="ok", queue_depth=depth)
-    return JSONResponse(body.model_dump())
+        return JSONResponse(body.model_dump(mode="json"), status_code=503)
+    degraded = bool(due) and not workers
+    body = Health(
+        status="degraded" if degraded else "healthy",
+        database="ok",
+        queue_depth=depth,
+        due_tasks=due or 0,
+        workers=[WorkerSeen.model_validate(w) for w in workers],
+        detail=f"{due} tasks are due but no worker has been seen recently" if degraded else None,
+    )
+    return JSONResponse(body.model_dump(mode="json"))
+
+
+@stats_router.get("/stats", operation_id="stats")
+async def stats(session: ReadSessionDep, runtime: RuntimeDep) -> Stats:
+    """One summary of the whole system: queue, throughput, errors, pools."""
+    now = utcnow()
+    hour_ago = now - timedelta(hours=1)
+
+    async def grouped(column: object, *where: object) -> dict[str, int]:
+        query = select(column, func.count()).group_by(column)  # type: ignore[call-overload]
+        rows = await session.execute(query.where(*where) if where else query)
+        return {str(key).lower() if isinstance(key, bool) else str(key): n for key, n in rows}
+
+    fetches = CrawlAttempt.phase == "fetch"
+    recent = CrawlAttempt.started_at >= hour_ago
+    return Stats(
+        tasks_by_status=await grouped(CrawlTask.status),
+        products=await session.scalar(select(func.count()).select_from(Product)) or 0,
+        domains=await grouped(Domain.is_active),
+        proxies=await grouped(Proxy.is_active),
+        fetches_last_hour=await grouped(CrawlAttempt.outcome, fetches, recent),
+        errors_last_hour=await grouped(
+            CrawlAttempt.error_type, recent, CrawlAttempt.error_type.is_not(None)
+        ),
+        workers=[
+            WorkerSeen.model_validate(w)
+            for w in await live_workers(session, now - alive_window(runtime.settings))
+        ],
+    )

@@ -236,8 +236,34 @@ class ProductDetail(ProductPublic):
     price_history: list[PricePoint]
 
 
+class WorkerSeen(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    kind: str
+    concurrency: int
+    in_flight: int
+    processed: int
+    started_at: datetime
+    last_seen_at: datetime
+
+
 class Health(BaseModel):
     status: Literal["healthy", "degraded", "down"]
     database: Literal["ok", "unreachable"]
     queue_depth: dict[str, int] = Field(description="Tasks by status.")
+    due_tasks: int = Field(0, description="Pending tasks whose time has come.")
+    workers: list[WorkerSeen] = Field(
+        default_factory=list, description="Worker processes seen recently."
+    )
     detail: str | None = None
+
+
+class Stats(BaseModel):
+    tasks_by_status: dict[str, int]
+    products: int
+    domains: dict[str, int] = Field(description="Domains by is_active (true/false).")
+    proxies: dict[str, int] = Field(description="Proxies by is_active (true/false).")
+    fetches_last_hour: dict[str, int] = Field(description="Fetch attempts by outcome.")
+    errors_last_hour: dict[str, int] = Field(description="Attempts by error type.")
+    workers: list[WorkerSeen]

@@ -265,3 +265,18 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Worker(Base):
+    """A worker process as last seen: written on start and by every heartbeat."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))  # worker | serve | crawl
+    concurrency: Mapped[int] = mapped_column(Integer)
+    in_flight: Mapped[int] = mapped_column(Integer, default=0)
+    processed: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -23,6 +23,7 @@ from forager.fetch.base import Fetcher
 from forager.fetch.http import HttpxFetcher
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import LocalPageStore, PageStore
+from forager.worker import registry
 from forager.worker.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class WorkerPool:
         fetcher: Fetcher | None = None,
         pages: PageStore | None = None,
         run_scheduler: bool = True,
+        kind: str = "worker",
     ) -> None:
         self.db = db
         self.settings = settings
@@ -58,6 +60,7 @@ class WorkerPool:
             db, self.queue, self.fetcher, self.pages, SecretBox(settings), self.worker_id
         )
         self.run_scheduler = run_scheduler
+        self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
         self._batch = max(1, concurrency // 4)
@@ -91,6 +94,8 @@ class WorkerPool:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
             await self.fetcher.aclose()
+            with contextlib.suppress(Exception):  # the database may be what stopped us
+                await self._report(stopped=True)
             log.info("worker %s stopped after %d tasks", self.worker_id, self.processed)
 
     async def _claim_loop(self) -> None:
@@ -160,6 +165,18 @@ class WorkerPool:
     async def _heartbeat(self) -> None:
         if self.jobs:
             await self.queue.heartbeat(self.worker_id)
+        await self._report()
+
+    async def _report(self, stopped: bool = False) -> None:
+        await registry.report(
+            self.db,
+            self.worker_id,
+            kind=self.kind,
+            concurrency=self.concurrency,
+            in_flight=len(self.jobs),
+            processed=self.processed,
+            stopped=stopped,
+        )
 
     async def _schedule(self) -> None:
         reaped = await self.queue.reap_expired_leases()
