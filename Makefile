@@ -38,6 +38,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(RUN)/python -m bench
+	$(RUN)/python -m bench.api_latency
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
