@@ -17,13 +17,13 @@ import tempfile
 from pathlib import Path
 
 from bench import parsers
+from bench.pg import pg_admin, scratch_url
 from tests.support.site import SiteProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = int(os.environ.get("FORAGER_BENCH_PAGES", "2000"))
 CONCURRENCY = int(os.environ.get("FORAGER_BENCH_CONCURRENCY", "32"))
 HOSTS = [f"127.0.0.{n}" for n in range(1, 11)]
-PG_ADMIN = os.environ.get("FORAGER_BENCH_PG", "postgresql://postgres@127.0.0.1/test")
 
 
 def _machine() -> dict[str, str]:
@@ -43,16 +43,6 @@ def _machine() -> dict[str, str]:
         "python": platform.python_version(),
         "os": platform.platform(),
     }
-
-
-async def _pg(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 def _crawl(database_url: str, urls_file: Path, processes: int = 1) -> dict[str, float]:
@@ -103,17 +93,17 @@ def main() -> None:
             crawl: dict[str, object] = {}
             crawl["sqlite"] = _crawl(f"sqlite+aiosqlite:///{tmp / 'bench.db'}", urls_file)
             try:
-                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
-                asyncio.run(_pg("CREATE DATABASE forager_bench"))
+                asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
+                asyncio.run(pg_admin("CREATE DATABASE forager_bench"))
             except OSError as exc:
                 crawl["postgresql"] = f"skipped: PostgreSQL unreachable ({exc})"
             else:
-                base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
-                crawl["postgresql"] = _crawl(f"{base}/forager_bench", urls_file)
-                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
-                asyncio.run(_pg("CREATE DATABASE forager_bench"))
-                crawl["postgresql_2_processes"] = _crawl(f"{base}/forager_bench", urls_file, 2)
-                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
+                database = scratch_url("forager_bench")
+                crawl["postgresql"] = _crawl(database, urls_file)
+                asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
+                asyncio.run(pg_admin("CREATE DATABASE forager_bench"))
+                crawl["postgresql_2_processes"] = _crawl(database, urls_file, 2)
+                asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench WITH (FORCE)"))
             results["crawl"] = crawl
     results["parsers"] = parsers.measure() or "skipped: ../shared/pages is absent"
     print(json.dumps(results, indent=2))

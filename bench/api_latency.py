@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
+from bench.pg import pg_admin, scratch_url
 from forager.api.app import create_app
 from forager.apikeys import create_key
 from forager.config import load_settings
@@ -27,7 +28,6 @@ from forager.config import load_settings
 TASKS = int(os.environ.get("FORAGER_BENCH_TASKS", "1000000"))
 PRODUCTS = int(os.environ.get("FORAGER_BENCH_PRODUCTS", "100000"))
 REPEAT = int(os.environ.get("FORAGER_BENCH_REPEAT", "30"))
-PG_ADMIN = os.environ.get("FORAGER_BENCH_PG", "postgresql://postgres@127.0.0.1/test")
 WORDS = ["wireless", "headphones", "coffee", "grinder", "running", "shoes", "laptop", "stand"]
 
 ENDPOINTS = [
@@ -123,16 +123,6 @@ async def run(database_url: str, data_dir: Path) -> dict[str, Any]:
     return {"tasks": TASKS, "products": PRODUCTS, "fill_seconds": fill_seconds, **results}
 
 
-async def _pg(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
 def main() -> None:
     engines = sys.argv[1:] or ["sqlite", "postgresql"]
     out: dict[str, Any] = {}
@@ -141,13 +131,12 @@ def main() -> None:
             url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
             out["sqlite"] = asyncio.run(run(url, Path(tmp)))
         if "postgresql" in engines:
-            asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench_api WITH (FORCE)"))
-            asyncio.run(_pg("CREATE DATABASE forager_bench_api"))
-            base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+            asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench_api WITH (FORCE)"))
+            asyncio.run(pg_admin("CREATE DATABASE forager_bench_api"))
             try:
-                out["postgresql"] = asyncio.run(run(f"{base}/forager_bench_api", Path(tmp)))
+                out["postgresql"] = asyncio.run(run(scratch_url("forager_bench_api"), Path(tmp)))
             finally:
-                asyncio.run(_pg("DROP DATABASE IF EXISTS forager_bench_api WITH (FORCE)"))
+                asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench_api WITH (FORCE)"))
     print(json.dumps(out, indent=2))
 
 

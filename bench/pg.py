@@ -1,0 +1,24 @@
+"""The benchmarks' PostgreSQL admin connection: create and drop their scratch databases."""
+
+from __future__ import annotations
+
+import os
+
+PG_ADMIN = os.environ.get("FORAGER_BENCH_PG", "postgresql://postgres@127.0.0.1/test")
+
+
+async def pg_admin(sql: str) -> None:
+    """Run one statement on the admin database, outside any transaction (CREATE DATABASE)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def scratch_url(name: str) -> str:
+    """The asyncpg URL of database ``name`` on the admin server."""
+    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+    return f"{base}/{name}"
