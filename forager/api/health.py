@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -13,6 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.api.schemas import Health, Stats, WorkerSeen
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
+from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.worker.registry import alive_window, live_workers
 
@@ -28,10 +30,7 @@ async def health(runtime: RuntimeDep) -> JSONResponse:
     now = utcnow()
     try:
         async with runtime.db.reader() as session:
-            rows = await session.execute(
-                select(CrawlTask.status, func.count()).group_by(CrawlTask.status)
-            )
-            depth: dict[str, int] = {row[0]: row[1] for row in rows}
+            depth: dict[str, int] = await count_by(session, CrawlTask.status)
             due = await session.scalar(
                 select(func.count()).where(
                     CrawlTask.status == "pending", CrawlTask.scheduled_at <= now
@@ -62,10 +61,9 @@ async def stats(session: ReadSessionDep, runtime: RuntimeDep) -> Stats:
     now = utcnow()
     hour_ago = now - timedelta(hours=1)
 
-    async def grouped(column: object, *where: object) -> dict[str, int]:
-        query = select(column, func.count()).group_by(column)  # type: ignore[call-overload]
-        rows = await session.execute(query.where(*where) if where else query)
-        return {str(key).lower() if isinstance(key, bool) else str(key): n for key, n in rows}
+    async def grouped(column: Any, *where: Any) -> dict[str, int]:
+        counts = await count_by(session, column, *where)
+        return {str(k).lower() if isinstance(k, bool) else str(k): n for k, n in counts.items()}
 
     fetches = CrawlAttempt.phase == "fetch"
     recent = CrawlAttempt.started_at >= hour_ago

@@ -10,6 +10,7 @@ from sqlalchemy import case, func, select
 
 from forager.api.deps import ReadSessionDep
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Proxy
+from forager.db.queries import count_by
 
 router = APIRouter(tags=["monitoring"])
 
@@ -35,12 +36,12 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> lis
 async def metrics(session: ReadSessionDep) -> PlainTextResponse:
     """Tasks by status, attempts by outcome and error type, fetch latency, proxies, domains."""
     lines: list[str] = []
-    tasks = await session.execute(select(CrawlTask.status, func.count()).group_by(CrawlTask.status))
+    tasks = await count_by(session, CrawlTask.status)
     lines += _family(
         "forager_tasks",
         "gauge",
         "Tasks by current status.",
-        (f'forager_tasks{{status="{_label(s)}"}} {n}' for s, n in tasks),
+        (f'forager_tasks{{status="{_label(s)}"}} {n}' for s, n in tasks.items()),
     )
     attempts = await session.execute(
         select(
@@ -87,10 +88,7 @@ async def metrics(session: ReadSessionDep) -> PlainTextResponse:
         ("forager_proxies", Proxy.is_active, ("active", "disabled")),
         ("forager_domains", Domain.is_active, ("active", "inactive")),
     ):
-        by_state = {
-            bool(flag): n
-            for flag, n in await session.execute(select(column, func.count()).group_by(column))
-        }
+        by_state = await count_by(session, column)
         lines += _family(
             name,
             "gauge",

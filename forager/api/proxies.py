@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.proxy_schemas import (
@@ -29,6 +29,7 @@ from forager.api.proxy_schemas import (
 from forager.api.schemas import Page
 from forager.crypto import SecretBox
 from forager.db.models import Proxy
+from forager.db.queries import page
 from forager.proxies import service
 
 router = APIRouter(prefix="/api/proxies", tags=["proxies"])
@@ -110,11 +111,10 @@ async def list_proxies(
         query = query.where(Proxy.country_code == country_code.upper())
     if provider is not None:
         query = query.where(Proxy.provider == provider)
-    total = await session.scalar(select(func.count()).select_from(query.subquery()))
-    rows = await session.scalars(query.order_by(Proxy.id).limit(paging.limit).offset(paging.offset))
+    rows, total = await page(session, query, Proxy.id, limit=paging.limit, offset=paging.offset)
     return Page(
         items=[ProxyPublic.of(p) for p in rows],
-        total=total or 0,
+        total=total,
         limit=paging.limit,
         offset=paging.offset,
     )

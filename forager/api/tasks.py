@@ -33,6 +33,7 @@ from forager.api.schemas import (
 )
 from forager.db.dialect import seconds_between
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
+from forager.db.queries import page
 from forager.db.types import utcnow
 from forager.errors import InvalidRequest, InvalidURL, NotFound
 from forager.queue import admin
@@ -130,10 +131,7 @@ class TaskFilters:
                 Domain.domain_name == self.domain.lower()
             )
         if self.url_contains:
-            escaped = (
-                self.url_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            )
-            query = query.where(t.url.like(f"%{escaped}%", escape="\\"))
+            query = query.where(t.url.contains(self.url_contains, autoescape=True))
         for column, value, compare in (
             (t.batch_name, self.batch_name, operator.eq),
             (t.created_by, self.created_by, operator.eq),
@@ -189,14 +187,16 @@ async def list_tasks(
     session: ReadSessionDep, paging: PagingDep, filters: TaskFiltersDep
 ) -> Page[TaskPublic]:
     """Tasks, newest first, with the total count for pagination."""
-    query = filters.apply(select(CrawlTask))
-    total = await session.scalar(select(func.count()).select_from(query.subquery()))
-    rows = await session.scalars(
-        query.order_by(CrawlTask.id.desc()).limit(paging.limit).offset(paging.offset)
+    rows, total = await page(
+        session,
+        filters.apply(select(CrawlTask)),
+        CrawlTask.id.desc(),
+        limit=paging.limit,
+        offset=paging.offset,
     )
     return Page(
         items=[TaskPublic.model_validate(t) for t in rows],
-        total=total or 0,
+        total=total,
         limit=paging.limit,
         offset=paging.offset,
     )

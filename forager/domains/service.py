@@ -17,6 +17,7 @@ from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
+from forager.db.queries import page
 from forager.db.types import utcnow
 from forager.errors import Conflict, NotFound
 from forager.parse.registry import parser_name_for_host
@@ -87,11 +88,7 @@ async def list_page(
         query = query.where(Domain.parser_name == filters.parser_name)
     if filters.q:
         query = query.where(Domain.domain_name.contains(filters.q.lower(), autoescape=True))
-    total = await session.scalar(select(func.count()).select_from(query.subquery()))
-    rows = await session.scalars(
-        query.order_by(Domain.domain_name, Domain.id).limit(limit).offset(offset)
-    )
-    return list(rows), total or 0
+    return await page(session, query, Domain.domain_name, Domain.id, limit=limit, offset=offset)
 
 
 def _defaults(settings: Settings, domain_name: str) -> dict[str, Any]:
