@@ -7,7 +7,7 @@ RUN := $(VENV)/bin
 # uv from PATH, else the one pip installs as a module of $(PYTHON).
 UV = $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 
-.PHONY: serve test lint format bench clean bootstrap
+.PHONY: serve test lint format bench clean bootstrap chromium
 
 bootstrap: $(STAMP)
 
@@ -21,10 +21,20 @@ $(STAMP): pyproject.toml uv.lock
 	$(UV) sync --frozen --quiet
 	@touch $(STAMP)
 
+# The browser fetcher and the dashboard tests drive Debian's Chromium (Playwright's own
+# download does not work offline); install it with apt when it is missing.
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  echo "installing chromium with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q chromium >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; \
+	fi
+
 serve: $(STAMP)
 	$(RUN)/forager serve
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(RUN)/pytest -q
 
 lint: $(STAMP)
@@ -36,7 +46,7 @@ format: $(STAMP)
 	$(RUN)/ruff format forager tests bench
 	$(RUN)/ruff check --fix forager tests bench
 
-bench: $(STAMP)
+bench: $(STAMP) chromium
 	$(RUN)/python -m bench
 	$(RUN)/python -m bench.api_latency
 
