@@ -149,6 +149,10 @@ class Product(Timestamped, Base):
     parser_version: Mapped[str] = mapped_column(String(50))
     content_hash: Mapped[str] = mapped_column(String(64))
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JsonDoc)
+    # Data quality of the latest parse (migration 0005): field -> 0..1, and the validation
+    # rules the record breaks (kept, never dropped or "fixed"; see forager.parse.quality).
+    field_confidence: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    quality_issues: Mapped[list[Any] | None] = mapped_column(JsonDoc)
     last_crawled_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     images: Mapped[list[ProductImage]] = relationship(
