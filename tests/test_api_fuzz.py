@@ -70,7 +70,8 @@ def test_no_5xx_and_responses_match_the_schema(
                 "--max-examples",
                 str(EXAMPLES),
                 "--checks",
-                "not_a_server_error,response_schema_conformance,status_code_conformance",
+                "not_a_server_error,response_schema_conformance,status_code_conformance,"
+                "content_type_conformance",
                 "--phases",
                 "examples,fuzzing",
                 # These two fetch from addresses taken from their input: never fuzz them

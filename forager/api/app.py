@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI
 
 from forager import __version__
-from forager.api import domains, errors, health, metrics, products, proxies, tasks
+from forager.api import domains, errors, health, metrics, openapi, products, proxies, tasks
 from forager.api.auth import require_key
 from forager.api.deps import Runtime
 from forager.api.limits import BodyLimit
@@ -65,4 +65,5 @@ def create_app(settings: Settings) -> FastAPI:
         proxies.mappings,
     ):
         app.include_router(router, dependencies=authenticated)
+    openapi.install(app)
     return app
