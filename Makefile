@@ -7,7 +7,7 @@ RUN := $(VENV)/bin
 # uv from PATH, else the one pip installs as a module of $(PYTHON).
 UV = $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 
-.PHONY: serve test lint format bench clean bootstrap chromium
+.PHONY: serve test lint format bench accuracy clean bootstrap chromium
 
 bootstrap: $(STAMP)
 
@@ -49,6 +49,10 @@ format: $(STAMP)
 bench: $(STAMP) chromium
 	$(RUN)/python -m bench
 	$(RUN)/python -m bench.api_latency
+
+# Parser accuracy against ../shared/pages/truth.json (skips when the pages are absent).
+accuracy: $(STAMP)
+	$(RUN)/python -m forager.parse.accuracy
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -119,6 +119,28 @@ class RestartFailed(BaseModel):
     limit: int = Field(1000, ge=1, le=10_000)
 
 
+class RestartParsing(BaseModel):
+    """Which stored pages to parse again in bulk, e.g. after a parser version bump."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain_id: int | None = Field(None, ge=1, le=2**63 - 1)
+    domain: str | None = Field(
+        None, min_length=1, max_length=255, description="Only this domain (its domain_name)."
+    )
+    outdated: bool = Field(
+        False, description="Only products read by another version than the parser's current one."
+    )
+    parser_version_below: str | None = Field(
+        None,
+        min_length=1,
+        max_length=50,
+        pattern=r"^[\w.-]+$",
+        description="Only products read by a parser version older than this.",
+    )
+    limit: int = Field(1000, ge=1, le=10_000)
+
+
 class RestartedTasks(BaseModel):
     restarted: int
     task_ids: list[int]
@@ -215,6 +237,12 @@ class ProductPublic(BaseModel):
     image_urls: list[str]
     parser_name: str
     parser_version: str
+    field_confidence: dict[str, float] | None = Field(
+        None, description="How sure the parser is of each filled field (0..1)."
+    )
+    quality_issues: list[str] | None = Field(
+        None, description="Validation rules the record breaks (kept as extracted)."
+    )
     content_hash: str
     last_crawled_at: datetime
     created_at: datetime

@@ -19,6 +19,7 @@ from forager.api.schemas import (
     Page,
     RestartedTasks,
     RestartFailed,
+    RestartParsing,
     StatusStats,
     SubmitResult,
     TaskBatchCreate,
@@ -236,6 +237,23 @@ async def restart_failed_tasks(body: RestartFailed, runtime: RuntimeDep) -> Rest
     """Restart failed tasks in bulk (optionally one domain's, failed after a time)."""
     ids = await admin.restart_failed(
         runtime.db, domain_id=body.domain_id, failed_after=body.failed_after, limit=body.limit
+    )
+    if ids and runtime.pool is not None:
+        runtime.pool.wake()
+    return RestartedTasks(restarted=len(ids), task_ids=ids)
+
+
+@router.post("/restart-parsing", operation_id="restart_parsing_tasks")
+async def restart_parsing_tasks(body: RestartParsing, runtime: RuntimeDep) -> RestartedTasks:
+    """Parse stored pages again in bulk (one domain's, those read by an older parser version)."""
+    ids = await admin.restart_parsing_bulk(
+        runtime.db,
+        LocalPageStore(runtime.settings.pages_dir),
+        domain_id=body.domain_id,
+        domain_name=body.domain,
+        outdated=body.outdated,
+        parser_version_below=body.parser_version_below,
+        limit=body.limit,
     )
     if ids and runtime.pool is not None:
         runtime.pool.wake()

@@ -14,6 +14,7 @@ from forager.errors import NotProductPage
 from forager.parse.base import ProductRecord
 from forager.parse.classify import raise_if_blocked
 from forager.parse.prices import currency_for_url, detect_currency, parse_price
+from forager.parse.quality import check
 from forager.parse.structured import absolute_url, clean, visible_text
 
 # The price the shopper pays, most specific first. Current layouts show it as an .a-price
@@ -60,6 +61,21 @@ _BRAND_PATTERNS = tuple(
         r"^(?:brand|marca|marke|marque|merk)\s*:\s*(.+)$",
     )
 )
+_FIELDS = (
+    "product_name",
+    "price",
+    "currency",
+    "original_price",
+    "rating",
+    "review_count",
+    "availability",
+    "is_available",
+    "brand",
+    "category",
+    "sku",
+    "asin",
+    "image_urls",
+)
 _OTHER_PRODUCT = re.compile(r"carousel|twister|sims|sp_detail|sponsored|similar|compare", re.I)
 _ASIN_IN_URL = re.compile(r"/(?:dp|gp/product|gp/aw/d)/([A-Z0-9]{10})(?:[/?#]|$)")
 _FIRST_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -100,11 +116,12 @@ class AmazonParser:
             original = None  # a "list price" not above the price is not a discount
         availability = _availability(root)
         asin = _asin(tree, url)
-        return ProductRecord(
+        currency = _currency(price_text, list_text, url)
+        record = ProductRecord(
             url=url,
             product_name=title,
             price=price,
-            currency=_currency(price_text, list_text, url),
+            currency=currency,
             original_price=original,
             rating=_rating(root),
             review_count=_review_count(root),
@@ -118,6 +135,14 @@ class AmazonParser:
             parser_name=self.name,
             parser_version=self.version,
         )
+        sources = dict.fromkeys(_FIELDS, "markup")
+        if not any(t and detect_currency(t, url) for t in (price_text, list_text)):
+            sources["currency"] = "url"
+        if availability is None or not (
+            _UNAVAILABLE.search(availability) or _AVAILABLE.search(availability)
+        ):
+            sources["is_available"] = "derived"
+        return check(record, sources)
 
 
 def _title(tree: LexborHTMLParser) -> str | None:

@@ -28,6 +28,10 @@ class ProductRecord:
     image_urls: list[str] = field(default_factory=list)
     parser_name: str = ""
     parser_version: str = ""
+    # How sure the parser is of each field it filled (0..1, by where the value came from),
+    # and the validation rules the record breaks (forager.parse.quality); never "fixed".
+    field_confidence: dict[str, float] = field(default_factory=dict)
+    quality_issues: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict: decimals as strings, never floats."""

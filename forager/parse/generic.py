@@ -20,6 +20,7 @@ from forager.parse.prices import (
     parse_price,
     to_decimal,
 )
+from forager.parse.quality import check
 from forager.parse.structured import (
     OfferFacts,
     absolute_url,
@@ -50,6 +51,21 @@ _OTHER_PRODUCT_KEYS = frozenset(
         "itemListElement",
     }
 )
+_STRUCTURED_FIELDS = (
+    "product_name",
+    "description",
+    "price",
+    "currency",
+    "original_price",
+    "rating",
+    "review_count",
+    "availability",
+    "is_available",
+    "brand",
+    "category",
+    "sku",
+    "image_urls",
+)
 _WORD = re.compile(r"\w+")
 _TAGS = re.compile(r"<[^>]+>")
 _SITE_SUFFIX = re.compile(r"\s+[|–—-]\s+[^|–—-]{2,40}$")
@@ -63,6 +79,7 @@ class _Candidate:
     node: LexborNode | None  # the item's element (or the JSON-LD <script>)
     nested: bool  # a property value of another item
     order: int
+    source: str = "json-ld"  # json-ld | microdata | rdfa
 
 
 class GenericParser:
@@ -85,29 +102,47 @@ class GenericParser:
                 "RDFa, and no product meta tags): not a product page"
             )
         data = main.data if main is not None else {}
+        kind = main.source if main is not None else "meta"
+        sources = dict.fromkeys(_STRUCTURED_FIELDS, kind)
         title = _title(data, headings, meta, tree)
         if title is None:
             raise NotProductPage(f"{url} has product markup but no product name")
+        if title in headings:
+            sources["product_name"] = "heading"
         offers = offer_facts(data.get("offers"))
+        structured_price = offers.price
         _apply_meta_prices(offers, meta)
+        if offers.price is not None and offers.price != structured_price:
+            sources["price"] = "meta"
         currency = offers.currency or normalize_currency(
             meta.get("product:price:currency") or meta.get("og:price:currency")
         )
+        if currency is not None and offers.currency is None:
+            sources["currency"] = "meta"
         if offers.price is not None and not _is_discount(offers):
-            offers.list_price = _visible_list_price(
-                tree, main, offers.price, offers.currency
-            ) or _script_list_price(html, offers.price)
+            offers.list_price = _visible_list_price(tree, main, offers.price, offers.currency)
+            sources["original_price"] = "visible"
+            if offers.list_price is None:
+                offers.list_price = _script_list_price(html, offers.price)
+                sources["original_price"] = "script"
         rating, count = rating_facts(data.get("aggregateRating"))
-        availability = offers.availability or _meta_availability(meta)
+        availability = offers.availability
+        if availability is None:
+            availability = _meta_availability(meta)
+            sources["availability"] = sources["is_available"] = "meta"
         images = product_images(data.get("image"), url)
         if not images and (og_image := meta.get("og:image")):
             images = [absolute_url(og_image, url)]
-        return ProductRecord(
+            sources["image_urls"] = "meta"
+        if currency is None and offers.price is not None:
+            currency = currency_for_url(url)
+            sources["currency"] = "url"
+        record = ProductRecord(
             url=url,
             product_name=title,
             description=_text(data.get("description")) or meta.get("og:description"),
             price=offers.price,
-            currency=currency or (currency_for_url(url) if offers.price is not None else None),
+            currency=currency,
             original_price=offers.list_price if _is_discount(offers) else None,
             rating=rating,
             review_count=count,
@@ -120,6 +155,9 @@ class GenericParser:
             parser_name=self.name,
             parser_version=self.version,
         )
+        if record.description is not None and _text(data.get("description")) is None:
+            sources["description"] = "meta"
+        return check(record, sources)
 
 
 def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
@@ -133,7 +171,8 @@ def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
         for node, item in embedded_items(tree, rdfa=rdfa):
             if has_type(item, "Product"):
                 nested = node.attributes.get("property" if rdfa else "itemprop") is not None
-                found.append(_Candidate(item, node, nested, len(found)))
+                source = "rdfa" if rdfa else "microdata"
+                found.append(_Candidate(item, node, nested, len(found), source))
     return found
 
 

@@ -17,8 +17,11 @@ from forager.products.records import RECORD_FIELDS
 # Fields a product page can change; parser name/version are provenance, not content.
 _CONTENT_FIELDS = (*(f for f in RECORD_FIELDS if f != "url"), "image_urls")
 _PRICE_FIELDS = ("price", "original_price", "currency", "availability", "is_available")
+# What a new parser version may change without the page's content changing.
+_PROVENANCE_FIELDS = ("parser_name", "parser_version", "field_confidence", "quality_issues")
 
-SaveResult = Literal["created", "updated", "unchanged"]
+# reparsed: same content, new parser provenance (only those columns are written).
+SaveResult = Literal["created", "updated", "reparsed", "unchanged"]
 
 
 def content_hash(record: ProductRecord) -> str:
@@ -45,6 +48,8 @@ def _columns(record: ProductRecord) -> dict[str, object]:
         "asin": record.asin[:20] if record.asin else None,
         "parser_name": record.parser_name,
         "parser_version": record.parser_version,
+        "field_confidence": record.field_confidence,
+        "quality_issues": record.quality_issues,
     }
 
 
@@ -57,15 +62,24 @@ async def save_product(
     url_hash: str,
     record: ProductRecord,
 ) -> tuple[int, SaveResult]:
-    """Insert or update the product of ``url_hash``; unchanged content writes nothing."""
+    """Insert or update the product of ``url_hash``; unchanged content writes nothing.
+
+    Content is the extracted fields (``content_hash``). When only the parser's provenance moved
+    (a new parser version read the same values), just those columns are updated.
+    """
     digest = content_hash(record)
     now = utcnow()
     product = (
         await session.execute(select(Product).where(Product.url_hash == url_hash).with_for_update())
     ).scalar_one_or_none()
-    if product is not None and product.content_hash == digest:
-        return product.id, "unchanged"
     columns = _columns(record)
+    if product is not None and product.content_hash == digest:
+        moved = {k: columns[k] for k in _PROVENANCE_FIELDS if getattr(product, k) != columns[k]}
+        if not moved:
+            return product.id, "unchanged"
+        for key, value in moved.items():
+            setattr(product, key, value)
+        return product.id, "reparsed"
     if product is None:
         product = Product(
             domain_id=domain_id,

@@ -38,6 +38,8 @@ def product_record(product: Product, image_urls: list[str]) -> dict[str, Any]:
     record["image_urls"] = image_urls
     record["parser_name"] = product.parser_name
     record["parser_version"] = product.parser_version
+    record["field_confidence"] = product.field_confidence
+    record["quality_issues"] = product.quality_issues
     return record
 
 

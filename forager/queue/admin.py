@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db import audit
@@ -210,5 +210,98 @@ async def restart_failed(
         restarted = sorted(result.scalars())
         audit.record(
             session, "task", restarted, "restarted", {"to": S.PENDING, "by": by, "bulk": True}
+        )
+        return restarted
+
+def _version_key(version: str) -> tuple[int, ...] | tuple[str]:
+    """Parser versions compare numerically part by part ("2.10" > "2.9"), else as text."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else (version,)
+
+
+def _older(version: str, than: str) -> bool:
+    mine, other = _version_key(version), _version_key(than)
+    if type(mine[0]) is not type(other[0]):
+        return version != than
+    return mine < other  # type: ignore[operator]
+
+
+async def restart_parsing_bulk(
+    db: Database,
+    pages: PageStore,
+    *,
+    domain_id: int | None = None,
+    domain_name: str | None = None,
+    outdated: bool = False,
+    parser_version_below: str | None = None,
+    limit: int = 1000,
+    by: str = "api",
+) -> list[int]:
+    """Reparse stored pages in bulk (after a parser version bump); returns the task ids.
+
+    Picks finished tasks (completed / failed / cancelled) with a stored page, optionally of one
+    domain, whose product was read by an older parser: ``outdated`` means a version other than
+    the task's parser's current one, ``parser_version_below`` a version older than that.
+    """
+    from forager.db.models import Domain, Product
+    from forager.parse.registry import get_parser, parser_names
+
+    current = {name: get_parser(name).version for name in parser_names()}
+    async with db.reader() as session:
+        pick = (
+            select(
+                CrawlTask.id,
+                func.coalesce(CrawlTask.parser_name, Domain.parser_name),
+                CrawlTask.html_path,
+                Product.parser_name,
+                Product.parser_version,
+            )
+            .join(Domain, Domain.id == CrawlTask.domain_id)
+            .join(Product, Product.url_hash == CrawlTask.url_hash)
+            .where(CrawlTask.status.in_(RESTART_PARSING.from_), CrawlTask.html_path.is_not(None))
+            .order_by(CrawlTask.id)
+        )
+        if domain_id is not None:
+            pick = pick.where(CrawlTask.domain_id == domain_id)
+        if domain_name is not None:
+            pick = pick.where(Domain.domain_name == domain_name.strip().lower())
+        rows = list(await session.execute(pick))
+    chosen: list[int] = []
+    for task_id, task_parser, html_path, product_parser, product_version in rows:
+        if outdated and (
+            product_parser == task_parser and product_version == current.get(task_parser)
+        ):
+            continue
+        if parser_version_below is not None and not _older(product_version, parser_version_below):
+            continue
+        if html_path is not None and await pages.exists(html_path):
+            chosen.append(task_id)
+            if len(chosen) == limit:
+                break
+    if not chosen:
+        return []
+    async with db.session() as session:
+        result = await session.execute(
+            update(CrawlTask)
+            .where(CrawlTask.id.in_(chosen), CrawlTask.status.in_(RESTART_PARSING.from_))
+            .values(
+                status=S.DOWNLOADED,
+                retry_count=0,
+                error_type=None,
+                error_message=None,
+                completed_at=None,
+                updated_at=utcnow(),
+                **_NOT_LEASED,
+            )
+            .returning(CrawlTask.id)
+            .execution_options(synchronize_session=False)
+        )
+        restarted = sorted(result.scalars())
+        audit.record(
+            session,
+            "task",
+            restarted,
+            RESTART_PARSING.event,
+            {"to": S.DOWNLOADED, "by": by, "bulk": True},
         )
         return restarted

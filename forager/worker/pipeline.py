@@ -216,7 +216,17 @@ class Pipeline:
                 url_hash=task.url_hash,
                 record=record,
             )
-            if attempt_id is None:
+            if record.quality_issues:
+                # Kept as extracted; the parse attempt says which validation rules it breaks.
+                await self._insert_parse_attempt(
+                    session,
+                    task,
+                    page_key,
+                    outcome="validation",
+                    error_type="validation",
+                    error_message="; ".join(record.quality_issues),
+                )
+            elif attempt_id is None:
                 await self._insert_parse_attempt(session, task, page_key, outcome="success")
         return S.COMPLETED
 
