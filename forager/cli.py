@@ -29,6 +29,8 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 apikey_app = typer.Typer(help="API keys for the /api endpoints.", no_args_is_help=True)
 app.add_typer(apikey_app, name="apikey")
+agent_app = typer.Typer(help="Home-network agents: register them, run one.", no_args_is_help=True)
+app.add_typer(agent_app, name="agent")
 
 _state = {"debug": False}
 
@@ -109,7 +111,16 @@ def serve(
             "control Forager; create one with `forager apikey create --name NAME --role admin`"
         )
     typer.echo(f"Forager {__version__} on http://{host}:{port} (database: {_db_label(settings)})")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    from forager.agents.protocol import MAX_MESSAGE_BYTES
+
+    # ws_max_size: no agent message is buffered beyond this (bodies come in chunks).
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level="warning",
+        ws_max_size=MAX_MESSAGE_BYTES,
+    )
 
 
 def _db_label(settings: Settings) -> str:
@@ -231,6 +242,149 @@ def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) 
     settings = _settings(quiet=True)
     _with_db(settings, lambda db: revoke_key(db, name))
     typer.echo(f"API key {name!r} revoked")
+
+
+def _show_agent(agent: object) -> None:
+    from forager.db.models import Agent
+
+    assert isinstance(agent, Agent)
+    state = f"revoked {agent.revoked_at.isoformat()}" if agent.revoked_at else agent.status
+    seen = agent.last_heartbeat_at.isoformat() if agent.last_heartbeat_at else "never"
+    typer.echo(
+        f"{agent.id}\t{agent.name}\t{agent.token_prefix}…\t{state}\t{agent.external_ip or '-'}"
+        f"\t{seen}\t{agent.tasks_completed_count} done / {agent.tasks_failed_count} failed"
+    )
+
+
+@agent_app.command("create")
+def agent_create(
+    name: Annotated[str, typer.Option(help="1–100 letters, digits, spaces or hyphens.")],
+) -> None:
+    """Register an agent and print its token once; only a hash is stored."""
+    from forager.agents.service import create_agent
+
+    settings = _settings(quiet=True)
+    agent, token = _with_db(settings, lambda db: create_agent(db, name))
+    typer.echo(token)
+    typer.echo(
+        f"agent {name!r} created (id {agent.id}). The token is shown only now: store it safely, "
+        f"then run `forager agent run --server URL --token TOKEN` on the agent's machine.",
+        err=True,
+    )
+
+
+@agent_app.command("list")
+def agent_list() -> None:
+    """List agents: id, name, token prefix, status, IP, last heartbeat, task counts."""
+    from forager.agents.service import list_agents
+
+    settings = _settings(quiet=True)
+
+    async def rows(db: Database) -> list[object]:
+        async with db.reader() as session:
+            return list((await list_agents(session, limit=10_000))[0])
+
+    for agent in _with_db(settings, rows):
+        _show_agent(agent)
+
+
+@agent_app.command("revoke")
+def agent_revoke(ref: Annotated[str, typer.Argument(help="The agent's id or name.")]) -> None:
+    """Revoke an agent: its token is refused and its live connection closed."""
+    from forager.agents.service import find_agent, revoke_agent
+
+    settings = _settings(quiet=True)
+
+    async def revoke(db: Database) -> object:
+        return await revoke_agent(db, (await find_agent(db, ref)).id)
+
+    _with_db(settings, revoke)
+    typer.echo(f"agent {ref!r} revoked")
+
+
+@agent_app.command("rotate-token")
+def agent_rotate(ref: Annotated[str, typer.Argument(help="The agent's id or name.")]) -> None:
+    """Give an agent a new token (printed once); the old one stops working."""
+    from forager.agents.service import find_agent, rotate_token
+
+    settings = _settings(quiet=True)
+
+    async def rotate(db: Database) -> str:
+        return (await rotate_token(db, (await find_agent(db, ref)).id))[1]
+
+    typer.echo(_with_db(settings, rotate))
+    typer.echo(f"agent {ref!r} has a new token; the old one is refused from now on.", err=True)
+
+
+@agent_app.command("reset")
+def agent_reset(ref: Annotated[str, typer.Argument(help="The agent's id or name.")]) -> None:
+    """Manual reset of a blocked agent (blocked → connected): it gets tasks again."""
+    from forager.agents.service import find_agent, reset_agent
+
+    settings = _settings(quiet=True)
+
+    async def reset(db: Database) -> object:
+        return await reset_agent(db, (await find_agent(db, ref)).id)
+
+    _with_db(settings, reset)
+    typer.echo(f"agent {ref!r} reset")
+
+
+@agent_app.command("run")
+def agent_run(
+    server: Annotated[str, typer.Option(help="The server's base URL, http(s)://host:port.")],
+    token: Annotated[
+        str,
+        typer.Option(
+            envvar="FORAGER_AGENT_TOKEN",
+            help="The agent's token (or FORAGER_AGENT_TOKEN, which `ps` does not show).",
+        ),
+    ],
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Fetches at once.")] = 1,
+    allow_domain: Annotated[
+        list[str] | None,
+        typer.Option(help="Only fetch for this host (repeatable); other tasks are returned."),
+    ] = None,
+    isp: Annotated[str | None, typer.Option(help="ISP name to report (e.g. Vivo).")] = None,
+    ip_echo_url: Annotated[
+        str | None, typer.Option(help="URL answering with this machine's external IP as text.")
+    ] = None,
+    shutdown_seconds: Annotated[
+        float, typer.Option(min=0, help="On SIGTERM: how long tasks in hand may still run.")
+    ] = 30.0,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+) -> None:
+    """Run a home-network agent: connect out to the server and fetch the tasks it pushes."""
+    import logging
+
+    from forager.agents.client import AgentClient
+
+    if log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ConfigError("--log-level must be one of DEBUG, INFO, WARNING, ERROR")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        agent = AgentClient(
+            server,
+            token,
+            concurrency=concurrency,
+            allow_domains=allow_domain,
+            isp=isp,
+            ip_echo_url=ip_echo_url,
+            shutdown_seconds=shutdown_seconds,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+    async def _run() -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, agent.stop)
+        return await agent.run()
+
+    raise typer.Exit(asyncio.run(_run()))
 
 
 def main() -> None:

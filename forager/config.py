@@ -98,6 +98,15 @@ class Settings(BaseSettings):
         "bytes); when unset one is generated into <data_dir>/secret.key with a warning.",
     )
     log_level: str = Field("INFO", description="Logging level (DEBUG, INFO, WARNING, ERROR).")
+    # -- home-network agents (issue 6) --
+    agent_heartbeat_seconds: float = Field(
+        10.0, gt=0, description="How often connected agents send a heartbeat (told at connect)."
+    )
+    agent_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="An agent silent this long is disconnected and its tasks go back to pending.",
+    )
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
@@ -116,6 +125,16 @@ class Settings(BaseSettings):
             raise ValueError("FORAGER_RETRY_BASE_SECONDS must not exceed FORAGER_RETRY_MAX_SECONDS")
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
+        if self.agent_heartbeat_seconds * 2 > self.agent_timeout_seconds:
+            raise ValueError(
+                "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of "
+                "FORAGER_AGENT_TIMEOUT_SECONDS, or one late heartbeat would disconnect an agent"
+            )
+        if self.agent_heartbeat_seconds * 2 > self.lease_seconds:
+            raise ValueError(
+                "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of FORAGER_LEASE_SECONDS, "
+                "or an agent's tasks would lose their lease between two heartbeats"
+            )
         return self
 
     @property

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI
 
 from forager import __version__
+from forager.agents.hub import AgentHub
+from forager.api import agents as agents_api
 from forager.api import domains, errors, health, metrics, openapi, products, proxies, tasks
 from forager.api.auth import require_key
 from forager.api.deps import Runtime
@@ -36,10 +38,13 @@ def create_app(settings: Settings) -> FastAPI:
         )
         runtime.pool = pool
         worker = asyncio.create_task(pool.run(), name="built-in worker")
+        runtime.hub = AgentHub(db, settings)  # home-network agents at /agents/ws
+        runtime.hub.start()
         app.state.runtime = runtime
         try:
             yield
         finally:
+            await runtime.hub.stop()
             pool.stop()
             await worker
             await db.dispose()
@@ -55,6 +60,7 @@ def create_app(settings: Settings) -> FastAPI:
     # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
     app.include_router(metrics.router)
+    app.include_router(agents_api.ws_router)  # authenticates with the agent's token
     authenticated = [Depends(require_key)]
     for router in (
         health.stats_router,
@@ -63,6 +69,7 @@ def create_app(settings: Settings) -> FastAPI:
         domains.router,
         proxies.router,
         proxies.mappings,
+        agents_api.router,
     ):
         app.include_router(router, dependencies=authenticated)
     openapi.install(app)

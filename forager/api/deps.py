@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.agents.hub import AgentHub
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.worker.pool import WorkerPool
@@ -21,6 +22,7 @@ class Runtime:
     settings: Settings
     db: Database
     pool: WorkerPool | None = None
+    hub: AgentHub | None = None
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -146,12 +146,17 @@ class TaskQueue:
 
     # -- claiming -----------------------------------------------------------------------
 
-    async def claim(self, worker_id: str, limit: int = 1) -> list[ClaimedTask]:
-        """Lease up to ``limit`` due pending tasks, honouring every domain's politeness."""
+    async def claim(
+        self, worker_id: str, limit: int = 1, *, domains: Sequence[str] | None = None
+    ) -> list[ClaimedTask]:
+        """Lease up to ``limit`` due pending tasks, honouring every domain's politeness.
+
+        ``domains`` restricts the claim to those domain names (an agent's allow-list).
+        """
         now = utcnow()
         claimed: list[ClaimedTask] = []
         async with self.db.session() as session:
-            for domain_id in await self._candidate_domains(session, now):
+            for domain_id in await self._candidate_domains(session, now, domains):
                 if len(claimed) >= limit:
                     break
                 claimed += await self._claim_from_domain(
@@ -159,7 +164,9 @@ class TaskQueue:
                 )
         return claimed
 
-    async def _candidate_domains(self, session: AsyncSession, now: datetime) -> list[int]:
+    async def _candidate_domains(
+        self, session: AsyncSession, now: datetime, only: Sequence[str] | None = None
+    ) -> list[int]:
         best_task = (
             select(CrawlTask.id)
             .where(
@@ -177,6 +184,7 @@ class TaskQueue:
             .where(
                 Domain.is_active.is_(True),
                 or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
+                *([Domain.domain_name.in_(list(only))] if only is not None else []),
             )
             .subquery()
         )

@@ -100,6 +100,34 @@ class Pipeline:
             log.exception("task %s: unexpected error", task.id)
             return await self._fail(task, None, "internal", f"{type(exc).__name__}: {exc}")
 
+    async def run_fetched(
+        self,
+        task: ClaimedTask,
+        started: object,
+        outcome: FetchResponse | FetchError,
+        *,
+        gate_opened: bool = False,
+    ) -> str | None:
+        """Finish a task fetched elsewhere (a home-network agent: DESIGN.md decision 4).
+
+        ``task`` is ``crawling`` under this pipeline's worker id; the page is stored and
+        parsed exactly as after a local fetch. Returns the status it ended in (None: lost).
+        """
+        gate = _Gate(self, task)
+        gate.opened = gate.opened or gate_opened
+        try:
+            if isinstance(outcome, FetchError):
+                return await self._record_fetch_failure(task, None, started, outcome, gate)
+            fetched = await self._store_fetched(task, None, started, outcome, gate)
+            if fetched is None:
+                return None
+            return await self._parse_phase(task, fetched.page_key, fetched.attempt_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug, a database outage: keep the task, not the hub
+            log.exception("task %s: unexpected error", task.id)
+            return await self._fail(task, None, "internal", f"{type(exc).__name__}: {exc}")
+
     # -- fetch --------------------------------------------------------------------------
 
     async def _fetch_phase(self, task: ClaimedTask) -> _Fetched | None:
@@ -120,6 +148,17 @@ class Pipeline:
         except FetchError as exc:
             await self._record_fetch_failure(task, proxy, started, exc, gate)
             return None
+        return await self._store_fetched(task, proxy, started, response, gate)
+
+    async def _store_fetched(
+        self,
+        task: ClaimedTask,
+        proxy: ProxyChoice | None,
+        started: object,
+        response: FetchResponse,
+        gate: _Gate,
+    ) -> _Fetched | None:
+        """Store the page, record the attempt and move ``crawling → parsing`` (None: lost)."""
         body = response.text.encode("utf-8")
         page_key = await self.pages.put(task.url_hash, body)
         async with self.db.session() as session:
@@ -160,7 +199,7 @@ class Pipeline:
         started: object,
         exc: FetchError,
         gate: _Gate,
-    ) -> None:
+    ) -> str | None:
         log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
         async with self.db.session() as session:
             await gate.open_if_closed(session)
@@ -184,6 +223,7 @@ class Pipeline:
                 http_status_code=exc.status_code,
             )
             await self._set_attempt(session, attempt_id, outcome=_outcome(status))
+        return status
 
     # -- parse --------------------------------------------------------------------------
 

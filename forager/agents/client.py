@@ -1,0 +1,306 @@
+"""The agent program (``forager agent run``): dials out to the server, fetches what it is given.
+
+It needs only the package: no database, no server settings. It connects outbound (works
+behind NAT), reconnects with exponential backoff after any network loss, never logs its
+token, and on SIGTERM stops taking tasks, finishes (or returns) what it holds and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import random
+import zlib
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from forager import __version__
+from forager.agents import protocol
+from forager.config import Settings
+from forager.errors import FetchError
+from forager.fetch.base import FetchRequest, FetchResponse
+from forager.fetch.http import HttpxFetcher
+
+log = logging.getLogger("forager.agent")
+
+BACKOFF_START = 1.0
+BACKOFF_MAX = 30.0
+
+
+class AgentRefused(Exception):
+    """The server closed the connection for a reason reconnecting cannot fix."""
+
+
+class AgentClient:
+    """One agent: a connection loop with backoff around a session that runs fetch jobs."""
+
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        *,
+        concurrency: int = 1,
+        allow_domains: list[str] | None = None,
+        isp: str | None = None,
+        ip_echo_url: str | None = None,
+        shutdown_seconds: float = 30.0,
+        backoff_max: float = BACKOFF_MAX,
+    ) -> None:
+        self.url = protocol.ws_url(server)
+        self._token = token
+        self.concurrency = concurrency
+        self.allow = {d.strip().lower() for d in allow_domains or [] if d.strip()} or None
+        self.isp = isp
+        self.ip_echo_url = ip_echo_url
+        self.shutdown_seconds = shutdown_seconds
+        self.backoff_max = backoff_max
+        self.completed = 0
+        self._stopping = asyncio.Event()
+        self._send_lock = asyncio.Lock()
+        self._jobs: dict[int, asyncio.Task[None]] = {}
+
+    def stop(self) -> None:
+        """Finish or return the tasks in hand, then exit (SIGTERM, SIGINT)."""
+        if not self._stopping.is_set():
+            log.info("stopping: finishing the tasks in hand (up to %.0f s)", self.shutdown_seconds)
+        self._stopping.set()
+
+    async def run(self) -> int:
+        """Connect, work, reconnect on loss; returns the exit code (0 after ``stop``)."""
+        delay = BACKOFF_START
+        while not self._stopping.is_set():
+            welcomed = False
+            try:
+                async with connect(
+                    self.url,
+                    max_size=protocol.MAX_MESSAGE_BYTES,
+                    open_timeout=10,
+                    ping_interval=20,
+                    ping_timeout=20,
+                    user_agent_header=f"forager-agent/{__version__}",
+                ) as ws:
+                    welcomed = await self._session(ws)
+            except AgentRefused as exc:
+                log.error("%s; not reconnecting", exc)
+                return 2
+            except InvalidURI as exc:
+                log.error("bad server URL: %s", exc)
+                return 2
+            except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
+                log.warning("connection to %s lost or refused: %s", self.url, _describe(exc))
+            if self._stopping.is_set():
+                break
+            delay = BACKOFF_START if welcomed else min(self.backoff_max, delay * 2)
+            wait = delay * random.uniform(0.5, 1.0)
+            log.info("reconnecting in %.1f s", wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait)
+        log.info("agent stopped after %d tasks", self.completed)
+        return 0
+
+    # -- one connection ---------------------------------------------------------------------
+
+    async def _session(self, ws: ClientConnection) -> bool:
+        """Run one connection; returns whether the server welcomed us (resets the backoff)."""
+        await self._send(
+            ws,
+            protocol.message(
+                "hello",
+                token=self._token,
+                agent_version=__version__,
+                capabilities={
+                    "concurrency": self.concurrency,
+                    "fetchers": ["http"],
+                    "compression": ["gzip"],
+                    "allow_domains": sorted(self.allow) if self.allow else None,
+                },
+            ),
+        )
+        try:
+            welcome = json.loads(await asyncio.wait_for(ws.recv(), protocol.HELLO_SECONDS + 5))
+        except ConnectionClosed as exc:
+            _raise_if_fatal(exc)
+            raise
+        if welcome.get("type") != "welcome":
+            raise AgentRefused(f"unexpected first message from the server: {welcome.get('type')}")
+        log.info(
+            "connected to %s as agent %r (status %s)",
+            self.url,
+            welcome.get("name"),
+            welcome.get("status"),
+        )
+        fetcher = HttpxFetcher(
+            Settings.model_construct(
+                max_body_bytes=int(welcome["max_body_bytes"]),
+                fetch_timeout_seconds=float(welcome["fetch_timeout_seconds"]),
+                connect_timeout_seconds=float(welcome["connect_timeout_seconds"]),
+                max_redirects=int(welcome["max_redirects"]),
+            )
+        )
+        side = [
+            asyncio.create_task(self._heartbeats(ws, float(welcome["heartbeat_seconds"]))),
+        ]
+        reader = asyncio.create_task(self._read(ws, fetcher))
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({reader, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():
+                await self._drain(ws)
+            await reader
+        except ConnectionClosed as exc:
+            _raise_if_fatal(exc)
+            raise
+        finally:
+            for task in [*side, reader, stopping, *self._jobs.values()]:
+                task.cancel()
+            await asyncio.gather(
+                *side, reader, stopping, *self._jobs.values(), return_exceptions=True
+            )
+            self._jobs.clear()
+            await fetcher.aclose()
+        return True
+
+    async def _drain(self, ws: ClientConnection) -> None:
+        """Say goodbye, let jobs finish for ``shutdown_seconds``, return the rest, close."""
+        await self._send(ws, protocol.message("goodbye"))
+        if self._jobs:
+            _, late = await asyncio.wait(list(self._jobs.values()), timeout=self.shutdown_seconds)
+            for job in late:
+                job.cancel()
+            for task_id in [t for t, job in self._jobs.items() if job in late]:
+                await self._send(ws, protocol.message("return", task_id=task_id, reason="stopping"))
+        await ws.close(protocol.CLOSE_NORMAL, "agent stopping")
+
+    async def _read(self, ws: ClientConnection, fetcher: HttpxFetcher) -> None:
+        async for raw in ws:
+            if isinstance(raw, bytes):
+                continue  # the server sends no binary frames
+            msg = json.loads(raw)
+            kind = msg.get("type")
+            if kind == "task":
+                self._on_task(ws, fetcher, msg)
+            elif kind == "ack":
+                self.completed += msg.get("outcome") == "completed"
+                log.info("task %s: %s", msg.get("task_id"), msg.get("outcome"))
+            elif kind == "status":
+                log.warning("server set this agent %s %s", msg.get("status"), msg.get("reason", ""))
+            elif kind == "error":
+                log.warning("server says: %s", msg.get("message"))
+
+    def _on_task(self, ws: ClientConnection, fetcher: HttpxFetcher, msg: dict[str, Any]) -> None:
+        task_id = int(msg["task_id"])
+        host = (urlsplit(msg["url"]).hostname or "").lower()
+        if self._stopping.is_set() or (self.allow is not None and host not in self.allow):
+            reason = "stopping" if self._stopping.is_set() else f"{host} is not on the allow-list"
+            log.info("task %s: returned (%s)", task_id, reason)
+            job = self._send(ws, protocol.message("return", task_id=task_id, reason=reason))
+            asyncio.create_task(job)  # noqa: RUF006 - short, and the connection outlives it
+            return
+        self._jobs[task_id] = asyncio.create_task(self._job(ws, fetcher, task_id, msg))
+
+    async def _job(
+        self, ws: ClientConnection, fetcher: HttpxFetcher, task_id: int, msg: dict[str, Any]
+    ) -> None:
+        try:
+
+            async def sent() -> None:
+                await self._send(ws, protocol.message("sent", task_id=task_id))
+
+            request = FetchRequest(msg["url"], msg["user_agent"], on_sent=sent)
+            try:
+                response = await fetcher.fetch(request)
+            except FetchError as exc:
+                log.info("task %s: fetch failed (%s)", task_id, exc.error_type)
+                await self._send(
+                    ws,
+                    protocol.message(
+                        "result",
+                        task_id=task_id,
+                        ok=False,
+                        error_type=exc.error_type,
+                        message=exc.message[:2000],
+                        status_code=exc.status_code,
+                    ),
+                )
+                return
+            await self._stream(ws, task_id, response)
+        finally:
+            self._jobs.pop(task_id, None)
+
+    async def _stream(self, ws: ClientConnection, task_id: int, response: FetchResponse) -> None:
+        await self._send(
+            ws,
+            protocol.message(
+                "result",
+                task_id=task_id,
+                ok=True,
+                status_code=response.status_code,
+                final_url=response.url,
+                headers=_headers(response.headers),
+                elapsed_ms=response.elapsed_ms,
+                body_bytes=len(response.body),
+                encoding="gzip",
+            ),
+        )
+        gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        body = response.body
+        step = protocol.CHUNK_BYTES
+        for start in range(0, len(body), step):
+            await self._send_body(ws, task_id, gzip.compress(body[start : start + step]))
+        await self._send_body(ws, task_id, gzip.flush())
+        await self._send(ws, protocol.message("body_end", task_id=task_id))
+
+    async def _send_body(self, ws: ClientConnection, task_id: int, data: bytes) -> None:
+        step = protocol.CHUNK_BYTES
+        for start in range(0, len(data), step):
+            await self._send(ws, protocol.frame(task_id, data[start : start + step]))
+
+    async def _heartbeats(self, ws: ClientConnection, every: float) -> None:
+        while True:
+            ip = await self._external_ip()
+            await self._send(ws, protocol.message("heartbeat", external_ip=ip, isp=self.isp))
+            await asyncio.sleep(every)
+
+    async def _external_ip(self) -> str | None:
+        if not self.ip_echo_url:
+            return None  # the server records the address it sees
+        try:
+            async with httpx.AsyncClient(timeout=5, trust_env=False) as client:
+                text = (await client.get(self.ip_echo_url)).text.strip()
+            return str(ipaddress.ip_address(text))
+        except (httpx.HTTPError, ValueError) as exc:
+            log.debug("external IP lookup failed: %s", exc)
+            return None
+
+    async def _send(self, ws: ClientConnection, data: dict[str, Any] | bytes) -> None:
+        payload = data if isinstance(data, bytes) else json.dumps(data)
+        async with self._send_lock:
+            await ws.send(payload)
+
+
+def _headers(headers: dict[str, str]) -> dict[str, str]:
+    """The response headers worth sending (bounded, as the server refuses huge ones)."""
+    return {k[:200]: v[:8192] for k, v in list(headers.items())[:200]}
+
+
+def _raise_if_fatal(exc: ConnectionClosed) -> None:
+    rcvd = exc.rcvd
+    if rcvd is not None and rcvd.code in protocol.FATAL_CLOSE_CODES:
+        if rcvd.code == protocol.CLOSE_UNAUTHORIZED:
+            raise AgentRefused(
+                "the server refused this agent's token (unknown, revoked or rotated)"
+            ) from exc
+        raise AgentRefused(f"the server closed the connection: {rcvd.reason or rcvd.code}") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
+        return f"closed by the server ({exc.rcvd.code} {exc.rcvd.reason})".strip()
+    return str(exc) or type(exc).__name__
