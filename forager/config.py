@@ -71,6 +71,11 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest response body accepted, after decompression; larger is `too_large`.",
     )
+    chromium_path: Path = Field(
+        Path("/usr/bin/chromium"),
+        description="Chromium binary the `browser` fetcher drives through Playwright "
+        "(started on first use, one per process).",
+    )
     max_request_bytes: int = Field(
         5 * 1024 * 1024,
         ge=1024,

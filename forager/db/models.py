@@ -50,6 +50,10 @@ class Domain(Timestamped, Base):
     user_agent: Mapped[str] = mapped_column(String(255))
     # Politeness gate shared by every worker: no claim for this domain before this instant.
     next_fetch_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Fetcher (migration 0007): http | impersonate | browser; the browser waits for this CSS
+    # selector when set, else for network idle.
+    fetcher: Mapped[str] = mapped_column(String(20), default="http")
+    wait_for_selector: Mapped[str | None] = mapped_column(String(500))
 
 
 class CrawlTask(Timestamped, Base):

@@ -11,12 +11,12 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt
+from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
@@ -135,6 +135,13 @@ class Pipeline:
             if not await self.queue.start_crawl(session, task, self.worker_id):
                 return None
             proxy = await choose_proxy(session, task.domain_id, self.box)
+            fetcher_kind, wait_for_selector = (
+                await session.execute(
+                    select(Domain.fetcher, Domain.wait_for_selector).where(
+                        Domain.id == task.domain_id
+                    )
+                )
+            ).one()
         started = utcnow()
         gate = _Gate(self, task)
         request = FetchRequest(
@@ -142,6 +149,8 @@ class Pipeline:
             task.user_agent,
             proxy.url if proxy else None,
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
+            fetcher=fetcher_kind,
+            wait_for_selector=wait_for_selector,
         )
         try:
             response = await self.fetcher.fetch(request)
