@@ -71,11 +71,6 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest response body accepted, after decompression; larger is `too_large`.",
     )
-    chromium_path: Path = Field(
-        Path("/usr/bin/chromium"),
-        description="Chromium binary the `browser` fetcher drives through Playwright "
-        "(started on first use, one per process).",
-    )
     max_request_bytes: int = Field(
         5 * 1024 * 1024,
         ge=1024,
@@ -103,6 +98,47 @@ class Settings(BaseSettings):
         "bytes); when unset one is generated into <data_dir>/secret.key with a warning.",
     )
     log_level: str = Field("INFO", description="Logging level (DEBUG, INFO, WARNING, ERROR).")
+    # -- fetch policy (issue 5): proxy health, circuit breakers, robots.txt, throttling --
+    mapping_failure_limit: int = Field(
+        5, ge=1, description="Consecutive failures that disable a proxy for one domain."
+    )
+    proxy_failure_limit: int = Field(
+        10, ge=1, description="Consecutive failures that disable a proxy everywhere."
+    )
+    proxy_retest_base_seconds: float = Field(
+        60.0, gt=0, description="First background re-test of a disabled proxy; doubles per failure."
+    )
+    proxy_retest_max_seconds: float = Field(
+        3600.0, gt=0, description="Upper bound of the gap between re-tests of a disabled proxy."
+    )
+    proxy_test_url: str = Field(
+        "http://example.com/",
+        description="URL fetched through a disabled proxy to re-test it (any 2xx/3xx passes).",
+    )
+    breaker_failure_threshold: int = Field(
+        5, ge=1, description="Consecutive failures that open a domain's or a proxy's breaker."
+    )
+    breaker_open_seconds: float = Field(
+        60.0, ge=0, description="How long an open breaker refuses work before it half-opens."
+    )
+    breaker_success_threshold: int = Field(
+        5, ge=1, description="Successes in half-open state that close a breaker again."
+    )
+    robots_refresh_seconds: float = Field(
+        86400.0, gt=0, description="Age after which a domain's cached robots.txt is fetched again."
+    )
+    throttle_max_delay_seconds: float = Field(
+        60.0, ge=0, description="Ceiling of a domain's adaptive (throttled) delay."
+    )
+    throttle_slow_seconds: float = Field(
+        10.0, gt=0, description="Responses at least this slow raise a domain's adaptive delay."
+    )
+    throttle_target_concurrency: float = Field(
+        1.0,
+        gt=0,
+        description="Requests in flight per domain that adaptive throttling aims for "
+        "(delay target = response time / this).",
+    )
     # -- home-network agents (issue 6) --
     agent_heartbeat_seconds: float = Field(
         10.0, gt=0, description="How often connected agents send a heartbeat (told at connect)."

@@ -135,7 +135,17 @@ class ProxyError(FetchError):
 class HTTPStatusError(FetchError):
     """The site answered with a status that is not a page (4xx/5xx/429)."""
 
-    def __init__(self, message: str, *, status_code: int) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> None:
+        # Headers (``Retry-After``) and the start of the body (block markers) of the answer.
+        self.headers = headers or {}
+        self.body = body
         if status_code == 429:
             kind = "rate_limited"
         elif status_code >= 500:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -50,14 +50,6 @@ def check_parser_name(name: str) -> str:
     return name
 
 
-def check_wait_for_selector(selector: str) -> str | None:
-    """A selector for the browser fetcher to wait for; blank means none (network idle)."""
-    selector = selector.strip()
-    if any(ord(c) < 32 for c in selector):
-        raise ValueError("wait_for_selector must not contain control characters")
-    return selector or None
-
-
 class _Editable(BaseModel):
     """The settings of a domain an operator may set; ``None`` means "not given"."""
 
@@ -70,17 +62,6 @@ class _Editable(BaseModel):
     default_crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
     user_agent: str | None = Field(None, min_length=1, max_length=255)
     is_active: bool | None = None
-    fetcher: Literal["http", "impersonate", "browser"] | None = Field(
-        None,
-        description="How pages are fetched: http (httpx), impersonate (curl_cffi with a "
-        "browser TLS/HTTP2 fingerprint) or browser (Chromium, renders JavaScript).",
-    )
-    wait_for_selector: str | None = Field(
-        None,
-        max_length=500,
-        description="browser fetcher: CSS selector to wait for; empty string clears it "
-        "(then it waits for network idle).",
-    )
 
     @field_validator("*")
     @classmethod
@@ -99,11 +80,6 @@ class _Editable(BaseModel):
     @classmethod
     def _parser(cls, value: str) -> str:
         return check_parser_name(value)
-
-    @field_validator("wait_for_selector")
-    @classmethod
-    def _selector(cls, value: str) -> str | None:
-        return check_wait_for_selector(value)
 
 
 class DomainCreate(_Editable):
@@ -133,8 +109,6 @@ class DomainPublic(BaseModel):
     default_crawl_frequency_seconds: int
     is_active: bool
     user_agent: str
-    fetcher: str = Field(description="http, impersonate or browser.")
-    wait_for_selector: str | None = None
     robots_txt_url: str | None
     robots_txt_last_fetched: datetime | None
     next_fetch_at: datetime | None

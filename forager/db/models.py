@@ -50,10 +50,20 @@ class Domain(Timestamped, Base):
     user_agent: Mapped[str] = mapped_column(String(255))
     # Politeness gate shared by every worker: no claim for this domain before this instant.
     next_fetch_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # Fetcher (migration 0007): http | impersonate | browser; the browser waits for this CSS
-    # selector when set, else for network idle.
-    fetcher: Mapped[str] = mapped_column(String(20), default="http")
-    wait_for_selector: Mapped[str | None] = mapped_column(String(500))
+    # Fetch policy (issue 5): proxy strategy lru | random | exclusive, the global pool when no
+    # proxy is mapped, a required proxy country, robots.txt switch, per-(domain, proxy) rate.
+    proxy_strategy: Mapped[str] = mapped_column(String(20), default="lru")
+    use_global_pool: Mapped[bool] = mapped_column(Boolean, default=False)
+    required_country_code: Mapped[str | None] = mapped_column(String(2))
+    ignore_robots: Mapped[bool] = mapped_column(Boolean, default=False)
+    proxy_rate_limit_rps: Mapped[float | None] = mapped_column(Float)
+    # Adaptive delay (AutoThrottle-like), shared by every worker; never below crawl_delay.
+    throttle_delay_seconds: Mapped[float | None] = mapped_column(Float)
+    # Circuit breaker (seed 002): closed | open | half_open.
+    breaker_state: Mapped[str] = mapped_column(String(10), default="closed", index=True)
+    breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
+    breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
+    breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class CrawlTask(Timestamped, Base):
@@ -224,6 +234,16 @@ class Proxy(Timestamped, Base):
     provider: Mapped[str | None] = mapped_column(String(100), index=True)
     monthly_cost: Mapped[Decimal | None] = mapped_column(Money)
     max_requests_per_hour: Mapped[int] = mapped_column(Integer, default=1000)
+    # Exclusive strategy: the session holding the proxy, until when (issue 5).
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Set when health disabled the proxy: the background re-test is due then (backoff).
+    retest_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
+    retest_count: Mapped[int] = mapped_column(Integer, default=0)
+    breaker_state: Mapped[str] = mapped_column(String(10), default="closed")
+    breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
+    breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
+    breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class DomainProxy(Timestamped, Base):
@@ -244,6 +264,10 @@ class DomainProxy(Timestamped, Base):
     success_count: Mapped[int] = mapped_column(Integer, default=0)
     failure_count: Mapped[int] = mapped_column(Integer, default=0)
     avg_response_time_ms: Mapped[int | None] = mapped_column(Integer)
+    # admin: assigned by an operator; pool: created when the domain used a global-pool proxy.
+    source: Mapped[str] = mapped_column(String(10), default="admin")
+    # Rate limit per (domain, proxy): no request through this pair before this instant.
+    next_request_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Event(Base):

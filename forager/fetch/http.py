@@ -28,6 +28,8 @@ from forager.errors import (
 from forager.fetch.base import FetchRequest, FetchResponse
 
 _MAX_CLIENTS = 64  # one pooled client per proxy; least recently used ones are closed
+_BAN_STATUSES = frozenset({403, 429, 503})  # error answers whose body may be a block page
+_ERROR_BODY_BYTES = 64 * 1024
 
 
 class _BoundedDecoder:
@@ -162,7 +164,9 @@ class HttpxFetcher:
         if via_proxy and status == 407:
             raise ProxyError("proxy refused the credentials (407)")
         if status >= 400:
-            raise HTTPStatusError(f"HTTP {status} from {final_url}", status_code=status)
+            raise HTTPStatusError(
+                f"HTTP {status} from {final_url}", status_code=status, headers=headers, body=body
+            )
         return FetchResponse(final_url, status, headers, body, elapsed_ms)
 
     async def _fetch(self, request: FetchRequest) -> tuple[int, dict[str, str], str, bytes]:
@@ -185,6 +189,12 @@ class HttpxFetcher:
             if response.status_code < 400:
                 async for chunk in response.aiter_raw():
                     decoder.feed(chunk)
+            elif response.status_code in _BAN_STATUSES:
+                # Only the start of an error page: enough to tell a block page (ban handling).
+                async for chunk in response.aiter_raw():
+                    decoder.feed(chunk)
+                    if decoder.size >= _ERROR_BODY_BYTES:
+                        break
             body = decoder.finish()
             return (
                 response.status_code,

@@ -1,38 +1,86 @@
-"""Proxy rotation for a domain: least recently used healthy mapped proxy (seed 004), and health."""
+"""Proxy selection for a domain (``lru``, ``random``, ``exclusive`` leases) and proxy health.
+
+Selection is one locked ``SELECT … FOR UPDATE SKIP LOCKED`` plus its updates, inside the
+caller's transaction: two workers never pick the same LRU head at once, and an exclusive
+lease is a compare-and-set on ``proxies.lease_owner``, so two processes never hold the same
+exclusive proxy. Candidates are the domain's mapped proxies (``source = 'admin'``); a domain
+with none uses the global pool when ``use_global_pool`` is set (or a country is required),
+else it goes direct. Disabled proxies and mappings, open breakers, other countries, leased
+proxies (``exclusive``) and pairs inside their (domain, proxy) rate limit are skipped.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Integer, case, cast, select, update
+from sqlalchemy import Integer, and_, case, cast, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.config import Settings
 from forager.crypto import SecretBox
-from forager.db.models import DomainProxy, Proxy
+from forager.db.dialect import insert_ignoring_conflicts
+from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
+from forager.fetch import breakers
 
-# A mapping stops being chosen after this many consecutive failures for its domain (seed 004).
+# Defaults of FORAGER_MAPPING_FAILURE_LIMIT / FORAGER_PROXY_FAILURE_LIMIT (seed 004).
 MAPPING_FAILURE_LIMIT = 5
-# A proxy is disabled everywhere after this many consecutive failures (seed 004).
 PROXY_FAILURE_LIMIT = 10
 # Outcomes that say the proxy (not the site's content) failed.
 PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captcha", "blocked"})
 # Weight of the newest response time in the moving average.
 EWMA_ALPHA = 0.3
+STRATEGIES = ("lru", "random", "exclusive")
 
 
 @dataclass(frozen=True, slots=True)
 class ProxyChoice:
     proxy_id: int
     url: str  # with credentials: keep in memory, never log or store
+    lease_owner: str | None = None  # set when the proxy is leased exclusively
 
     @property
     def display(self) -> str:
         """The proxy without credentials, safe for logs."""
         scheme, _, rest = self.url.partition("://")
         return f"{scheme}://{rest.rpartition('@')[2]}"
+
+
+@dataclass(frozen=True, slots=True)
+class DomainPolicy:
+    """What a domain says about proxies."""
+
+    domain_id: int
+    strategy: str = "lru"
+    use_global_pool: bool = False
+    required_country_code: str | None = None
+    rate_limit_rps: float | None = None
+
+    @classmethod
+    def of(cls, domain: Domain) -> DomainPolicy:
+        return cls(
+            domain.id,
+            domain.proxy_strategy,
+            domain.use_global_pool,
+            domain.required_country_code,
+            domain.proxy_rate_limit_rps,
+        )
+
+
+class NoProxyAvailable(Exception):
+    """The domain needs a proxy but none may be used now.
+
+    ``retry_in`` is how long until one may be free (leases, rate limits, breakers);
+    ``None`` when no proxy could serve the domain at all (none mapped / none in the country).
+    """
+
+    def __init__(self, message: str, retry_in: float | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_in = retry_in
 
 
 def proxy_url(proxy: Proxy, box: SecretBox | None) -> str:
@@ -43,34 +91,177 @@ def proxy_url(proxy: Proxy, box: SecretBox | None) -> str:
     return f"{proxy.proxy_protocol}://{auth}{proxy.proxy_url}:{proxy.proxy_port}"
 
 
+def _usable(policy: DomainPolicy, limit: int) -> list[Any]:
+    """Conditions that hold whatever the moment: enabled, right country, mapping healthy."""
+    conditions: list[Any] = [
+        Proxy.is_active.is_(True),
+        or_(
+            DomainProxy.id.is_(None),
+            and_(DomainProxy.is_active.is_(True), DomainProxy.failure_count < limit),
+        ),
+    ]
+    if policy.required_country_code:
+        conditions.append(Proxy.country_code == policy.required_country_code.upper())
+    return conditions
+
+
+def _free_now(policy: DomainPolicy, settings: Settings, now: datetime) -> list[Any]:
+    """Conditions that change with time: breaker, (domain, proxy) rate, exclusive lease."""
+    conditions = [
+        breakers.allows(Proxy, settings, now),
+        or_(DomainProxy.next_request_at.is_(None), DomainProxy.next_request_at <= now),
+    ]
+    if policy.strategy == "exclusive":
+        conditions.append(or_(Proxy.lease_owner.is_(None), Proxy.lease_expires_at < now))
+    return conditions
+
+
+def _order(policy: DomainPolicy, pool: bool) -> list[Any]:
+    if policy.strategy == "random":
+        return [func.random()]
+    if policy.strategy == "exclusive":  # leases are global: the proxy's own LRU
+        return [Proxy.last_used_at.asc().nulls_first(), Proxy.id]
+    # Mapped proxies rank by the operator's priority first; pool proxies have none.
+    return [
+        *([] if pool else [DomainProxy.priority]),
+        DomainProxy.last_used_at.asc().nulls_first(),
+        Proxy.last_used_at.asc().nulls_first(),
+        Proxy.id,
+    ]
+
+
 async def choose_proxy(
-    session: AsyncSession, domain_id: int, box: SecretBox | None
+    session: AsyncSession,
+    policy: DomainPolicy,
+    settings: Settings,
+    box: SecretBox | None,
+    *,
+    owner: str,
+    avoid: frozenset[int] = frozenset(),
 ) -> ProxyChoice | None:
-    """Lease-free LRU pick among the domain's active healthy proxies; ``None`` means go direct."""
-    row = (
-        await session.execute(
-            select(DomainProxy, Proxy)
-            .join(Proxy, Proxy.id == DomainProxy.proxy_id)
-            .where(
-                DomainProxy.domain_id == domain_id,
-                DomainProxy.is_active.is_(True),
-                Proxy.is_active.is_(True),
-                DomainProxy.failure_count < MAPPING_FAILURE_LIMIT,
-            )
-            .order_by(DomainProxy.last_used_at.asc().nulls_first(), DomainProxy.id)
-            .limit(1)
-            .with_for_update(of=DomainProxy, skip_locked=True)
-        )
-    ).one_or_none()
-    if row is None:
-        return None
-    mapping, proxy = row
+    """Pick (and for ``exclusive``, lease to ``owner``) a proxy; ``None`` means go direct.
+
+    ``avoid`` names proxies not to use if any other will do (the one a ban came through).
+    Raises ``NoProxyAvailable`` when the domain needs a proxy and none may be used now.
+    """
     now = utcnow()
-    await session.execute(
-        update(DomainProxy).where(DomainProxy.id == mapping.id).values(last_used_at=now)
+    mapped = await session.scalar(
+        select(DomainProxy.id)
+        .where(DomainProxy.domain_id == policy.domain_id, DomainProxy.source == "admin")
+        .limit(1)
     )
-    await session.execute(update(Proxy).where(Proxy.id == proxy.id).values(last_used_at=now))
-    return ProxyChoice(proxy.id, proxy_url(proxy, box))
+    pool = mapped is None
+    if pool and not (policy.use_global_pool or policy.required_country_code):
+        return None
+    on = and_(DomainProxy.proxy_id == Proxy.id, DomainProxy.domain_id == policy.domain_id)
+    if pool:
+        base = select(Proxy, DomainProxy).outerjoin(DomainProxy, on)
+    else:
+        base = select(Proxy, DomainProxy).join(DomainProxy, and_(on, DomainProxy.source == "admin"))
+    usable = base.where(*_usable(policy, settings.mapping_failure_limit))
+    query = usable.where(*_free_now(policy, settings, now))
+    for excluded in (avoid, frozenset()) if avoid else (frozenset(),):
+        picked = query.where(Proxy.id.not_in(excluded)) if excluded else query
+        row = (
+            await session.execute(
+                picked.order_by(*_order(policy, pool))
+                .limit(1)
+                .with_for_update(of=Proxy, skip_locked=True)
+            )
+        ).one_or_none()
+        if row is not None:
+            proxy, mapping = row
+            if await _take(session, policy, settings, proxy, mapping, owner, now):
+                lease = owner if policy.strategy == "exclusive" else None
+                return ProxyChoice(proxy.id, proxy_url(proxy, box), lease)
+    raise await _unavailable(session, policy, usable, now)
+
+
+async def _take(
+    session: AsyncSession,
+    policy: DomainPolicy,
+    settings: Settings,
+    proxy: Proxy,
+    mapping: DomainProxy | None,
+    owner: str,
+    now: datetime,
+) -> bool:
+    """Mark the pick used (and leased); False if an exclusive lease was taken meanwhile."""
+    values: dict[str, Any] = {"last_used_at": now}
+    conditions = [Proxy.id == proxy.id]
+    if policy.strategy == "exclusive":
+        values |= {
+            "lease_owner": owner,
+            "lease_expires_at": now + timedelta(seconds=settings.lease_seconds),
+        }
+        conditions.append(or_(Proxy.lease_owner.is_(None), Proxy.lease_expires_at < now))
+    result = await session.execute(
+        update(Proxy)
+        .where(*conditions)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if not getattr(result, "rowcount", 0):
+        return False
+    pair: dict[str, Any] = {"last_used_at": now}
+    if policy.rate_limit_rps:
+        pair["next_request_at"] = now + timedelta(seconds=1.0 / policy.rate_limit_rps)
+    if mapping is None:  # first use of a pool proxy by this domain: its own counters start
+        insert = insert_ignoring_conflicts(
+            session, DomainProxy.__table__, on=["domain_id", "proxy_id"]
+        )
+        await session.execute(
+            insert.values(
+                domain_id=policy.domain_id,
+                proxy_id=proxy.id,
+                source="pool",
+                is_active=True,
+                priority=5,
+                success_count=0,
+                failure_count=0,
+                created_at=now,
+                updated_at=now,
+                **pair,
+            )
+        )
+    await session.execute(
+        update(DomainProxy)
+        .where(DomainProxy.domain_id == policy.domain_id, DomainProxy.proxy_id == proxy.id)
+        .values(**pair)
+        .execution_options(synchronize_session=False)
+    )
+    return True
+
+
+async def _unavailable(
+    session: AsyncSession, policy: DomainPolicy, usable: Any, now: datetime
+) -> NoProxyAvailable:
+    """Why nothing was picked, and when to look again."""
+    candidates = usable.with_only_columns(
+        func.count(Proxy.id), func.min(DomainProxy.next_request_at)
+    ).order_by(None)
+    count, next_request = (await session.execute(candidates)).one()
+    country = f" in country {policy.required_country_code}" if policy.required_country_code else ""
+    if not count:
+        return NoProxyAvailable(f"no usable proxy{country} for this domain", None)
+    wait = 1.0
+    if next_request is not None and next_request > now:
+        wait = max(0.01, min(wait, (next_request - now).total_seconds()))
+    return NoProxyAvailable(f"all {count} usable proxies{country} are busy", wait)
+
+
+async def release_proxy(session: AsyncSession, proxy_id: int, owner: str) -> bool:
+    """End ``owner``'s exclusive lease; the release time counts as the proxy's last use."""
+    result = await session.execute(
+        update(Proxy)
+        .where(Proxy.id == proxy_id, Proxy.lease_owner == owner)
+        .values(lease_owner=None, lease_expires_at=None, last_used_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+# -- health -----------------------------------------------------------------------------
 
 
 def _ewma(column: Any, sample_ms: int) -> Any:
@@ -79,17 +270,32 @@ def _ewma(column: Any, sample_ms: int) -> Any:
 
 
 async def record_proxy_result(
-    session: AsyncSession, domain_id: int, proxy_id: int, *, ok: bool, response_ms: int | None
+    session: AsyncSession,
+    domain_id: int,
+    proxy_id: int,
+    *,
+    ok: bool,
+    response_ms: int | None,
+    settings: Settings | None = None,
 ) -> None:
     """Update the mapping's and the proxy's counters after a fetch through the proxy."""
-    await record_mapping_health(session, domain_id, proxy_id, ok=ok, response_ms=response_ms)
-    await record_proxy_health(session, proxy_id, ok=ok, response_ms=response_ms)
+    await record_mapping_health(
+        session, domain_id, proxy_id, ok=ok, response_ms=response_ms, settings=settings
+    )
+    await record_proxy_health(session, proxy_id, ok=ok, response_ms=response_ms, settings=settings)
 
 
 async def record_mapping_health(
-    session: AsyncSession, domain_id: int, proxy_id: int, *, ok: bool, response_ms: int | None
+    session: AsyncSession,
+    domain_id: int,
+    proxy_id: int,
+    *,
+    ok: bool,
+    response_ms: int | None,
+    settings: Settings | None = None,
 ) -> None:
     """The domain's own view of the proxy: success streak, failures, EWMA latency."""
+    limit = settings.mapping_failure_limit if settings else MAPPING_FAILURE_LIMIT
     m = DomainProxy
     values: dict[str, Any]
     if ok:
@@ -99,9 +305,7 @@ async def record_mapping_health(
     else:
         values = {
             "failure_count": m.failure_count + 1,
-            "is_active": case(
-                (m.failure_count + 1 >= MAPPING_FAILURE_LIMIT, False), else_=m.is_active
-            ),
+            "is_active": case((m.failure_count + 1 >= limit, False), else_=m.is_active),
         }
     await session.execute(
         update(m).where(m.domain_id == domain_id, m.proxy_id == proxy_id).values(**values)
@@ -109,10 +313,20 @@ async def record_mapping_health(
 
 
 async def record_proxy_health(
-    session: AsyncSession, proxy_id: int, *, ok: bool, response_ms: int | None
+    session: AsyncSession,
+    proxy_id: int,
+    *,
+    ok: bool,
+    response_ms: int | None,
+    settings: Settings | None = None,
 ) -> None:
-    """The proxy's health across all domains; consecutive failures disable it."""
+    """The proxy's health across all domains; consecutive failures disable it.
+
+    A proxy disabled by its failures gets ``retest_at``: the background re-test
+    (``forager.proxies.retest``) tries it then and enables it again when it works.
+    """
     now = utcnow()
+    limit = settings.proxy_failure_limit if settings else PROXY_FAILURE_LIMIT
     values: dict[str, Any]
     if ok:
         values = {
@@ -123,11 +337,14 @@ async def record_proxy_health(
         if response_ms is not None:
             values["avg_response_time_ms"] = _ewma(Proxy.avg_response_time_ms, response_ms)
     else:
+        disables = and_(Proxy.is_active.is_(True), Proxy.failure_count + 1 >= limit)
+        retest = now + timedelta(seconds=settings.proxy_retest_base_seconds if settings else 60.0)
         values = {
             "failure_count": Proxy.failure_count + 1,
             "last_failure_at": now,
-            "is_active": case(
-                (Proxy.failure_count + 1 >= PROXY_FAILURE_LIMIT, False), else_=Proxy.is_active
-            ),
+            "is_active": case((disables, False), else_=Proxy.is_active),
+            "retest_at": case((disables, retest), else_=Proxy.retest_at),
         }
+    if settings is not None:
+        values |= breakers.outcome_values(Proxy, settings, now, ok=ok)
     await session.execute(update(Proxy).where(Proxy.id == proxy_id).values(**values))

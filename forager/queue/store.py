@@ -32,6 +32,8 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.errors import RETRYABLE_ERROR_TYPES
+from forager.fetch import breakers
+from forager.fetch.throttle import effective_delay
 from forager.queue.lifecycle import FETCHING, LEASED, PARSE_LEASED, TaskStatus
 
 S = TaskStatus
@@ -85,7 +87,9 @@ def _claimed(row: Any, domain: Any) -> ClaimedTask:
         domain_name=domain.domain_name,
         parser_name=row.parser_name or domain.parser_name,
         user_agent=domain.user_agent,
-        crawl_delay_seconds=domain.crawl_delay_seconds,
+        crawl_delay_seconds=effective_delay(
+            domain.crawl_delay_seconds, domain.throttle_delay_seconds
+        ),
         retry_count=row.retry_count,
         max_retries=row.max_retries,
         html_path=row.html_path,
@@ -184,6 +188,7 @@ class TaskQueue:
             .where(
                 Domain.is_active.is_(True),
                 or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
+                breakers.allows(Domain, self.settings, now),  # an open breaker: not claimed
                 *([Domain.domain_name.in_(list(only))] if only is not None else []),
             )
             .subquery()
@@ -206,6 +211,7 @@ class TaskQueue:
                     Domain.id == domain_id,
                     Domain.is_active.is_(True),
                     or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
+                    breakers.allows(Domain, self.settings, now),
                 )
                 .with_for_update(skip_locked=True)
             )
@@ -219,7 +225,8 @@ class TaskQueue:
         )
         free = domain.max_concurrent_requests - (in_flight or 0)
         # With a delay, one request per gate opening; without, fill the free slots.
-        take = min(free, limit, 1 if domain.crawl_delay_seconds > 0 else limit)
+        delay = effective_delay(domain.crawl_delay_seconds, domain.throttle_delay_seconds)
+        take = min(free, limit, 1 if delay > 0 else limit)
         if take <= 0:
             return []
         pick = (
@@ -249,7 +256,7 @@ class TaskQueue:
             .execution_options(synchronize_session=False)
         )
         tasks = [_claimed(row, domain) for row in rows]
-        if domain.crawl_delay_seconds > 0:
+        if delay > 0:
             # Closed until the request is really on the wire (see ``open_gate``); a worker
             # that dies before sending leaves it closed only until its lease runs out.
             await session.execute(

@@ -10,22 +10,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, Domain
+from forager.db.models import CrawlAttempt
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
-from forager.fetch.proxies import (
-    PROXY_FAULTS,
-    ProxyChoice,
-    choose_proxy,
-    record_proxy_result,
-)
+from forager.fetch.policy import FetchPolicy
+from forager.fetch.proxies import NoProxyAvailable, ProxyChoice
 from forager.parse.base import ProductRecord
 from forager.parse.registry import get_parser
 from forager.products.persist import save_product
@@ -82,6 +79,8 @@ class Pipeline:
         self.pages = pages
         self.box = box
         self.worker_id = worker_id
+        # robots.txt, proxy choice and outcome bookkeeping (bans, breakers, throttling).
+        self.policy = FetchPolicy(db, queue.settings, box, worker_id)
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""
@@ -131,17 +130,20 @@ class Pipeline:
     # -- fetch --------------------------------------------------------------------------
 
     async def _fetch_phase(self, task: ClaimedTask) -> _Fetched | None:
+        verdict = await self.policy.robots(task)
+        if not verdict.allowed:
+            await self._deny(task, verdict.reason or "robots.txt disallows this URL")
+            return None
+        if verdict.fetched and task.crawl_delay_seconds > 0:
+            await asyncio.sleep(task.crawl_delay_seconds)  # robots.txt took the domain's turn
         async with self.db.session() as session:
             if not await self.queue.start_crawl(session, task, self.worker_id):
                 return None
-            proxy = await choose_proxy(session, task.domain_id, self.box)
-            fetcher_kind, wait_for_selector = (
-                await session.execute(
-                    select(Domain.fetcher, Domain.wait_for_selector).where(
-                        Domain.id == task.domain_id
-                    )
-                )
-            ).one()
+            try:
+                proxy = await self.policy.choose(session, task)
+            except NoProxyAvailable as exc:
+                await self._no_proxy(session, task, exc)
+                return None
         started = utcnow()
         gate = _Gate(self, task)
         request = FetchRequest(
@@ -149,15 +151,49 @@ class Pipeline:
             task.user_agent,
             proxy.url if proxy else None,
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
-            fetcher=fetcher_kind,
-            wait_for_selector=wait_for_selector,
         )
         try:
             response = await self.fetcher.fetch(request)
         except FetchError as exc:
             await self._record_fetch_failure(task, proxy, started, exc, gate)
             return None
+        ban = self.policy.page_ban(response)  # a robot check served as a page
+        if ban is not None:
+            await self._record_fetch_failure(task, proxy, started, ban, gate)
+            return None
         return await self._store_fetched(task, proxy, started, response, gate)
+
+    async def _deny(self, task: ClaimedTask, reason: str) -> None:
+        """robots.txt forbids the URL: the task fails ``robots_denied`` without a request."""
+        async with self.db.session() as session:
+            await _Gate(self, task).open_if_closed(session)
+            await self.queue.fail(
+                session, task, self.worker_id, error_type="robots_denied", message=reason
+            )
+
+    async def _no_proxy(
+        self, session: AsyncSession, task: ClaimedTask, exc: NoProxyAvailable
+    ) -> None:
+        """No proxy may be used now: wait for one (no retry spent), or fail if none can serve."""
+        await _Gate(self, task).open_if_closed(session)
+        if exc.retry_in is None:
+            await self.queue.fail(
+                session, task, self.worker_id, error_type="proxy", message=exc.message
+            )
+            return
+        await transition(
+            session,
+            task.id,
+            from_=[S.CRAWLING],
+            to=S.PENDING,
+            worker_id=self.worker_id,
+            event="postponed",
+            details={"reason": exc.message},
+            scheduled_at=utcnow() + timedelta(seconds=exc.retry_in),
+            started_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
 
     async def _store_fetched(
         self,
@@ -175,14 +211,7 @@ class Pipeline:
             attempt_id = await self._insert_attempt(
                 session, task, proxy, started, response=response, page_key=page_key
             )
-            if proxy is not None:
-                await record_proxy_result(
-                    session,
-                    task.domain_id,
-                    proxy.proxy_id,
-                    ok=True,
-                    response_ms=response.elapsed_ms,
-                )
+            await self.policy.succeeded(session, task, proxy, response)
             # The same worker parses at once: downloaded → queued_parse → parsing happen in
             # this one transaction, so a single compare-and-set carries all three events.
             if not await transition(
@@ -212,17 +241,11 @@ class Pipeline:
         log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
         async with self.db.session() as session:
             await gate.open_if_closed(session)
+            # First: a 403/503 block page is re-typed ``blocked`` before it is recorded.
+            retry_after = await self.policy.failed(session, task, proxy, exc)
             attempt_id = await self._insert_attempt(
                 session, task, proxy, started, error=exc, status_code=exc.status_code
             )
-            if proxy is not None:
-                await record_proxy_result(
-                    session,
-                    task.domain_id,
-                    proxy.proxy_id,
-                    ok=exc.error_type not in PROXY_FAULTS,
-                    response_ms=None,
-                )
             status = await self.queue.fail(
                 session,
                 task,
@@ -232,6 +255,8 @@ class Pipeline:
                 http_status_code=exc.status_code,
             )
             await self._set_attempt(session, attempt_id, outcome=_outcome(status))
+            if retry_after and status == S.PENDING:
+                await self.policy.not_before(session, task.id, retry_after)
         return status
 
     # -- parse --------------------------------------------------------------------------

@@ -1,0 +1,194 @@
+"""What the fetch phase asks before and tells after each request: robots.txt, the proxy to use,
+and the bookkeeping of an outcome (proxy health, ban rotation, breakers, throttling).
+
+The pipeline stays a sequence of phases; every fetch-policy decision is made here:
+
+- before: ``robots`` (allowed? was robots.txt fetched just now?), ``choose`` (a proxy, or
+  direct, or ``NoProxyAvailable``; the proxy a ban came through is avoided on the retry);
+- after: ``succeeded`` / ``failed`` record the outcome on the proxy (everywhere, or for this
+  domain only when it was a ban), on the domain's and the proxy's circuit breakers and on
+  the domain's adaptive delay, and end an exclusive lease.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt, CrawlTask, Domain
+from forager.db.types import utcnow
+from forager.errors import FetchError
+from forager.fetch import bans, breakers, throttle
+from forager.fetch.base import FetchResponse
+from forager.fetch.proxies import (
+    DomainPolicy,
+    ProxyChoice,
+    choose_proxy,
+    record_mapping_health,
+    record_proxy_result,
+    release_proxy,
+)
+from forager.fetch.robots import RobotsRules, Verdict
+from forager.queue.store import ClaimedTask
+
+# Failures that say the site (not the proxy) is in trouble; through a proxy a network error
+# or timeout may be the proxy's, so only answers from the site count then.
+_SITE_FAULTS_DIRECT = frozenset(
+    {"network", "timeout", "http_5xx", "rate_limited", "captcha", "blocked"}
+)
+_SITE_FAULTS_PROXIED = frozenset({"http_5xx", "rate_limited", "captcha", "blocked"})
+# Failures that count against a proxy everywhere (a ban counts for its domain only).
+_PROXY_FAULTS = frozenset({"proxy", "network", "timeout"})
+_OVERLOAD_STATUSES = frozenset({429, 503})
+
+
+class FetchPolicy:
+    """One per worker process; methods taking a session run inside the caller's transaction."""
+
+    def __init__(
+        self, db: Database, settings: Settings, box: SecretBox | None, worker_id: str
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.box = box
+        self.worker_id = worker_id
+        self.robots_rules = RobotsRules(db, settings)
+
+    async def robots(self, task: ClaimedTask) -> Verdict:
+        return await self.robots_rules.check(task.domain_id, task.url, task.user_agent)
+
+    def owner(self, task: ClaimedTask) -> str:
+        """The lease owner of an exclusive proxy: this worker's session for this task."""
+        return f"{self.worker_id}:{task.id}"
+
+    async def choose(self, session: AsyncSession, task: ClaimedTask) -> ProxyChoice | None:
+        domain = await session.scalar(select(Domain).where(Domain.id == task.domain_id))
+        if domain is None:
+            return None
+        last = (
+            await session.execute(
+                select(CrawlAttempt.proxy_id, CrawlAttempt.error_type)
+                .where(CrawlAttempt.task_id == task.id, CrawlAttempt.phase == "fetch")
+                .order_by(CrawlAttempt.id.desc())
+                .limit(1)
+            )
+        ).one_or_none()
+        avoid: frozenset[int] = frozenset()
+        if last is not None and last.proxy_id is not None and last.error_type in bans.ROTATE_ON:
+            avoid = frozenset({last.proxy_id})
+        return await choose_proxy(
+            session,
+            DomainPolicy.of(domain),
+            self.settings,
+            self.box,
+            owner=self.owner(task),
+            avoid=avoid,
+        )
+
+    async def succeeded(
+        self,
+        session: AsyncSession,
+        task: ClaimedTask,
+        proxy: ProxyChoice | None,
+        response: FetchResponse,
+    ) -> None:
+        if proxy is not None:
+            await record_proxy_result(
+                session,
+                task.domain_id,
+                proxy.proxy_id,
+                ok=True,
+                response_ms=response.elapsed_ms,
+                settings=self.settings,
+            )
+            await self.release(session, proxy)
+        await self._domain_breaker(session, task.domain_id, ok=True)
+        await throttle.on_response(session, task.domain_id, self.settings, response.elapsed_ms)
+
+    async def failed(
+        self,
+        session: AsyncSession,
+        task: ClaimedTask,
+        proxy: ProxyChoice | None,
+        exc: FetchError,
+    ) -> float | None:
+        """Record a failed fetch; returns ``Retry-After`` seconds when the site sent one.
+
+        A 403/503 block page is re-typed ``blocked`` here (retryable, rotates the proxy).
+        """
+        ban = bans.classify_error(exc)
+        if proxy is not None:
+            if ban:
+                await record_mapping_health(
+                    session,
+                    task.domain_id,
+                    proxy.proxy_id,
+                    ok=False,
+                    response_ms=None,
+                    settings=self.settings,
+                )
+            else:
+                await record_proxy_result(
+                    session,
+                    task.domain_id,
+                    proxy.proxy_id,
+                    ok=exc.error_type not in _PROXY_FAULTS,
+                    response_ms=None,
+                    settings=self.settings,
+                )
+            await self.release(session, proxy)
+        site_faults = _SITE_FAULTS_PROXIED if proxy is not None else _SITE_FAULTS_DIRECT
+        if exc.error_type in site_faults:
+            await self._domain_breaker(session, task.domain_id, ok=False)
+        elif exc.error_type == "http_4xx":  # the site answered: it is up
+            await self._domain_breaker(session, task.domain_id, ok=True)
+        retry_after = None
+        if exc.status_code in _OVERLOAD_STATUSES:
+            headers = getattr(exc, "headers", {}) or {}
+            retry_after = bans.retry_after_seconds(headers, self.settings.retry_max_seconds)
+            await throttle.on_overload(session, task.domain_id, self.settings, retry_after)
+        return retry_after
+
+    def page_ban(self, response: FetchResponse) -> FetchError | None:
+        """A 2xx page that is a robot check / block page, as the fetch error it stands for."""
+        found = bans.page_ban(response)
+        if found is None:
+            return None
+        kind, message = found
+        return FetchError(message, error_type=kind, status_code=response.status_code)
+
+    async def release(self, session: AsyncSession, proxy: ProxyChoice) -> None:
+        if proxy.lease_owner is not None:
+            await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
+
+    async def _domain_breaker(self, session: AsyncSession, domain_id: int, *, ok: bool) -> None:
+        values = breakers.outcome_values(Domain, self.settings, utcnow(), ok=ok)
+        where = [Domain.id == domain_id]
+        if ok:  # a healthy closed breaker has nothing to record: no write
+            where.append(or_(Domain.breaker_state != breakers.CLOSED, Domain.breaker_failures > 0))
+        await session.execute(
+            update(Domain)
+            .where(*where)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+
+    @staticmethod
+    async def not_before(session: AsyncSession, task_id: int, seconds: float) -> None:
+        """A retried task waits at least ``seconds`` (``Retry-After``)."""
+        until = utcnow() + timedelta(seconds=seconds)
+        await session.execute(
+            update(CrawlTask)
+            .where(
+                CrawlTask.id == task_id,
+                CrawlTask.status == "pending",
+                CrawlTask.scheduled_at < until,
+            )
+            .values(scheduled_at=until)
+            .execution_options(synchronize_session=False)
+        )
