@@ -1,0 +1,166 @@
+"""No secret in clear anywhere: not in any API response, any log line, or any database row.
+
+The secrets: both API keys, the FORAGER_SECRET_KEY, and proxy passwords given every way the
+API takes them (create, bulk lines, bulk objects, update, a bad bulk line) and then used for
+real (a proxy test and a crawl through an authenticating loopback proxy, and a refused one).
+After all that, every GET endpoint in the OpenAPI document is read and every table dumped.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from forager.api.deps import Runtime
+from forager.db.models import Base
+from tests.support.crawling import crawl
+from tests.support.proxy import TestProxy
+from tests.support.site import TestSite
+
+CREATED = "pw-created-7f3k"
+UPDATED = "pw-updated-Q9zr"
+BULK_LINE = "pw-bulkline-2Lx8"
+BULK_OBJECT = "pw-bulkobject-Hh4"
+BAD_LINE = "pw-badline-Vv61"
+WRONG = "pw-wrong-Zq02"
+PASSWORDS = (CREATED, UPDATED, BULK_LINE, BULK_OBJECT, BAD_LINE, WRONG)
+
+
+def _runtime(api: httpx.AsyncClient) -> Runtime:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    return runtime
+
+
+def _ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def _use_every_secret(
+    api: httpx.AsyncClient, site: TestSite, tokens: list[str]
+) -> dict[str, int]:
+    """Give the API every kind of secret and make the server use them; the ids made.
+
+    Secrets the server makes (agent tokens) are appended to ``tokens``.
+    """
+    with TestProxy(username="crawler", password=UPDATED) as good:
+        proxy = _ok(
+            await api.post(
+                "/api/proxies",
+                json={
+                    "proxy_url": "127.0.0.1",
+                    "proxy_port": good.port,
+                    "proxy_username": "crawler",
+                    "proxy_password": CREATED,
+                },
+            ),
+            201,
+        )
+        _ok(await api.patch(f"/api/proxies/{proxy['id']}", json={"proxy_password": UPDATED}))
+        bulk = _ok(
+            await api.post(
+                "/api/proxies/bulk",
+                json={
+                    "lines": f"http://bulk:{BULK_LINE}@127.0.0.9:9\n"
+                    f"gopher://bad:{BAD_LINE}@127.0.0.9:10\n",
+                    "proxies": [
+                        {
+                            "proxy_url": "127.0.0.9",
+                            "proxy_port": 11,
+                            "proxy_username": "obj",
+                            "proxy_password": BULK_OBJECT,
+                        }
+                    ],
+                },
+            )
+        )
+        assert (bulk["created"], bulk["invalid"]) == (2, 1)
+
+        url = site.url("/product/5", host="127.0.0.3")
+        tested = _ok(await api.post(f"/api/proxies/{proxy['id']}/test", json={"url": url}))
+        assert tested["ok"] is True
+
+        submitted = _ok(await api.post("/api/tasks", json={"url": url}), 201)
+        task_id, domain_id = submitted["task"]["id"], submitted["task"]["domain_id"]
+        _ok(await api.post(f"/api/domains/{domain_id}/proxies", json={"proxy_ids": [proxy["id"]]}))
+        runtime = _runtime(api)
+        done = await crawl(runtime.db, runtime.settings, [task_id], concurrency=1)
+        assert done[task_id].status == "completed", done[task_id].error_message
+        assert good.count >= 2  # the test and the crawl both went through the proxy
+
+        # A refused password: the proxy's 407 is reported without the password in it.
+        _ok(await api.patch(f"/api/proxies/{proxy['id']}", json={"proxy_password": WRONG}))
+        refused = _ok(await api.post(f"/api/proxies/{proxy['id']}/test", json={"url": url}))
+        assert (refused["ok"], refused["error_type"]) == (False, "proxy")
+        products = _ok(await api.get("/api/products"))["items"]
+    # Agent tokens: the one shown at creation and the one a rotation shows.
+    agent = _ok(await api.post("/api/agents", json={"name": "home-1"}), 201)
+    rotated = _ok(await api.post(f"/api/agents/{agent['id']}/rotate-token"))
+    tokens.extend([agent["token"], rotated["token"]])
+    return {
+        "agent_id": agent["id"],
+        "task_id": task_id,
+        "domain_id": domain_id,
+        "proxy_id": proxy["id"],
+        "product_id": products[0]["id"],
+    }
+
+
+async def _read_everything(api: httpx.AsyncClient, ids: dict[str, int]) -> list[httpx.Response]:
+    """Every GET in the OpenAPI document, path parameters filled with real ids, plus a 401."""
+    spec = _ok(await api.get("/openapi.json"))
+    responses = []
+    for path, operations in spec["paths"].items():
+        if "get" not in operations:
+            continue
+        concrete = re.sub(r"\{(\w+)\}", lambda m: str(ids[m.group(1)]), path)
+        response = await api.get(concrete)
+        assert response.status_code == 200, f"{concrete}: {response.text[:300]}"
+        responses.append(response)
+    # A wrong key is refused without being echoed back.
+    responses.append(await api.get("/api/tasks", headers={"Authorization": f"Bearer {WRONG}"}))
+    assert responses[-1].status_code == 401
+    assert len(responses) >= 15
+    return responses
+
+
+async def _every_stored_value(api: httpx.AsyncClient) -> str:
+    chunks = []
+    async with _runtime(api).db.reader() as session:
+        for table in Base.metadata.sorted_tables:
+            for row in (await session.execute(select(table))).all():
+                chunks.append(repr(tuple(row)))
+    return "\n".join(chunks)
+
+
+@pytest.mark.slow
+async def test_no_secret_in_any_response_log_line_or_row(
+    api: httpx.AsyncClient, site: TestSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    runtime = _runtime(api)
+    assert runtime.settings.secret_key is not None
+    keys: dict[str, str] = api.keys  # type: ignore[attr-defined]
+    secrets = [*PASSWORDS, *keys.values(), runtime.settings.secret_key.get_secret_value()]
+
+    ids = await _use_every_secret(api, site, tokens := [])
+    assert len(tokens) == 2 and all(len(t) >= 32 for t in tokens)
+    responses = await _read_everything(api, ids)
+    stored = await _every_stored_value(api)
+
+    secrets += tokens
+    for response in responses:
+        seen = response.text + repr(dict(response.headers))
+        leaked = [s for s in secrets if s in seen]
+        assert not leaked, f"{response.request.url} returned a secret"
+    assert not [s for s in secrets if s in caplog.text], "a secret reached the log"
+    assert not [s for s in secrets if s in stored], "a secret is stored in clear"
+    # The sweep saw what it should: the proxy rows and the product are really there.
+    assert '"password_set":true' in "".join(r.text for r in responses).replace(" ", "")
+    assert "127.0.0.9" in stored
