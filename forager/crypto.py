@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -31,6 +32,11 @@ def _load_key(settings: Settings) -> bytes:
         path,
     )
     return key
+
+
+def derive_key(settings: Settings, purpose: str) -> bytes:
+    """A key for ``purpose`` (e.g. signing sessions) derived from the secret key."""
+    return hashlib.sha256(b"forager:" + purpose.encode() + b":" + _load_key(settings)).digest()
 
 
 class SecretBox:

@@ -11,12 +11,13 @@ from fastapi import Depends, FastAPI
 from forager import __version__
 from forager.agents.hub import AgentHub
 from forager.api import agents as agents_api
-from forager.api import domains, errors, health, metrics, openapi, products, proxies, tasks
+from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
 from forager.api.auth import require_key
 from forager.api.deps import Runtime
 from forager.api.limits import BodyLimit
 from forager.config import Settings
 from forager.runtime import open_database
+from forager.web.router import install as install_dashboard
 from forager.worker.pool import WorkerPool, new_worker_id
 
 
@@ -69,8 +70,10 @@ def create_app(settings: Settings) -> FastAPI:
         domains.router,
         proxies.router,
         proxies.mappings,
+        events.router,
         agents_api.router,
     ):
         app.include_router(router, dependencies=authenticated)
+    install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)
     openapi.install(app)
     return app

@@ -1,0 +1,60 @@
+"""The audit log: every recorded event, newest first, filterable by entity and event type."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import AwareDatetime, ConfigDict
+from sqlalchemy import select
+
+from forager.api.deps import PagingDep, ReadSessionDep
+from forager.api.schemas import EventPublic, Page
+from forager.db.models import Event
+from forager.db.queries import page
+
+router = APIRouter(prefix="/api/events", tags=["events"])
+
+
+class AuditEvent(EventPublic):
+    model_config = ConfigDict(from_attributes=True)
+
+    entity_type: str
+    entity_id: str
+
+
+@router.get("", operation_id="list_events")
+async def list_events(
+    session: ReadSessionDep,
+    paging: PagingDep,
+    entity_type: Annotated[
+        str | None, Query(max_length=30, description="e.g. task, domain, proxy, api_key.")
+    ] = None,
+    entity_id: Annotated[str | None, Query(max_length=64, description="The entity's id.")] = None,
+    event: Annotated[str | None, Query(max_length=50, description="e.g. paused.")] = None,
+    before_id: Annotated[
+        int | None, Query(ge=1, le=2**63 - 1, description="Only events older than this id.")
+    ] = None,
+    since: Annotated[AwareDatetime | None, Query(description="At or after this time.")] = None,
+) -> Page[AuditEvent]:
+    """Events, newest first, with the total count for pagination."""
+    query = select(Event)
+    if entity_type is not None:
+        query = query.where(Event.entity_type == entity_type)
+    if entity_id is not None:
+        query = query.where(Event.entity_id == entity_id)
+    if event is not None:
+        query = query.where(Event.event == event)
+    if before_id is not None:
+        query = query.where(Event.id < before_id)
+    if since is not None:
+        query = query.where(Event.created_at >= since)
+    rows, total = await page(
+        session, query, Event.id.desc(), limit=paging.limit, offset=paging.offset
+    )
+    return Page(
+        items=[AuditEvent.model_validate(e) for e in rows],
+        total=total,
+        limit=paging.limit,
+        offset=paging.offset,
+    )

@@ -1,0 +1,198 @@
+"""One publisher per server process feeds every open dashboard tab.
+
+Every ``INTERVAL`` seconds it runs one short set of queries (tasks by status, tasks changed
+since the last poll, the newest event id, live workers) and hands the same snapshot to every
+subscriber; heavier figures (pages per minute over the last hour, errors by type, alerts,
+open circuit breakers) are refreshed every ``SLOW_INTERVAL``. With no subscriber it stops,
+so an idle server does not poll at all. Tabs never query the database on their own schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.api.proxy_schemas import AlertPublic
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
+from forager.db.queries import count_by
+from forager.db.types import utcnow
+from forager.proxies import service as proxy_service
+from forager.worker.registry import alive_window, live_workers
+
+log = logging.getLogger(__name__)
+INTERVAL = 1.0
+SLOW_INTERVAL = 10.0
+CHANGED_LIMIT = 200
+_QUEUE_SIZE = 16
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+class Publisher:
+    """Polls once per interval for all subscribers; each subscriber gets JSON snapshots."""
+
+    def __init__(self, db: Database, settings: Settings, interval: float = INTERVAL) -> None:
+        self.db = db
+        self.settings = settings
+        self.interval = interval
+        self.polls = 0
+        self.latest: dict[str, Any] | None = None
+        self._subscribers: set[asyncio.Queue[str]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._watermark: datetime | None = None
+        self._slow: dict[str, Any] = {}
+        self._slow_at = 0.0
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    def subscribe(self) -> asyncio.Queue[str]:
+        queue: asyncio.Queue[str] = asyncio.Queue(_QUEUE_SIZE)
+        if self.latest is not None:
+            queue.put_nowait(json.dumps({**self.latest, "changed_tasks": []}))
+        self._subscribers.add(queue)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="dashboard publisher")
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
+        self._subscribers.discard(queue)
+
+    async def stop(self) -> None:
+        self._subscribers.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._subscribers:
+            started = loop.time()
+            try:
+                snapshot = await self.poll()
+            except Exception as exc:  # a database hiccup must not end the stream
+                log.warning("dashboard publisher: poll failed: %s", type(exc).__name__)
+                snapshot = None
+            if snapshot is not None:
+                message = json.dumps(snapshot)
+                for queue in list(self._subscribers):
+                    if queue.full():  # a stalled tab loses old snapshots, not new ones
+                        with contextlib.suppress(asyncio.QueueEmpty):
+                            queue.get_nowait()
+                    queue.put_nowait(message)
+            await asyncio.sleep(max(0.05, self.interval - (loop.time() - started)))
+
+    async def poll(self) -> dict[str, Any]:
+        """One snapshot: the same for every tab."""
+        self.polls += 1
+        now = utcnow()
+        loop = asyncio.get_running_loop()
+        async with self.db.reader() as session:
+            by_status = await count_by(session, CrawlTask.status)
+            since = self._watermark or now - timedelta(seconds=5)
+            changed = (
+                await session.execute(
+                    select(
+                        CrawlTask.id,
+                        CrawlTask.status,
+                        CrawlTask.priority,
+                        CrawlTask.retry_count,
+                        CrawlTask.error_type,
+                        CrawlTask.updated_at,
+                    )
+                    .where(CrawlTask.updated_at > since)
+                    .order_by(CrawlTask.updated_at)
+                    .limit(CHANGED_LIMIT)
+                )
+            ).all()
+            last_event = await session.scalar(select(func.max(Event.id)))
+            workers = await live_workers(session, now - alive_window(self.settings))
+            if not self._slow or loop.time() - self._slow_at >= SLOW_INTERVAL:
+                self._slow = await self._slow_figures(session, now)
+                self._slow_at = loop.time()
+        if changed:
+            self._watermark = changed[-1].updated_at
+        elif self._watermark is None:
+            self._watermark = since
+        self.latest = {
+            "at": now.isoformat(),
+            "tasks_by_status": {str(k): v for k, v in by_status.items()},
+            "changed_tasks": [
+                {
+                    "id": r.id,
+                    "status": r.status,
+                    "priority": r.priority,
+                    "retry_count": r.retry_count,
+                    "error_type": r.error_type,
+                    "updated_at": _iso(r.updated_at),
+                }
+                for r in changed
+            ],
+            "more_changes": len(changed) == CHANGED_LIMIT,
+            "last_event_id": last_event or 0,
+            "workers": [
+                {
+                    "id": w.id,
+                    "kind": w.kind,
+                    "concurrency": w.concurrency,
+                    "in_flight": w.in_flight,
+                    "processed": w.processed,
+                    "last_seen_at": _iso(w.last_seen_at),
+                }
+                for w in workers
+            ],
+            **self._slow,
+        }
+        return self.latest
+
+    async def _slow_figures(self, session: AsyncSession, now: datetime) -> dict[str, Any]:
+        hour_ago = now - timedelta(hours=1)
+        recent = CrawlAttempt.started_at >= hour_ago
+        # Pages per minute: fetch attempts of the last hour, bucketed here by minute (the
+        # started_at index bounds the scan to the hour).
+        starts = await session.scalars(
+            select(CrawlAttempt.started_at).where(
+                recent, CrawlAttempt.phase == "fetch", CrawlAttempt.outcome == "success"
+            )
+        )
+        per_minute = [0] * 60
+        for started in starts:
+            minute = int((now - started).total_seconds() // 60)
+            if 0 <= minute < 60:
+                per_minute[59 - minute] += 1
+        errors = await count_by(
+            session, CrawlAttempt.error_type, recent, CrawlAttempt.error_type.is_not(None)
+        )
+        fetches = await count_by(
+            session, CrawlAttempt.outcome, recent, CrawlAttempt.phase == "fetch"
+        )
+        _, alerts = await proxy_service.proxy_health(session)
+        breakers: list[dict[str, Any]] = []
+        if hasattr(Domain, "breaker_state"):
+            rows = await session.execute(
+                select(Domain.id, Domain.domain_name, Domain.breaker_state).where(
+                    Domain.breaker_state != "closed"
+                )
+            )
+            breakers = [{"id": i, "domain": n, "state": s} for i, n, s in rows]
+        return {
+            "pages_per_minute": per_minute,
+            "errors_last_hour": {str(k): v for k, v in errors.items()},
+            "fetches_last_hour": {str(k): v for k, v in fetches.items()},
+            "alerts": [AlertPublic.model_validate(a).model_dump() for a in alerts],
+            "open_breakers": breakers,
+        }

@@ -1,0 +1,194 @@
+// Small helpers shared by every page: API calls, DOM building, times, charts, dialogs.
+
+export const session = { who: null, onUnauthorized: () => {} };
+
+export class ApiError extends Error {
+  constructor(status, message, body) {
+    super(message);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+export function isAdmin() {
+  return session.who !== null && session.who.role === "admin";
+}
+
+// Calls the server's own API with the session cookie; changes carry the CSRF token.
+export async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const options = { method, headers, credentials: "same-origin" };
+  if (method !== "GET") headers["X-CSRF-Token"] = session.who ? session.who.csrf_token : "";
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  let data = null;
+  if (response.status !== 204) data = await response.json().catch(() => null);
+  if (response.status === 401 && !path.startsWith("/ui/login")) session.onUnauthorized();
+  if (!response.ok) {
+    const detail = data && data.detail ? data.detail : response.statusText;
+    throw new ApiError(response.status, detail, data);
+  }
+  return data;
+}
+
+// h("a", {href: "/x", class: "y", onclick: fn}, "text", child) builds an element.
+export function h(tag, attrs, ...children) {
+  const svg = ["svg", "rect", "line", "polyline", "circle", "text", "g", "title"].includes(tag);
+  const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag)
+    : document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
+    else if (name === "text") el.textContent = value;
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+export function link(href, text, attrs) {
+  return h("a", { href, "data-link": true, ...(attrs || {}) }, text);
+}
+
+// Times are sent in UTC and shown in the viewer's own time zone.
+export function time(iso) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const date = new Date(iso);
+  return h("time", { datetime: iso, title: iso }, date.toLocaleString());
+}
+
+export function statusBadge(status) {
+  return h("span", { class: `status ${status}`, "data-status": status }, status);
+}
+
+export function toast(message, kind) {
+  const box = document.getElementById("toasts");
+  const item = h("div", { class: `toast ${kind || ""}` }, message);
+  box.append(item);
+  setTimeout(() => item.remove(), kind === "error" ? 8000 : 4000);
+}
+
+export function confirmAction(message) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = message;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.returnValue = "";
+    dialog.showModal();
+    document.getElementById("confirm-ok").focus();
+  });
+}
+
+export function params() {
+  return new URLSearchParams(location.search);
+}
+
+export function query(values) {
+  const out = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) {
+    if (value !== null && value !== undefined && value !== "") out.set(key, value);
+  }
+  const text = out.toString();
+  return text ? `?${text}` : "";
+}
+
+// The values of a filter form, as an object of non-empty strings.
+export function formValues(form) {
+  const values = {};
+  for (const [key, value] of new FormData(form).entries()) {
+    if (typeof value === "string" && value.trim() !== "") values[key] = value.trim();
+  }
+  return values;
+}
+
+export function field(label, input) {
+  return h("label", {}, label, input);
+}
+
+export function select(name, options, current, attrs) {
+  return h("select", { name, ...(attrs || {}) },
+    options.map(([value, text]) => h("option", { value, selected: value === current }, text)));
+}
+
+export function pager(pageData, go) {
+  const { total, limit, offset } = pageData;
+  const last = Math.min(offset + limit, total);
+  return h("nav", { class: "pager", "aria-label": "Pages" },
+    h("button", { type: "button", disabled: offset === 0,
+      onclick: () => go(Math.max(0, offset - limit)) }, "← Previous"),
+    h("span", { "data-testid": "page-info" }, total ? `${offset + 1}–${last} of ${total}` : "none"),
+    h("button", { type: "button", disabled: last >= total, onclick: () => go(offset + limit) },
+      "Next →"));
+}
+
+export function table(headers, rows, attrs) {
+  return h("div", { class: "table-wrap" },
+    h("table", attrs || {},
+      h("thead", {}, h("tr", {}, headers.map((x) => (x instanceof Node ? h("th", {}, x)
+        : h("th", { scope: "col" }, x))))),
+      h("tbody", {}, rows)));
+}
+
+// Bars of equal width; values is a list of numbers, labels one per bar (for titles).
+export function barChart(values, labels, caption) {
+  const width = 600; const height = 160; const pad = 24;
+  const max = Math.max(1, ...values);
+  const step = (width - pad) / values.length;
+  const svg = h("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": caption });
+  svg.append(h("line", { class: "axis", x1: pad, y1: height - pad, x2: width, y2: height - pad }));
+  svg.append(h("text", { x: 0, y: 12 }, String(max)));
+  svg.append(h("text", { x: 0, y: height - pad }, "0"));
+  values.forEach((value, i) => {
+    const barHeight = ((height - 2 * pad) * value) / max;
+    svg.append(h("rect", { class: "bar", x: pad + i * step + 1, y: height - pad - barHeight,
+      width: Math.max(1, step - 2), height: barHeight }, h("title", {}, `${labels[i]}: ${value}`)));
+  });
+  svg.append(h("text", { x: pad, y: height - 6 }, labels[0] || ""));
+  svg.append(h("text", { x: width - 40, y: height - 6 }, labels[labels.length - 1] || ""));
+  return svg;
+}
+
+// A line over time; points are [Date, number].
+export function lineChart(points, caption) {
+  const width = 600; const height = 200; const pad = 40;
+  const svg = h("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": caption, "data-points": points.length });
+  if (points.length === 0) return svg;
+  const xs = points.map((p) => p[0].getTime());
+  const ys = points.map((p) => p[1]);
+  const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+  if (y0 === y1) { y0 -= 1; y1 += 1; }
+  const px = (x) => pad + ((width - 2 * pad) * (x1 === x0 ? 0.5 : (x - x0) / (x1 - x0)));
+  const py = (y) => height - pad - ((height - 2 * pad) * (y - y0)) / (y1 - y0);
+  svg.append(h("line", { class: "axis", x1: pad, y1: height - pad, x2: width - pad,
+    y2: height - pad }));
+  svg.append(h("text", { x: 2, y: pad }, y1.toFixed(2)));
+  svg.append(h("text", { x: 2, y: height - pad }, y0.toFixed(2)));
+  svg.append(h("text", { x: pad, y: height - 10 }, new Date(x0).toLocaleDateString()));
+  svg.append(h("text", { x: width - pad - 60, y: height - 10 },
+    new Date(x1).toLocaleDateString()));
+  svg.append(h("polyline", { class: "line",
+    points: points.map((p) => `${px(p[0].getTime())},${py(p[1])}`).join(" ") }));
+  for (const [when, value] of points) {
+    svg.append(h("circle", { class: "dot", cx: px(when.getTime()), cy: py(value), r: 3 },
+      h("title", {}, `${when.toLocaleString()}: ${value}`)));
+  }
+  return svg;
+}
+
+export function errorText(error) {
+  return error instanceof ApiError ? `${error.status}: ${error.message}` : String(error);
+}
+
+// Moves to another dashboard URL without reloading (set up by app.js).
+export function go(url, replace) {
+  session.navigate(url, replace);
+}

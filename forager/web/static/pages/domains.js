@@ -1,0 +1,85 @@
+// Domains: settings edited in place, per-domain stats.
+
+import {
+  api, errorText, field, formValues, go, h, isAdmin, link, pager, params, query, table, time,
+  toast,
+} from "../lib.js";
+
+const FETCHERS = ["http", "impersonate", "browser"];
+
+function editRow(domain, reload) {
+  const admin = isAdmin();
+  const delay = h("input", { type: "number", step: "0.1", min: 0, value: domain.crawl_delay_seconds,
+    "aria-label": `Delay of ${domain.domain_name}`, disabled: !admin, size: 5 });
+  const concurrency = h("input", { type: "number", min: 1, max: 1000,
+    value: domain.max_concurrent_requests, "aria-label": `Concurrency of ${domain.domain_name}`,
+    disabled: !admin, size: 4 });
+  const parser = h("input", { value: domain.parser_name, size: 10,
+    "aria-label": `Parser of ${domain.domain_name}`, disabled: !admin });
+  const fetcher = h("select", { "aria-label": `Fetcher of ${domain.domain_name}`, disabled: !admin },
+    FETCHERS.map((f) => h("option", { value: f, selected: f === domain.fetcher }, f)));
+  const active = h("input", { type: "checkbox", checked: domain.is_active,
+    "aria-label": `${domain.domain_name} active`, disabled: !admin });
+  const stats = h("td", { class: "hide-narrow" },
+    Object.entries(domain.task_counts || {}).map(([s, n]) => `${s} ${n}`).join(", "));
+  const save = async () => {
+    const changes = {
+      crawl_delay_seconds: Number(delay.value),
+      max_concurrent_requests: Number(concurrency.value),
+      parser_name: parser.value.trim(),
+      fetcher: fetcher.value,
+      is_active: active.checked,
+    };
+    try {
+      await api("PATCH", `/api/domains/${domain.id}`, changes);
+      toast(`${domain.domain_name} saved`);
+      reload();
+    } catch (error) { toast(errorText(error), "error"); }
+  };
+  const robots = async () => {
+    try {
+      const done = await api("POST", `/api/domains/${domain.id}/refresh-robots`);
+      toast(done.robots_error ? `robots.txt: ${done.robots_error}` : "robots.txt refreshed");
+    } catch (error) { toast(errorText(error), "error"); }
+  };
+  const more = async (event) => {
+    const s = await api("GET", `/api/domains/${domain.id}/stats`);
+    event.target.replaceWith(h("span", {}, `${s.total_tasks} tasks, ${s.products} products, `,
+      `${s.attempts_last_24h.total} attempts in 24 h, avg fetch ${
+        s.attempts_last_24h.avg_fetch_response_time_ms === null ? "—"
+          : Math.round(s.attempts_last_24h.avg_fetch_response_time_ms)} ms, last completed `,
+      time(s.last_completed_at)));
+  };
+  return h("tr", { "data-domain": domain.domain_name },
+    h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
+      domain.domain_name)),
+    h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser), h("td", {}, fetcher),
+    h("td", {}, active),
+    h("td", { class: "hide-narrow" }, domain.robots_txt_url || "—", " ",
+      admin ? h("button", { type: "button", onclick: robots }, "Refresh") : null),
+    stats,
+    h("td", {}, h("button", { type: "button", onclick: more }, "Stats"),
+      admin ? h("button", { type: "button", class: "primary", onclick: save }, "Save") : null));
+}
+
+export async function render(view, _arg, current) {
+  const p = params();
+  const values = { q: p.get("q") || "" };
+  const offset = Number(p.get("offset") || 0);
+  const body = h("div", {});
+  view.append(h("h1", {}, "Domains"),
+    h("form", { class: "filters", role: "search", onsubmit: (event) => {
+      event.preventDefault();
+      go(`/domains${query(formValues(event.target))}`);
+    } }, field("Name contains", h("input", { name: "q", value: values.q })),
+    h("button", { type: "submit", class: "primary" }, "Filter")),
+    body);
+  const load = async () => {
+    const data = await api("GET", `/api/domains${query({ ...values, limit: 50, offset })}`);
+    if (!current()) return;
+    body.replaceChildren(table(["Domain", "Delay (s)", "Concurrency", "Parser", "Fetcher",
+      "Active", "robots.txt", "Tasks", ""], data.items.map((d) => editRow(d, load))),
+    pager(data, (o) => go(`/domains${query({ ...values, offset: o })}`)));
+  };
+  await load();
+}

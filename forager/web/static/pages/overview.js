@@ -1,0 +1,107 @@
+// Overview: queue depth, pages per minute, errors, workers (and agents), breakers, alerts.
+
+import { api, barChart, h, link, session, table, time } from "../lib.js";
+import { live } from "../live.js";
+
+const STATUSES = ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing",
+  "completed", "failed", "paused", "cancelled"];
+
+function minuteLabels() {
+  const now = Date.now();
+  return Array.from({ length: 60 }, (_, i) => {
+    const at = new Date(now - (59 - i) * 60000);
+    return at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  });
+}
+
+function countsView(byStatus) {
+  const known = [...STATUSES, ...Object.keys(byStatus).filter((s) => !STATUSES.includes(s))];
+  return h("div", { class: "counts" }, known.map((status) => h("a", {
+    class: "count", href: `/tasks?status=${status}`, "data-link": true,
+    "data-testid": `count-${status}`,
+  }, h("b", {}, String(byStatus[status] || 0)), status)));
+}
+
+function errorsView(snapshot) {
+  const fetches = Object.values(snapshot.fetches_last_hour || {}).reduce((a, b) => a + b, 0);
+  const rows = Object.entries(snapshot.errors_last_hour || {}).sort((a, b) => b[1] - a[1])
+    .map(([type, n]) => h("tr", {}, h("td", {}, type), h("td", { class: "num" }, String(n)),
+      h("td", { class: "num" }, fetches ? `${((100 * n) / fetches).toFixed(1)} %` : "—")));
+  if (!rows.length) return h("p", { class: "muted" }, "No errors in the last hour.");
+  return table(["Error type", "Attempts", "Of fetches"], rows);
+}
+
+function alertsView(snapshot) {
+  const alerts = (snapshot.alerts || []).map((a) => h("p", { class: "alert" },
+    `${a.domain_name}: ${a.message}`));
+  const fetches = snapshot.fetches_last_hour || {};
+  const total = Object.values(fetches).reduce((a, b) => a + b, 0);
+  const bad = (fetches.failed || 0) + (fetches.retry || 0);
+  if (total >= 10 && bad / total > 0.1) {
+    alerts.unshift(h("p", { class: "alert" },
+      `Fetch failure rate is ${((100 * bad) / total).toFixed(1)} % over the last hour (over 10 %).`));
+  }
+  return alerts.length ? alerts : [h("p", { class: "muted" }, "No alerts.")];
+}
+
+function workersView(workers) {
+  if (!workers.length) return h("p", { class: "muted" }, "No worker seen recently.");
+  return table(["Worker", "Kind", "In flight", "Processed", "Last seen"], workers.map((w) =>
+    h("tr", {}, h("td", {}, w.id), h("td", {}, w.kind),
+      h("td", { class: "num" }, `${w.in_flight} / ${w.concurrency}`),
+      h("td", { class: "num" }, String(w.processed)), h("td", {}, time(w.last_seen_at)))));
+}
+
+function breakersView(breakers) {
+  if (!breakers.length) return h("p", { class: "muted" }, "No open circuit breaker.");
+  return h("ul", {}, breakers.map((b) => h("li", {}, `${b.domain}: ${b.state}`)));
+}
+
+async function agentsView() {
+  try {
+    const data = await api("GET", "/api/agents");
+    const items = Array.isArray(data) ? data : data.items || [];
+    if (!items.length) return h("p", { class: "muted" }, "No agents.");
+    return h("ul", {}, items.map((a) => h("li", {},
+      `${a.name || a.id}: ${a.status || "?"}`)));
+  } catch (error) {
+    return h("p", { class: "muted" }, `Agents unavailable (${error.message}).`);
+  }
+}
+
+export async function render(view, _arg, current) {
+  const counts = h("section", { "aria-labelledby": "h-queue" });
+  const chart = h("div", { class: "card" });
+  const errors = h("div", {});
+  const workers = h("div", {});
+  const breakers = h("div", {});
+  const alerts = h("div", { "data-testid": "alerts" });
+  const agents = h("div", {});
+  view.append(
+    h("h1", {}, "Overview"),
+    h("h2", { id: "h-queue" }, "Queue by status"), counts,
+    h("h2", {}, "Alerts"), alerts,
+    h("div", { class: "grid" },
+      h("section", {}, h("h2", {}, "Pages per minute (last hour)"), chart),
+      h("section", {}, h("h2", {}, "Errors by type (last hour)"), errors)),
+    h("div", { class: "grid" },
+      h("section", {}, h("h2", {}, "Active workers"), workers),
+      h("section", {}, h("h2", {}, "Open circuit breakers"), breakers),
+      session.who.features.agents ? h("section", {}, h("h2", {}, link("/agents", "Agents")), agents)
+        : null),
+  );
+  counts.append(h("p", { class: "muted" }, "Waiting for live data…"));
+  if (session.who.features.agents) agents.replaceChildren(await agentsView());
+  live.on((snapshot) => {
+    if (!current()) return;
+    counts.replaceChildren(countsView(snapshot.tasks_by_status));
+    const perMinute = snapshot.pages_per_minute || [];
+    const total = perMinute.reduce((a, b) => a + b, 0);
+    chart.replaceChildren(barChart(perMinute, minuteLabels(), "Pages fetched per minute"),
+      h("p", { class: "muted" }, `${total} pages in the last hour`));
+    errors.replaceChildren(errorsView(snapshot));
+    workers.replaceChildren(workersView(snapshot.workers || []));
+    breakers.replaceChildren(breakersView(snapshot.open_breakers || []));
+    alerts.replaceChildren(...alertsView(snapshot));
+  }, true);
+}

@@ -1,0 +1,94 @@
+// Products: search and filters (in the URL), price change arrows, export of the current
+// filter; a product's page with its images and price history chart.
+
+import {
+  api, field, formValues, go, h, link, lineChart, pager, params, query, select, table, time,
+} from "../lib.js";
+
+const FILTERS = ["q", "brand", "category", "domain", "min_price", "max_price", "currency",
+  "is_available"];
+
+function arrow(price, previous) {
+  if (previous === undefined || previous === null || price === null) return "";
+  const [now, before] = [Number(price), Number(previous)];
+  if (now > before) return h("span", { class: "up", title: `was ${previous}` }, " ▲");
+  if (now < before) return h("span", { class: "down", title: `was ${previous}` }, " ▼");
+  return h("span", { class: "muted", title: "unchanged" }, " =");
+}
+
+export async function render(view, _arg, current) {
+  const p = params();
+  const values = Object.fromEntries(FILTERS.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
+  const offset = Number(p.get("offset") || 0);
+  const input = (name, label, attrs) => field(label, h("input", { name,
+    value: values[name] || "", ...(attrs || {}) }));
+  view.append(h("h1", {}, "Products"),
+    h("form", { class: "filters", role: "search", "aria-label": "Search products",
+      onsubmit: (event) => {
+        event.preventDefault();
+        go(`/products${query(formValues(event.target))}`);
+      } },
+    input("q", "Search", { type: "search", size: 24 }),
+    input("brand", "Brand", { size: 10 }), input("category", "Category", { size: 10 }),
+    input("domain", "Domain", { size: 12 }),
+    input("min_price", "Price from", { type: "number", step: "0.01", min: 0 }),
+    input("max_price", "to", { type: "number", step: "0.01", min: 0 }),
+    input("currency", "Currency", { size: 3, maxlength: 3 }),
+    field("Available", select("is_available", [["", "any"], ["true", "yes"], ["false", "no"]],
+      values.is_available || "")),
+    h("button", { type: "submit", class: "primary" }, "Search"),
+    h("a", { href: "/products", "data-link": true }, "Clear")),
+    h("p", {}, "Export this filter: ",
+      h("a", { href: `/api/products/export.csv${query(values)}`, download: "products.csv" }, "CSV"),
+      " · ",
+      h("a", { href: `/api/products/export.jsonl${query(values)}`, download: "products.jsonl" },
+        "JSONL")));
+  const data = await api("GET", `/api/products${query({ ...values, limit: 50, offset })}`);
+  const ids = data.items.map((x) => x.id);
+  const previous = ids.length
+    ? (await api("GET", `/ui/products/previous-prices?ids=${ids.join(",")}`)).previous : {};
+  if (!current()) return;
+  view.append(table(["Product", "Price", "Brand", "Available", "Updated"],
+    data.items.map((x) => h("tr", { "data-product-id": x.id },
+      h("td", {}, link(`/products/${x.id}`, x.product_name)),
+      h("td", { class: "num" }, x.price === null ? "—" : `${x.price} ${x.currency || ""}`,
+        arrow(x.price, previous[String(x.id)])),
+      h("td", {}, x.brand || ""),
+      h("td", {}, x.is_available === null ? "?" : x.is_available ? "yes" : "no"),
+      h("td", {}, time(x.updated_at)))), { "aria-label": "Products" }),
+  pager(data, (o) => go(`/products${query({ ...values, offset: o })}`)));
+}
+
+export async function renderOne(view, id) {
+  const x = await api("GET", `/api/products/${id}`);
+  document.title = `${x.product_name} · Forager`;
+  const points = x.price_history.filter((p) => p.price !== null)
+    .map((p) => [new Date(p.recorded_at), Number(p.price)]);
+  view.append(h("p", {}, link("/products", "← Products")),
+    h("h1", {}, x.product_name),
+    h("dl", { class: "facts card" }, ...[
+      ["Price", x.price === null ? "—" : `${x.price} ${x.currency || ""}`],
+      ["Original price", x.original_price ?? "—"], ["Brand", x.brand || "—"],
+      ["Category", x.category || "—"], ["Availability", x.availability || "—"],
+      ["Rating", x.rating === null ? "—" : `${x.rating} (${x.review_count ?? 0} reviews)`],
+      ["SKU / ASIN", [x.sku, x.asin].filter(Boolean).join(" / ") || "—"],
+      ["URL", h("a", { href: x.url, rel: "noreferrer noopener", target: "_blank" }, x.url)],
+      ["Parser", `${x.parser_name} ${x.parser_version}`],
+      ["Last crawled", time(x.last_crawled_at)],
+    ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("h2", {}, "Price history"),
+    h("div", { class: "card", "data-testid": "price-chart" },
+      lineChart(points, `Price history of ${x.product_name}`)),
+    table(["Recorded", "Price", "Availability"], x.price_history.slice().reverse().map((p) =>
+      h("tr", {}, h("td", {}, time(p.recorded_at)),
+        h("td", {}, p.price === null ? "—" : `${p.price} ${p.currency || ""}`),
+        h("td", {}, p.availability || "")))),
+    h("h2", {}, "Images"),
+    // Images stay at the shop: links open them; the dashboard itself loads nothing from
+    // other sites.
+    x.image_urls.length ? h("ul", {}, x.image_urls.map((u) => h("li", {},
+      h("a", { href: u, rel: "noreferrer noopener", target: "_blank" }, u))))
+      : h("p", { class: "muted" }, "No images."),
+    x.description ? h("section", {}, h("h2", {}, "Description"), h("p", {}, x.description))
+      : null);
+}

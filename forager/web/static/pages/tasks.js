@@ -1,0 +1,275 @@
+// Tasks: the filterable table with bulk actions, and one task's page.
+
+import {
+  api, confirmAction, errorText, field, formValues, go, h, isAdmin, link, pager, params, query,
+  select, statusBadge, table, time, toast,
+} from "../lib.js";
+import { live } from "../live.js";
+
+const STATUSES = ["", "pending", "queued", "crawling", "downloaded", "queued_parse", "parsing",
+  "completed", "failed", "paused", "cancelled"];
+const FILTERS = ["status", "domain", "batch_name", "min_priority", "max_priority", "url_contains"];
+const ACTIONS = [
+  ["pause", "Pause"], ["resume", "Resume"], ["cancel", "Cancel"], ["restart", "Restart"],
+  ["restart-parsing", "Restart parsing"],
+];
+const LIMIT = 50;
+
+function filterForm(values) {
+  return h("form", { class: "filters", role: "search", "aria-label": "Filter tasks",
+    onsubmit: (event) => {
+      event.preventDefault();
+      go(`/tasks${query(formValues(event.target))}`);
+    } },
+  field("Status", select("status", STATUSES.map((s) => [s, s || "any"]), values.status || "")),
+  field("Domain", h("input", { name: "domain", value: values.domain || "", size: 16 })),
+  field("Batch", h("input", { name: "batch_name", value: values.batch_name || "", size: 12 })),
+  field("Priority from", h("input", { name: "min_priority", type: "number", min: 1, max: 10,
+    value: values.min_priority || "" })),
+  field("to", h("input", { name: "max_priority", type: "number", min: 1, max: 10,
+    value: values.max_priority || "" })),
+  field("URL contains", h("input", { name: "url_contains", value: values.url_contains || "",
+    size: 20 })),
+  h("button", { type: "submit", class: "primary" }, "Filter"),
+  h("a", { href: "/tasks", "data-link": true }, "Clear"));
+}
+
+async function act(ids, action, body) {
+  const results = await Promise.all(ids.map(async (id) => {
+    try {
+      if (action === "priority") await api("PATCH", `/api/tasks/${id}/priority`, body);
+      else await api("POST", `/api/tasks/${id}/${action}`, body);
+      return null;
+    } catch (error) {
+      return `#${id}: ${error.message}`;
+    }
+  }));
+  const failed = results.filter(Boolean);
+  const done = ids.length - failed.length;
+  toast(`${action}: ${done} of ${ids.length} done`);
+  for (const message of failed.slice(0, 5)) toast(message, "error");
+}
+
+function actionBar(selected, reload) {
+  const priority = h("input", { type: "number", min: 1, max: 10, value: 5, id: "bulk-priority",
+    "aria-label": "New priority" });
+  const run = (action, body) => async () => {
+    const ids = selected();
+    if (!ids.length) { toast("Select tasks first", "error"); return; }
+    if (action === "cancel" && ids.length > 1
+        && !(await confirmAction(`Cancel ${ids.length} tasks?`))) return;
+    await act(ids, action, body ? body() : undefined);
+    reload();
+  };
+  return h("div", { class: "row", role: "group", "aria-label": "Actions on selected tasks" },
+    ...ACTIONS.map(([action, label]) => h("button", { type: "button", "data-action": action,
+      onclick: run(action) }, label)),
+    field("Priority", priority),
+    h("button", { type: "button", "data-action": "priority",
+      onclick: run("priority", () => ({ priority: Number(priority.value) })) }, "Set priority"));
+}
+
+async function restartFailed(values, reload) {
+  let domainId = null;
+  if (values.domain) {
+    const found = await api("GET", `/api/domains${query({ q: values.domain, limit: 50 })}`);
+    const match = found.items.find((d) => d.domain_name === values.domain.toLowerCase());
+    if (!match) { toast(`No domain ${values.domain}`, "error"); return; }
+    domainId = match.id;
+  }
+  const count = await api("GET", `/api/tasks${query({ status: "failed", domain: values.domain,
+    limit: 1 })}`);
+  if (!count.total) { toast("No failed tasks to restart"); return; }
+  const where = values.domain ? ` on ${values.domain}` : "";
+  if (!(await confirmAction(`Restart ${count.total} failed task(s)${where}?`))) return;
+  const done = await api("POST", "/api/tasks/restart-failed",
+    { domain_id: domainId, limit: 10000 });
+  toast(`Restarted ${done.restarted} failed task(s)`);
+  reload();
+}
+
+function taskRow(task, selectedIds) {
+  const box = h("input", { type: "checkbox", "aria-label": `Select task ${task.id}`,
+    checked: selectedIds.has(task.id), onchange: (event) => {
+      if (event.target.checked) selectedIds.add(task.id); else selectedIds.delete(task.id);
+    } });
+  return h("tr", { "data-task-id": task.id },
+    isAdmin() ? h("td", {}, box) : null,
+    h("td", {}, link(`/tasks/${task.id}`, `#${task.id}`)),
+    h("td", { class: "url" }, task.url),
+    h("td", { "data-cell": "status" }, statusBadge(task.status)),
+    h("td", { class: "num", "data-cell": "priority" }, String(task.priority)),
+    h("td", { class: "num hide-narrow", "data-cell": "retries" }, String(task.retry_count)),
+    h("td", { class: "hide-narrow", "data-cell": "error" }, task.error_type || ""),
+    h("td", { class: "hide-narrow" }, task.batch_name || ""),
+    h("td", { class: "hide-narrow", "data-cell": "updated" }, time(task.updated_at)));
+}
+
+export async function render(view, _arg, current) {
+  const p = params();
+  const values = Object.fromEntries(FILTERS.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
+  const offset = Number(p.get("offset") || 0);
+  const selectedIds = new Set();
+  const body = h("div", {});
+  const reload = () => load();
+  view.append(h("h1", {}, "Tasks"), filterForm(values));
+  if (isAdmin()) {
+    view.append(actionBar(() => [...selectedIds], reload),
+      h("div", { class: "row" }, h("button", { type: "button", class: "danger",
+        onclick: () => restartFailed(values, reload).catch((e) => toast(errorText(e), "error")),
+      }, values.domain ? `Restart all failed on ${values.domain}` : "Restart all failed")));
+  }
+  view.append(body);
+  let shown = new Map();
+  let loading = false;
+  let again = false;
+
+  async function load() {
+    if (loading) { again = true; return; }
+    loading = true;
+    try {
+      const data = await api("GET", `/api/tasks${query({ ...values, limit: LIMIT, offset })}`);
+      if (!current()) return;
+      shown = new Map(data.items.map((t) => [t.id, t.status]));
+      const all = h("input", { type: "checkbox", "aria-label": "Select all on this page",
+        onchange: (event) => {
+          for (const box of body.querySelectorAll("tbody input[type=checkbox]")) {
+            box.checked = event.target.checked;
+            box.dispatchEvent(new Event("change"));
+          }
+        } });
+      const headers = [isAdmin() ? all : null, "Task", "URL", "Status", "Priority", "Retries",
+        "Error", "Batch", "Updated"].filter((x) => x !== null);
+      const tbl = table(headers, data.items.map((t) => taskRow(t, selectedIds)),
+        { "aria-label": "Tasks" });
+      for (const [i, th] of [...tbl.querySelectorAll("th")].entries()) {
+        if (["Retries", "Error", "Batch", "Updated"].includes(headers[i])) th.classList.add("hide-narrow");
+      }
+      body.replaceChildren(tbl, pager(data, (o) => go(`/tasks${query({ ...values, offset: o })}`)));
+    } finally {
+      loading = false;
+      if (again) { again = false; load(); }
+    }
+  }
+
+  await load();
+  let pending = null;
+  live.on((snapshot) => {
+    if (!current()) return;
+    let refetch = snapshot.more_changes;
+    const newest = Math.max(0, ...shown.keys());
+    for (const change of snapshot.changed_tasks) {
+      const row = body.querySelector(`tr[data-task-id="${change.id}"]`);
+      if (row) {
+        row.querySelector("[data-cell=status]").replaceChildren(statusBadge(change.status));
+        row.querySelector("[data-cell=priority]").textContent = String(change.priority);
+        row.querySelector("[data-cell=retries]").textContent = String(change.retry_count);
+        row.querySelector("[data-cell=error]").textContent = change.error_type || "";
+        row.querySelector("[data-cell=updated]").replaceChildren(time(change.updated_at));
+        row.classList.remove("flash"); void row.offsetWidth; row.classList.add("flash");
+        if (values.status && change.status !== values.status) refetch = true;
+      } else if (offset === 0 && change.id > newest) {
+        refetch = true; // a new task for the first page (or one entering the filter)
+      } else if (values.status && change.status === values.status && offset === 0) {
+        refetch = true;
+      }
+    }
+    if (refetch && !pending) pending = setTimeout(() => { pending = null; load(); }, 300);
+  });
+}
+
+function attemptsTable(attempts) {
+  if (!attempts.length) return h("p", { class: "muted" }, "No attempts yet.");
+  return table(["#", "Phase", "Outcome", "Started", "HTTP", "Time", "Bytes", "Error"],
+    attempts.map((a) => h("tr", {}, h("td", {}, String(a.id)), h("td", {}, a.phase),
+      h("td", {}, a.outcome), h("td", {}, time(a.started_at)),
+      h("td", {}, a.status_code ?? ""), h("td", { class: "num" },
+        a.response_time_ms === null ? "" : `${a.response_time_ms} ms`),
+      h("td", { class: "num" }, a.bytes_received ?? ""),
+      h("td", {}, a.error_type ? `${a.error_type}: ${a.error_message || ""}` : ""))));
+}
+
+function timeline(events) {
+  if (!events.length) return h("p", { class: "muted" }, "No events.");
+  return h("ol", { class: "timeline" }, events.map((e) => h("li", {},
+    time(e.created_at), " ", h("b", {}, e.event),
+    e.details ? h("span", { class: "muted" }, ` ${JSON.stringify(e.details)}`) : null)));
+}
+
+function taskActions(task, reload) {
+  if (!isAdmin()) return null;
+  const allowed = {
+    pause: ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing"],
+    resume: ["paused"],
+    cancel: ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing", "paused"],
+    restart: ["failed", "completed", "cancelled"],
+    "restart-parsing": ["failed", "completed", "cancelled", "downloaded"],
+  };
+  const priority = h("input", { type: "number", min: 1, max: 10, value: task.priority,
+    id: "task-priority" });
+  return h("div", { class: "row", role: "group", "aria-label": "Task actions" },
+    ...ACTIONS.filter(([a]) => allowed[a].includes(task.status)).map(([action, label]) =>
+      h("button", { type: "button", "data-action": action, onclick: async () => {
+        if (action === "cancel" && !(await confirmAction(`Cancel task #${task.id}?`))) return;
+        try {
+          await api("POST", `/api/tasks/${task.id}/${action}`);
+          toast(`${label}: done`);
+        } catch (error) { toast(errorText(error), "error"); }
+        reload();
+      } }, label)),
+    field("Priority", priority),
+    h("button", { type: "button", onclick: async () => {
+      try {
+        await api("PATCH", `/api/tasks/${task.id}/priority`, { priority: Number(priority.value) });
+        toast("Priority changed");
+      } catch (error) { toast(errorText(error), "error"); }
+      reload();
+    } }, "Set priority"));
+}
+
+export async function renderOne(view, id, current) {
+  const body = h("div", {});
+  view.append(h("p", {}, link("/tasks", "← Tasks")), body);
+  async function load() {
+    const task = await api("GET", `/api/tasks/${id}`);
+    if (!current()) return;
+    document.title = `Task #${id} · Forager`;
+    const product = h("div", {});
+    body.replaceChildren(
+      h("h1", {}, `Task #${task.id} `, statusBadge(task.status)),
+      taskActions(task, load),
+      h("dl", { class: "facts card" },
+        ...[["URL", h("a", { href: task.url, rel: "noreferrer noopener", target: "_blank" },
+          task.url)],
+        ["Priority", String(task.priority)], ["Retries", `${task.retry_count} / ${task.max_retries}`],
+        ["Scheduled", time(task.scheduled_at)], ["Started", time(task.started_at)],
+        ["Completed", time(task.completed_at)], ["HTTP status", task.http_status_code ?? "—"],
+        ["Error", task.error_type ? `${task.error_type}: ${task.error_message}` : "—"],
+        ["Recurring", task.is_recurring ? `every ${task.crawl_frequency_seconds} s` : "no"],
+        ["Batch", task.batch_name || "—"], ["Created by", task.created_by],
+        ["Created", time(task.created_at)], ["Updated", time(task.updated_at)]]
+          .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+      h("h2", {}, "Extracted product"), product,
+      h("h2", {}, "Attempts"), attemptsTable(task.attempts),
+      h("h2", {}, "Events"), timeline(task.events),
+      h("h2", {}, "Stored page"),
+      task.html_path ? h("iframe", { class: "stored", src: `/ui/tasks/${task.id}/page`,
+        sandbox: "", title: `Stored page of task ${task.id} (scripts disabled)`,
+        referrerpolicy: "no-referrer" })
+        : h("p", { class: "muted" }, "No page stored."));
+    const found = await api("GET", `/ui/tasks/${id}/product`);
+    if (!current()) return;
+    if (found.product_id) {
+      const p = await api("GET", `/api/products/${found.product_id}`);
+      product.replaceChildren(h("p", {}, link(`/products/${p.id}`, p.product_name), " — ",
+        p.price === null ? "no price" : `${p.price} ${p.currency || ""}`,
+        p.brand ? ` · ${p.brand}` : ""));
+    } else {
+      product.replaceChildren(h("p", { class: "muted" }, "None yet."));
+    }
+  }
+  await load();
+  live.on((snapshot) => {
+    if (current() && snapshot.changed_tasks.some((t) => t.id === id)) load();
+  });
+}
