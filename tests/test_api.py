@@ -432,7 +432,7 @@ async def test_products_after_a_crawl(api: httpx.AsyncClient, site: TestSite) ->
     assert product["rating"] == "4.50"
     assert (product["sku"], product["review_count"]) == ("SKU-5", 5)
     assert product["image_urls"] == [site.url("/img/5-1.jpg"), site.url("/img/5-2.jpg")]
-    assert (product["parser_name"], product["parser_version"]) == ("generic", "1")
+    assert (product["parser_name"], product["parser_version"]) == ("generic", "2")
     assert '"price":"5.99"' in response.text  # a decimal string on the wire, never a float
 
     detail = (await api.get(f"/api/products/{product['id']}")).json()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
 from typing import Any
+from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -25,8 +27,10 @@ from forager.parse.structured import (
     OfferFacts,
     absolute_url,
     clean,
+    distinct_images,
     embedded_items,
     has_type,
+    image_key,
     json_ld_blocks,
     meta_content,
     offer_facts,
@@ -86,7 +90,7 @@ class GenericParser:
     """Extracts the page's main product; no rules for particular shops."""
 
     name = "generic"
-    version = "1"
+    version = "2"
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
@@ -134,9 +138,37 @@ class GenericParser:
         if not images and (og_image := meta.get("og:image")):
             images = [absolute_url(og_image, url)]
             sources["image_urls"] = "meta"
+        if len(images) <= 1:
+            # Structured data names one image at most: the page's own gallery (images whose
+            # alt text is the product's name) holds the rest, main image first.
+            gallery = _alt_gallery(tree, title, url)
+            if gallery and (not images or image_key(images[0]) not in map(image_key, gallery)):
+                sources["image_urls"] = "visible"
+                images = [*gallery, *images]
+            else:
+                images = [*images, *gallery]
+        images = distinct_images(images)
         if currency is None and offers.price is not None:
             currency = currency_for_url(url)
             sources["currency"] = "url"
+        is_available = _is_available(availability)
+        if is_available is None and _has_buy_button(tree):
+            is_available = True  # no stock data, but the page offers to add it to the cart
+            sources["is_available"] = "derived"
+        if rating is None:
+            rating = _visible_rating(tree)
+            sources["rating"] = "visible"
+        sku = _sku(data, ("sku", "productID"))
+        if sku is None:
+            sku = _script_item_id(tree, html, url)
+            sources["sku"] = "script"
+        if sku is None:
+            sku = _sku(data, ("mpn",))
+            sources["sku"] = kind
+        brand = _brand(data.get("brand")) or _brand(data.get("manufacturer"))
+        if brand is None:
+            brand = _script_brand(html, title, sku)
+            sources["brand"] = "script"
         record = ProductRecord(
             url=url,
             product_name=title,
@@ -147,10 +179,10 @@ class GenericParser:
             rating=rating,
             review_count=count,
             availability=availability,
-            is_available=_is_available(availability),
-            brand=_brand(data.get("brand")) or _brand(data.get("manufacturer")),
+            is_available=is_available,
+            brand=brand,
             category=_category(data.get("category")),
-            sku=_sku(data),
+            sku=sku,
             image_urls=images,
             parser_name=self.name,
             parser_version=self.version,
@@ -339,8 +371,8 @@ def _category(value: Any) -> str | None:
     return _text(value) if isinstance(value, str) else None
 
 
-def _sku(data: dict[str, Any]) -> str | None:
-    for key in ("sku", "productID", "mpn"):
+def _sku(data: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
         value = data.get(key)
         if isinstance(value, list):
             value = value[0] if value else None
@@ -450,4 +482,104 @@ def _script_list_price(html: str, price: Decimal) -> Decimal | None:
         numbers = (parse_price(m) for m in re.findall(r":\s*\"?(\d[\d.,]*)", window))
         if price in numbers:
             return value
+    return None
+
+
+_IMAGE_SOURCE_ATTRS = ("data-zoom-image", "data-large", "data-zoom", "data-src", "src")
+
+
+def _alt_gallery(tree: LexborHTMLParser, title: str, url: str) -> list[str]:
+    """Images the page labels with the product's own name (alt/title text), in page order."""
+    body = tree.body
+    if body is None:
+        return []
+    found: list[str] = []
+    for node in body.css("img[alt], img[title]"):
+        attrs = node.attributes
+        label = attrs.get("alt") or attrs.get("title")
+        if not label or _name_score(label, [title]) < 2.5:
+            continue
+        source = next((v for a in _IMAGE_SOURCE_ATTRS if (v := attrs.get(a))), None)
+        if source and not source.strip().startswith("data:") and "logo" not in source.lower():
+            found.append(absolute_url(unescape(source), url))
+    return found
+
+
+# "Add to cart" in the languages of the shops we see (the button exists only when it can be bought).
+_BUY_WORDS = re.compile(
+    r"\b(?:add to (?:cart|basket|bag|trolley)|buy now|buy it now|in den warenkorb|jetzt kaufen"
+    r"|ajouter au panier|acheter|adicionar ao carrinho|comprar(?: agora| ahora)?"
+    r"|añadir al carrito|agregar al carrito|aggiungi al carrello|in winkelwagen"
+    r"|lisa ostukorvi|adaugă în coș|adauga in cos|dodaj do koszyka|lägg i varukorgen)\b",
+    re.IGNORECASE,
+)
+_DISABLED = re.compile(r"disabled|unavailable|sold-?out|out-?of-?stock|notify", re.IGNORECASE)
+
+
+def _has_buy_button(tree: LexborHTMLParser) -> bool:
+    """An enabled add-to-cart button for the page's product (not in a recommendations block)."""
+    for node in tree.css("button, input[type=submit], input[type=button], a[role=button]"):
+        attrs = node.attributes
+        label = attrs.get("value") if node.tag == "input" else node.text(separator=" ")
+        label = clean(label or attrs.get("aria-label") or attrs.get("title")) or ""
+        if len(label) > 60 or not _BUY_WORDS.search(label):
+            continue
+        marker = " ".join(v or "" for k, v in attrs.items() if k in {"class", "id"})
+        if "disabled" in attrs or _DISABLED.search(marker) or _in_other_products_block(node):
+            continue
+        return True
+    return False
+
+
+# "4.7 out of 5", "4,5 de 5", "4,5 von 5", "4,5 sur 5", "4,5 su 5" (screen-reader text included).
+_RATING_TEXT = re.compile(
+    r"(?<![\d.,])([0-5](?:[.,]\d{1,2})?)\s*(?:out of|de|von|sur|su|di|z|av|van)\s*5(?![\d.,])",
+    re.IGNORECASE,
+)
+
+
+def _visible_rating(tree: LexborHTMLParser) -> Decimal | None:
+    """The first "X out of 5" rating text outside recommendation blocks."""
+    body = tree.body
+    if body is None:
+        return None
+    for node in body.traverse(include_text=True):
+        if not node.is_text_node:
+            continue
+        text = node.text(deep=False)
+        if len(text) > 80 or not (match := _RATING_TEXT.search(text)):
+            continue
+        parent = node.parent
+        if parent is None or parent.tag in {"script", "style"} or _in_other_products_block(node):
+            continue
+        return Decimal(match.group(1).replace(",", "."))
+    return None
+
+
+_ID_KEYS = r"(?:\w*_?id|\w*Id|sku|\w*_?number|\w*Number)"
+
+
+def _script_item_id(tree: LexborHTMLParser, html: str, url: str) -> str | None:
+    """The item number in the product's canonical URL, when the page's data names it as an id."""
+    canonical = tree.css_first('link[rel="canonical"]')
+    address = (canonical.attributes.get("href") if canonical is not None else None) or url
+    tokens: list[str] = re.findall(r"(?<![\w])\d{6,20}(?![\w])", urlsplit(address).path)
+    for token in reversed(tokens):
+        if re.search(rf'"{_ID_KEYS}"\s*:\s*"?{token}(?!\d)', html):
+            return token
+    return None
+
+
+_SCRIPT_BRAND = re.compile(r'"(?:brand|brandName|brand_name)"\s*:\s*"([^"\\]{1,80})"')
+
+
+def _script_brand(html: str, title: str, sku: str | None) -> str | None:
+    """A brand from embedded shop JSON, only where the same object names this product."""
+    needles = [json.dumps(title, ensure_ascii=False)[1:-1], json.dumps(title)[1:-1]]
+    if sku:
+        needles.append(f'"{sku}"')
+    for match in _SCRIPT_BRAND.finditer(html):
+        window = html[max(0, match.start() - 600) : match.end() + 600]
+        if any(needle in window for needle in needles) and (brand := clean(match.group(1))):
+            return brand
     return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -285,3 +285,43 @@ def product_images(value: Any, base: str) -> list[str]:
             if url not in urls:
                 urls.append(url)
     return urls
+
+
+# Tokens of an image path that name a rendition, not the picture: sizes (500x500, s-l300, w800),
+# and size words shops put in file names (thumb, zoom, large, ...).
+_RENDITION = re.compile(
+    r"^(?:\d{2,4}x\d{2,4}|[swhl]-?\d{2,4}|[1-9]\d{1,3}|[a-z]|gg|xs|xl|xxl|sq|thumb|thumbnail|small|medium"
+    r"|large|big|zoom|cart|mini|hires|hi-res|original|full|fullxfull|jpe?g|png|webp|gif)$",
+    re.IGNORECASE,
+)
+_PATH_TOKENS = re.compile(r"[/_.\-+ ]+|%20|%5e", re.IGNORECASE)
+_ID_DIGITS = 5  # a path token with this many digits names the picture (or its product)
+# Video thumbnails listed among product images (YouTube / Vimeo stills).
+_VIDEO_STILL = re.compile(r"//(?:i\d?\.ytimg\.com|img\.youtube\.com|i\.vimeocdn\.com)/", re.I)
+
+
+def image_key(url: str) -> str:
+    """The picture an image URL shows, whatever the rendition.
+
+    Size tokens are dropped; when the path carries an id (a token with 5+ digits), the last such
+    id and what follows it name the picture, so CDN hashes in front of it do not count.
+    """
+    parts = urlsplit(url)
+    tokens = [t.lower() for t in _PATH_TOKENS.split(parts.path) if t]
+    tokens = [t for t in tokens if not _RENDITION.match(t)]
+    ids = [i for i, t in enumerate(tokens) if sum(c.isdigit() for c in t) >= _ID_DIGITS]
+    if ids:
+        tokens = tokens[ids[-1] :]
+    return f"{parts.hostname or ''}/{'/'.join(tokens)}"
+
+
+def distinct_images(urls: list[str]) -> list[str]:
+    """One URL per picture (first rendition kept), video stills left out."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for url in urls:
+        key = image_key(url)
+        if key not in seen and not _VIDEO_STILL.search(url):
+            seen.add(key)
+            kept.append(url)
+    return kept

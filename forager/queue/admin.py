@@ -213,6 +213,7 @@ async def restart_failed(
         )
         return restarted
 
+
 def _version_key(version: str) -> tuple[int, ...] | tuple[str]:
     """Parser versions compare numerically part by part ("2.10" > "2.9"), else as text."""
     parts = version.split(".")

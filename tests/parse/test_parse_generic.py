@@ -69,7 +69,7 @@ def test_json_ld_main_product_beats_the_related_decoy() -> None:
         "https://shop.example/img/tsx-main.jpg",
         "https://cdn.shop.example/tsx-2.jpg",
     ]
-    assert (record.parser_name, record.parser_version) == ("generic", "1")
+    assert (record.parser_name, record.parser_version) == ("generic", GenericParser.version)
 
 
 def test_microdata_product_with_struck_price() -> None:
