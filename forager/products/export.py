@@ -45,7 +45,14 @@ async def records(
         after = products[-1].id
 
 
+# A cell starting with one of these is a formula to Excel and LibreOffice; scraped text is
+# untrusted, so such cells get a leading apostrophe (OWASP's advice against CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_value(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     if value is None:
         return ""
     if isinstance(value, bool):
