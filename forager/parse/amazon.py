@@ -96,7 +96,7 @@ class AmazonParser:
     """Extracts an Amazon product detail page; robot checks and 404 "dog" pages are errors."""
 
     name = "amazon"
-    version = "1"
+    version = "2"
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
@@ -332,21 +332,22 @@ def _gallery(html: str) -> list[str]:
     return urls
 
 
-def _landing_image(tree: LexborHTMLParser) -> str | None:
+def _landing_image(tree: LexborHTMLParser) -> tuple[str | None, bool]:
+    """The main image's best URL, and whether it is the high-resolution one."""
     node = tree.css_first("#landingImage") or tree.css_first("#imgBlkFront")
     if node is None:
-        return None
+        return None, False
     attrs = node.attributes
     if attrs.get("data-old-hires"):
-        return attrs["data-old-hires"]
+        return attrs["data-old-hires"], True
     dynamic: Any = None
     with contextlib.suppress(ValueError):
         dynamic = json.loads(attrs.get("data-a-dynamic-image") or "{}")
     if isinstance(dynamic, dict) and dynamic:
         # The largest rendition: sizes are [width, height].
-        return str(max(dynamic, key=lambda u: _area(dynamic[u])))
+        return str(max(dynamic, key=lambda u: _area(dynamic[u]))), False
     src = attrs.get("src")
-    return src.strip() if src and not src.strip().startswith("data:") else None
+    return (src.strip() if src and not src.strip().startswith("data:") else None), False
 
 
 def _area(size: object) -> int:
@@ -356,17 +357,20 @@ def _area(size: object) -> int:
 
 
 def _images(tree: LexborHTMLParser, html: str, url: str) -> list[str]:
-    """Main image first, then the gallery, one URL per Amazon image id."""
-    candidates = [_landing_image(tree), *_gallery(html)]
-    seen: set[str] = set()
-    images: list[str] = []
-    for candidate in candidates:
+    """Main image first, then the gallery, one URL per Amazon image id (high resolution first)."""
+    landing, landing_hires = _landing_image(tree)
+    gallery = _gallery(html)
+    by_id: dict[str, str] = {}
+    order: list[str] = []
+    for candidate, preferred in [(landing, landing_hires), *((g, True) for g in gallery)]:
         if not candidate:
             continue
         absolute = absolute_url(candidate, url)
         match = _IMAGE_ID.search(absolute)
         key = match.group(1) if match else absolute
-        if key not in seen:
-            seen.add(key)
-            images.append(absolute)
-    return images
+        if key not in by_id:
+            order.append(key)
+            by_id[key] = absolute
+        elif preferred and key == order[0] and not landing_hires:
+            by_id[key] = absolute  # the gallery's rendition beats a small landing image
+    return [by_id[key] for key in order]

@@ -579,7 +579,33 @@ def _script_brand(html: str, title: str, sku: str | None) -> str | None:
     if sku:
         needles.append(f'"{sku}"')
     for match in _SCRIPT_BRAND.finditer(html):
-        window = html[max(0, match.start() - 600) : match.end() + 600]
+        window = _enclosing_object(html, match.start())
         if any(needle in window for needle in needles) and (brand := clean(match.group(1))):
             return brand
     return None
+
+
+def _enclosing_object(text: str, at: int, reach: int = 3000) -> str:
+    """The ``{...}`` around position ``at`` in embedded JSON/JS (within ``reach`` characters)."""
+    depth, start = 0, None
+    for i in range(at, max(-1, at - reach), -1):
+        char = text[i]
+        if char == "}":
+            depth += 1
+        elif char == "{":
+            if depth == 0:
+                start = i
+                break
+            depth -= 1
+    if start is None:
+        return ""
+    depth = 0
+    for i in range(start, min(len(text), start + 2 * reach)):
+        char = text[i]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return text[start : start + 2 * reach]

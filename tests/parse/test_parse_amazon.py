@@ -63,7 +63,7 @@ def test_synthetic_page(fields: dict[str, str], currency: str) -> None:
     assert record.sku == "B0TEST0001"
     assert record.category == "Electronics > Gadgets"
     assert record.image_urls == ["https://m.media-amazon.com/images/I/71abcDEF01L._AC_SL1500_.jpg"]
-    assert (record.parser_name, record.parser_version) == ("amazon", "1")
+    assert (record.parser_name, record.parser_version) == ("amazon", AmazonParser.version)
 
 
 def test_registry_serves_the_amazon_parser() -> None:
