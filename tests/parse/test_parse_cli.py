@@ -1,4 +1,4 @@
-"""`forager parse`: the product record with its data quality, or one line saying what the page is."""
+"""`forager parse`: the record with its data quality, or one line saying what the page is."""
 
 from __future__ import annotations
 
