@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.robotparser import RobotFileParser
 
 import httpx
 from sqlalchemy import delete, func, select
@@ -234,10 +233,32 @@ def _truncated_text(body: bytes) -> str:
 
 def crawl_delay(content: str, user_agent: str) -> float | None:
     """The ``Crawl-delay`` for ``user_agent`` (falling back to ``User-agent: *``), if any."""
-    parser = RobotFileParser()
-    parser.parse(content.splitlines())
-    delay = parser.crawl_delay(user_agent)
-    return None if delay is None else min(float(delay), MAX_CRAWL_DELAY_SECONDS)
+    # Parsed here, not by RobotFileParser: it ignores fractional delays ("Crawl-delay: 0.5").
+    agent = user_agent.split("/")[0].lower()
+    delays: dict[str, float] = {}
+    group: list[str] = []
+    in_agents = False
+    for raw in content.splitlines():
+        key, _, value = raw.split("#", 1)[0].partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key == "user-agent":
+            group = group if in_agents else []
+            group.append(value.lower())
+            in_agents = True
+            continue
+        in_agents = False
+        if key == "crawl-delay":
+            try:
+                seconds = float(value)
+            except ValueError:
+                continue
+            if not 0 <= seconds < float("inf"):  # nan, negative, inf
+                continue
+            for name in group:
+                delays.setdefault(name, seconds)
+    named = [v for k, v in delays.items() if k != "*" and k in agent]
+    delay = named[0] if named else delays.get("*")
+    return None if delay is None else min(max(delay, 0.0), MAX_CRAWL_DELAY_SECONDS)
 
 
 async def refresh_robots(

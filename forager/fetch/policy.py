@@ -45,6 +45,7 @@ _SITE_FAULTS_PROXIED = frozenset({"http_5xx", "rate_limited", "captcha", "blocke
 # Failures that count against a proxy everywhere (a ban counts for its domain only).
 _PROXY_FAULTS = frozenset({"proxy", "network", "timeout"})
 _OVERLOAD_STATUSES = frozenset({429, 503})
+_RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
 
 
 class FetchPolicy:
@@ -150,7 +151,7 @@ class FetchPolicy:
         retry_after = None
         if exc.status_code in _OVERLOAD_STATUSES:
             headers = getattr(exc, "headers", {}) or {}
-            retry_after = bans.retry_after_seconds(headers, self.settings.retry_max_seconds)
+            retry_after = bans.retry_after_seconds(headers, _RETRY_AFTER_CAP)
             await throttle.on_overload(session, task.domain_id, self.settings, retry_after)
         return retry_after
 

@@ -173,6 +173,8 @@ async def set_proxy_active(db: Database, proxy_id: int, *, active: bool) -> Prox
     async with db.session() as session:
         proxy = await get_proxy(session, proxy_id)
         proxy.is_active = active
+        proxy.retest_at = None  # the operator decided: no background re-test either way
+        proxy.retest_count = 0
         if active:
             proxy.failure_count = 0
         audit.record(session, "proxy", [proxy_id], "enabled" if active else "disabled")

@@ -21,6 +21,7 @@ from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.fetch.base import Fetcher
 from forager.fetch.http import HttpxFetcher
+from forager.proxies.retest import retest_due
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import LocalPageStore, PageStore
 from forager.worker import registry
@@ -83,6 +84,9 @@ class WorkerPool:
         if self.run_scheduler:
             side.append(
                 self._supervise("scheduler", self._schedule, self.settings.scheduler_seconds)
+            )
+            side.append(
+                self._supervise("proxy-retest", self._retest, self.settings.scheduler_seconds)
             )
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
@@ -177,6 +181,12 @@ class WorkerPool:
             processed=self.processed,
             stopped=stopped,
         )
+
+    async def _retest(self) -> None:
+        """Re-test proxies their failures disabled; enable the ones that work again."""
+        result = await retest_due(self.db, self.settings, self.pipeline.box)
+        if result.enabled:
+            log.info("proxies %s pass their re-test: enabled again", result.enabled)
 
     async def _schedule(self) -> None:
         reaped = await self.queue.reap_expired_leases()

@@ -1,0 +1,267 @@
+"""The fetch policy through the real worker pool and test site, on SQLite and PostgreSQL:
+robots.txt, ban rotation, Retry-After and throttling, circuit breakers, proxy re-tests."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt, Domain, DomainProxy, Event, Proxy
+from forager.db.types import utcnow
+from forager.proxies.retest import retest_due
+from forager.queue.store import TaskQueue
+from forager.worker.pool import WorkerPool
+from tests.conftest import SettingsFactory
+from tests.support.crawling import crawl, submit, tasks_by_id
+from tests.support.proxy import TestProxy
+from tests.support.site import TestSite
+
+
+async def _attempts(db: Database, task_id: int) -> list[CrawlAttempt]:
+    async with db.reader() as session:
+        rows = await session.scalars(
+            select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
+        )
+        return list(rows)
+
+
+async def _domain(db: Database, domain_id: int) -> Domain:
+    async with db.reader() as session:
+        domain = await session.scalar(select(Domain).where(Domain.id == domain_id))
+        assert domain is not None
+        return domain
+
+
+async def _set_domain(db: Database, domain_id: int, **values: Any) -> None:
+    async with db.session() as session:
+        await session.execute(update(Domain).where(Domain.id == domain_id).values(**values))
+
+
+async def _add_proxy(db: Database, box: SecretBox, proxy: TestProxy, domain_id: int) -> int:
+    async with db.session() as session:
+        row = Proxy(
+            proxy_url="127.0.0.1",
+            proxy_port=proxy.port,
+            proxy_protocol="http",
+            proxy_username=proxy.username,
+            proxy_password=box.encrypt(proxy.password) if proxy.password else None,
+        )
+        session.add(row)
+        await session.flush()
+        session.add(DomainProxy(domain_id=domain_id, proxy_id=row.id))
+        return row.id
+
+
+async def test_robots_txt_is_enforced_cached_and_refreshed(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(max_retries=0)
+    site.set_robots("User-agent: *\nDisallow: /private/\nCrawl-delay: 0.2\n")
+    allowed, denied = await submit(
+        db, settings, site.url("/product/1"), site.url("/private/secret")
+    )
+    tasks = await crawl(db, settings, [allowed, denied])
+    assert tasks[allowed].status == "completed"
+    assert (tasks[denied].status, tasks[denied].error_type) == ("failed", "robots_denied")
+    assert "disallows" in (tasks[denied].error_message or "")
+    paths = [r.path for r in site.requests()]
+    assert "/private/secret" not in paths  # denied without a request
+    assert paths.count("/robots.txt") == 1  # fetched once, then cached
+    assert await _attempts(db, denied) == []
+    domain_id = tasks[allowed].domain_id
+    domain = await _domain(db, domain_id)
+    assert domain.crawl_delay_seconds == 0.2  # Crawl-delay raised the domain's delay
+    assert domain.robots_txt_content and "Disallow: /private/" in domain.robots_txt_content
+
+    # The per-domain switch: robots.txt ignored (the page is then really requested).
+    await _set_domain(db, domain_id, ignore_robots=True)
+    [ignored] = await submit(db, settings, site.url("/private/other"))
+    task = (await crawl(db, settings, [ignored]))[ignored]
+    assert (task.status, task.error_type) == ("failed", "http_4xx")  # the site's 404
+    assert "/private/other" in [r.path for r in site.requests()]
+
+    # A day-old copy is fetched again; the new rules apply at once.
+    site.set_robots("User-agent: *\nDisallow: /product/\n")
+    await _set_domain(
+        db,
+        domain_id,
+        ignore_robots=False,
+        robots_txt_last_fetched=utcnow() - timedelta(seconds=settings.robots_refresh_seconds + 60),
+    )
+    [now_denied] = await submit(db, settings, site.url("/product/2"))
+    task = (await crawl(db, settings, [now_denied]))[now_denied]
+    assert (task.status, task.error_type) == ("failed", "robots_denied")
+    assert [r.path for r in site.requests()].count("/robots.txt") == 2
+
+
+async def test_ban_rotates_proxy_and_counts_for_that_domain_only(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(max_retries=2)
+    box = SecretBox(settings)
+    [task_id] = await submit(db, settings, site.url("/flaky/ban?fail=1&code=403", host="127.0.0.2"))
+    domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    with TestProxy() as first, TestProxy(username="u", password="p@ss") as second:
+        first_id = await _add_proxy(db, box, first, domain_id)
+        second_id = await _add_proxy(db, box, second, domain_id)
+        # Make the first the least recently used one for this domain.
+        task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
+    assert task.status == "completed"
+    attempts = [(a.proxy_id, a.status_code, a.error_type) for a in await _attempts(db, task_id)]
+    assert attempts[0] == (first_id, 403, "blocked")  # a block page, not a plain 4xx
+    assert attempts[1][0] == second_id and attempts[1][2] is None  # retried through the other
+    async with db.reader() as session:
+        mapping = await session.scalar(select(DomainProxy).where(DomainProxy.proxy_id == first_id))
+        proxy = await session.scalar(select(Proxy).where(Proxy.id == first_id))
+    assert mapping is not None and mapping.failure_count == 1  # against this domain …
+    assert proxy is not None and proxy.failure_count == 0  # … not the proxy everywhere
+
+
+async def test_plain_404_is_not_a_ban(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(max_retries=2)
+    [task_id] = await submit(db, settings, site.url("/status/404", host="127.0.0.2"))
+    task = (await crawl(db, settings, [task_id]))[task_id]
+    assert (task.status, task.error_type, task.retry_count) == ("failed", "http_4xx", 0)
+
+
+async def test_retry_after_is_obeyed_and_throttle_rises_then_decays(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(max_retries=1)
+    host = "127.0.0.3"
+    [limited] = await submit(db, settings, site.url("/status/429", host=host))
+    task = (await crawl(db, settings, [limited]))[limited]
+    assert (task.status, task.error_type) == ("failed", "rate_limited")
+    first, second = await _attempts(db, limited)
+    assert first.finished_at is not None
+    # Retry-After: 1 — the retry waited at least that long (not the 10 ms test backoff).
+    assert (second.started_at - first.finished_at).total_seconds() >= 0.95
+    domain = await _domain(db, task.domain_id)
+    assert domain.throttle_delay_seconds is not None and domain.throttle_delay_seconds >= 1.0
+    raised = domain.throttle_delay_seconds
+
+    # Healthy answers let the delay decay back toward the configured one (0 here).
+    ids = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in range(3)])
+    tasks = await crawl(db, settings, ids)
+    assert {t.status for t in tasks.values()} == {"completed"}
+    domain = await _domain(db, task.domain_id)
+    assert domain.throttle_delay_seconds is None or domain.throttle_delay_seconds < raised / 4
+    # While throttled, requests to the host were spaced by the raised delay.
+    starts = sorted(r.start for r in site.requests(host=host) if r.path.startswith("/product/"))
+    assert starts[1] - starts[0] >= raised / 2 - 0.05
+
+
+async def test_open_domain_breaker_stops_claims_until_half_open(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(
+        max_retries=0, breaker_failure_threshold=3, breaker_success_threshold=2
+    )
+    host = "127.0.0.4"
+    failing = await submit(
+        db, settings, *[site.url(f"/status/50{n}", host=host) for n in (0, 2, 4)]
+    )
+    tasks = await crawl(db, settings, failing, concurrency=1)
+    domain_id = next(iter(tasks.values())).domain_id
+    domain = await _domain(db, domain_id)
+    assert (domain.breaker_state, domain.breaker_failures) == ("open", 3)
+
+    good = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in (1, 2)])
+    queue = TaskQueue(db, settings)
+    assert await queue.claim("w", 10) == []  # open: its tasks are not claimed
+    async with db.session() as session:
+        past = utcnow() - timedelta(seconds=settings.breaker_open_seconds + 1)
+        await session.execute(
+            update(Domain).where(Domain.id == domain_id).values(breaker_opened_at=past)
+        )
+    tasks = await crawl(db, settings, good, concurrency=1)  # half-open: work flows again
+    assert {t.status for t in tasks.values()} == {"completed"}
+    domain = await _domain(db, domain_id)
+    assert (domain.breaker_state, domain.breaker_failures) == ("closed", 0)
+
+
+async def test_disabled_proxy_is_retested_with_backoff_and_reenabled(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(
+        max_retries=1,
+        proxy_failure_limit=2,
+        proxy_retest_base_seconds=30,
+        proxy_test_url=site.url("/product/1"),
+    )
+    box = SecretBox(settings)
+    [task_id] = await submit(db, settings, site.url("/product/7", host="127.0.0.5"))
+    domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    with TestProxy(username="retest", password="pw") as proxy:
+        proxy_id = await _add_proxy(db, box, proxy, domain_id)
+        proxy.fail = True
+        task = (await crawl(db, settings, [task_id]))[task_id]
+        assert (task.status, task.error_type) == ("failed", "proxy")
+
+        async def stored() -> Proxy:
+            async with db.reader() as session:
+                row = await session.scalar(select(Proxy).where(Proxy.id == proxy_id))
+                assert row is not None
+                return row
+
+        disabled = await stored()
+        assert not disabled.is_active and disabled.retest_at is not None
+
+        async def make_due() -> None:
+            async with db.session() as session:
+                await session.execute(
+                    update(Proxy).values(retest_at=utcnow() - timedelta(seconds=1))
+                )
+
+        await make_due()
+        before = utcnow()
+        result = await retest_due(db, settings, box)
+        assert (result.enabled, result.still_failing) == ([], [proxy_id])
+        again = await stored()
+        assert not again.is_active and again.retest_count == 1
+        assert again.retest_at is not None
+        assert again.retest_at >= before + timedelta(seconds=59)  # 30 s doubled
+
+        # The proxy works again: the worker's background side task enables it.
+        proxy.fail = False
+        await make_due()
+        pool = WorkerPool(db, settings, concurrency=1)
+        runner = asyncio.create_task(pool.run())
+        try:
+            async with asyncio.timeout(20):
+                while not (await stored()).is_active:
+                    await asyncio.sleep(0.05)
+        finally:
+            pool.stop()
+            await runner
+    enabled = await stored()
+    assert (enabled.failure_count, enabled.retest_at, enabled.retest_count) == (0, None, 0)
+    async with db.reader() as session:
+        events = list(
+            await session.scalars(
+                select(Event.event)
+                .where(Event.entity_type == "proxy", Event.entity_id == str(proxy_id))
+                .order_by(Event.id)
+            )
+        )
+    assert events[-2:] == ["retest_failed", "reenabled"]
+
+
+async def test_required_country_without_proxy_fails_as_proxy_error(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(max_retries=0)
+    [task_id] = await submit(db, settings, site.url("/product/3", host="127.0.0.2"))
+    domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    await _set_domain(db, domain_id, required_country_code="BR")
+    task = (await crawl(db, settings, [task_id]))[task_id]
+    assert (task.status, task.error_type) == ("failed", "proxy")
+    assert "BR" in (task.error_message or "")
+    assert not [r for r in site.requests() if r.path == "/product/3"]  # never went direct
