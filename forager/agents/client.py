@@ -65,6 +65,7 @@ class AgentClient:
         self._stopping = asyncio.Event()
         self._send_lock = asyncio.Lock()
         self._jobs: dict[int, asyncio.Task[None]] = {}
+        self._welcomed = False
 
     def stop(self) -> None:
         """Finish or return the tasks in hand, then exit (SIGTERM, SIGINT)."""
@@ -76,7 +77,7 @@ class AgentClient:
         """Connect, work, reconnect on loss; returns the exit code (0 after ``stop``)."""
         delay = BACKOFF_START
         while not self._stopping.is_set():
-            welcomed = False
+            self._welcomed = False
             try:
                 async with connect(
                     self.url,
@@ -86,7 +87,7 @@ class AgentClient:
                     ping_timeout=20,
                     user_agent_header=f"forager-agent/{__version__}",
                 ) as ws:
-                    welcomed = await self._session(ws)
+                    await self._session(ws)
             except AgentRefused as exc:
                 log.error("%s; not reconnecting", exc)
                 return 2
@@ -97,7 +98,8 @@ class AgentClient:
                 log.warning("connection to %s lost or refused: %s", self.url, _describe(exc))
             if self._stopping.is_set():
                 break
-            delay = BACKOFF_START if welcomed else min(self.backoff_max, delay * 2)
+            # After a working session start again from the shortest wait.
+            delay = BACKOFF_START if self._welcomed else min(self.backoff_max, delay * 2)
             wait = delay * random.uniform(0.5, 1.0)
             log.info("reconnecting in %.1f s", wait)
             with contextlib.suppress(TimeoutError):
@@ -107,8 +109,8 @@ class AgentClient:
 
     # -- one connection ---------------------------------------------------------------------
 
-    async def _session(self, ws: ClientConnection) -> bool:
-        """Run one connection; returns whether the server welcomed us (resets the backoff)."""
+    async def _session(self, ws: ClientConnection) -> None:
+        """Run one connection until it closes (or ``stop`` drains it)."""
         await self._send(
             ws,
             protocol.message(
@@ -130,6 +132,7 @@ class AgentClient:
             raise
         if welcome.get("type") != "welcome":
             raise AgentRefused(f"unexpected first message from the server: {welcome.get('type')}")
+        self._welcomed = True
         log.info(
             "connected to %s as agent %r (status %s)",
             self.url,
@@ -165,7 +168,6 @@ class AgentClient:
             )
             self._jobs.clear()
             await fetcher.aclose()
-        return True
 
     async def _drain(self, ws: ClientConnection) -> None:
         """Say goodbye, let jobs finish for ``shutdown_seconds``, return the rest, close."""
@@ -203,6 +205,7 @@ class AgentClient:
             job = self._send(ws, protocol.message("return", task_id=task_id, reason=reason))
             asyncio.create_task(job)  # noqa: RUF006 - short, and the connection outlives it
             return
+        log.info("task %s: fetching %s", task_id, msg["url"])
         self._jobs[task_id] = asyncio.create_task(self._job(ws, fetcher, task_id, msg))
 
     async def _job(
@@ -302,5 +305,5 @@ def _raise_if_fatal(exc: ConnectionClosed) -> None:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
-        return f"closed by the server ({exc.rcvd.code} {exc.rcvd.reason})".strip()
+        return f"closed by the server ({exc.rcvd.code} {exc.rcvd.reason})".replace(" )", ")")
     return str(exc) or type(exc).__name__

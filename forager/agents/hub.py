@@ -84,6 +84,8 @@ class Connection:
     draining: bool = False
     dropped: bool = False
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Serializes busy/connected flips with task hand-outs, so the stored status stays true.
+    status_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def free(self) -> int:
         if self.dropped or self.draining or self.status == A.BLOCKED:
@@ -382,32 +384,35 @@ class AgentHub:
             status, block = None, None
         finally:
             conn.in_flight.pop(task.id, None)
+        blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
+        if blocked:
+            conn.status = A.BLOCKED
+            log.warning("agent %s is blocked: %s", conn.name, block)
+        await self._after_task(
+            conn,
+            completed=int(status == S.COMPLETED),
+            failed=int(status in (S.PENDING, S.FAILED)),
+        )
         outcome_name: dict[str | None, str] = {
             S.COMPLETED: "completed",
             S.PENDING: "retry",
             S.FAILED: "failed",
         }
         await conn.send("ack", task_id=task.id, outcome=outcome_name.get(status, "discarded"))
-        if block is not None and await presence.blocked(self.db, conn.agent_id, block):
-            conn.status = A.BLOCKED
-            log.warning("agent %s is blocked: %s", conn.name, block)
+        if blocked:
             await conn.send("status", status=A.BLOCKED, reason=block)
-        await self._after_task(
-            conn,
-            completed=int(status == S.COMPLETED),
-            failed=int(status in (S.PENDING, S.FAILED)),
-        )
 
     async def _after_task(self, conn: Connection, *, completed: int, failed: int) -> None:
-        idle = not conn.in_flight and conn.status == A.BUSY
-        try:
-            await presence.finished(
-                self.db, conn.agent_id, completed=completed, failed=failed, idle=idle
-            )
-        except Exception:
-            log.exception("agent %s: counting a result failed", conn.name)
-        if idle:
-            conn.status = A.CONNECTED
+        async with conn.status_lock:
+            idle = not conn.in_flight and conn.status == A.BUSY
+            try:
+                await presence.finished(
+                    self.db, conn.agent_id, completed=completed, failed=failed, idle=idle
+                )
+            except Exception:
+                log.exception("agent %s: counting a result failed", conn.name)
+            if idle:
+                conn.status = A.CONNECTED
         self.wake()
 
     async def _block_reason(self, task_id: int) -> str | None:
@@ -449,19 +454,24 @@ class AgentHub:
         if conn.dropped:
             await self.queue.release(task.id, conn.owner)
             return 0
-        async with self.db.session() as session:
-            if not await self.queue.start_crawl(session, task, conn.owner):
-                return 0  # paused or cancelled since the claim
-            if conn.status == A.CONNECTED:
-                await service.transition(
-                    session,
-                    conn.agent_id,
-                    from_=[A.CONNECTED],
-                    to=A.BUSY,
-                    details={"task": task.id},
-                )
-        conn.status = A.BUSY if conn.status == A.CONNECTED else conn.status
-        conn.in_flight[task.id] = _Assigned(task, started=utcnow())
+        async with conn.status_lock:
+            async with self.db.session() as session:
+                if not await self.queue.start_crawl(session, task, conn.owner):
+                    return 0  # paused or cancelled since the claim
+                if conn.status == A.CONNECTED:
+                    await service.transition(
+                        session,
+                        conn.agent_id,
+                        from_=[A.CONNECTED],
+                        to=A.BUSY,
+                        details={"task": task.id},
+                    )
+            conn.status = A.BUSY if conn.status == A.CONNECTED else conn.status
+            conn.in_flight[task.id] = _Assigned(task, started=utcnow())
+        if conn.dropped:  # the connection went away while the task was being handed out
+            conn.in_flight.pop(task.id, None)
+            await self.queue.release(task.id, conn.owner)
+            return 0
         await conn.send(
             "task",
             task_id=task.id,
