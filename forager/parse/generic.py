@@ -71,6 +71,7 @@ _STRUCTURED_FIELDS = (
     "image_urls",
 )
 _WORD = re.compile(r"\w+")
+_DIGIT = re.compile(r"\d")
 _TAGS = re.compile(r"<[^>]+>")
 _SITE_SUFFIX = re.compile(r"\s+[|–—-]\s+[^|–—-]{2,40}$")
 
@@ -156,7 +157,7 @@ class GenericParser:
             is_available = True  # no stock data, but the page offers to add it to the cart
             sources["is_available"] = "derived"
         if rating is None:
-            rating = _visible_rating(tree)
+            rating = _visible_rating(tree, html)
             sources["rating"] = "visible"
         sku = _sku(data, ("sku", "productID"))
         if sku is None:
@@ -435,7 +436,7 @@ def _price_nodes(
         if not node.is_text_node:
             continue
         text = node.text(deep=False)
-        if len(text) < 40 and any(c.isdigit() for c in text) and parse_price(text) == price:
+        if len(text) < 40 and _DIGIT.search(text) and parse_price(text) == price:
             parent = node.parent
             if parent is not None and parent.tag not in {"script", "style", "option"}:
                 nodes.append(parent)
@@ -532,16 +533,18 @@ def _has_buy_button(tree: LexborHTMLParser) -> bool:
 
 
 # "4.7 out of 5", "4,5 de 5", "4,5 von 5", "4,5 sur 5", "4,5 su 5" (screen-reader text included).
+_RATING_WORDS = ("out of", "de", "von", "sur", "su", "di", "z", "av", "van")
 _RATING_TEXT = re.compile(
-    r"(?<![\d.,])([0-5](?:[.,]\d{1,2})?)\s*(?:out of|de|von|sur|su|di|z|av|van)\s*5(?![\d.,])",
+    rf"(?<![\d.,])([0-5](?:[.,]\d{{1,2}})?)\s*(?:{'|'.join(_RATING_WORDS)})\s*5(?![\d.,])",
     re.IGNORECASE,
 )
 
 
-def _visible_rating(tree: LexborHTMLParser) -> Decimal | None:
+def _visible_rating(tree: LexborHTMLParser, html: str) -> Decimal | None:
     """The first "X out of 5" rating text outside recommendation blocks."""
     body = tree.body
-    if body is None:
+    lowered = html.lower()
+    if body is None or not any(f" {word} 5" in lowered for word in _RATING_WORDS):
         return None
     for node in body.traverse(include_text=True):
         if not node.is_text_node:
