@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -62,6 +62,29 @@ class _Editable(BaseModel):
     default_crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
     user_agent: str | None = Field(None, min_length=1, max_length=255)
     is_active: bool | None = None
+    # Fetch policy (issue 5).
+    proxy_strategy: Literal["lru", "random", "exclusive"] | None = Field(
+        None,
+        description="How a proxy is picked: lru (least recently used), random, or exclusive "
+        "(leased to one fetch at a time; the next fetch gets another one).",
+    )
+    use_global_pool: bool | None = Field(
+        None, description="With no proxy mapped: use every active proxy (else go direct)."
+    )
+    required_country_code: str | None = Field(
+        None,
+        max_length=2,
+        description="Only proxies in this country (ISO 3166-1 alpha-2); empty string clears.",
+        examples=["BR"],
+    )
+    ignore_robots: bool | None = Field(None, description="Fetch even what robots.txt forbids.")
+    proxy_rate_limit_rps: float | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="Requests per second allowed per (domain, proxy) pair, across all "
+        "workers, on top of the crawl delay; 0 clears it.",
+    )
 
     @field_validator("*")
     @classmethod
@@ -80,6 +103,21 @@ class _Editable(BaseModel):
     @classmethod
     def _parser(cls, value: str) -> str:
         return check_parser_name(value)
+
+    @field_validator("required_country_code")
+    @classmethod
+    def _country(cls, value: str) -> str | None:
+        value = value.strip()
+        if not value:
+            return None
+        if len(value) != 2 or not value.isascii() or not value.isalpha():
+            raise ValueError("must be a two-letter country code (ISO 3166-1 alpha-2)")
+        return value.upper()
+
+    @field_validator("proxy_rate_limit_rps")
+    @classmethod
+    def _rate(cls, value: float) -> float | None:
+        return value or None
 
 
 class DomainCreate(_Editable):
@@ -109,6 +147,16 @@ class DomainPublic(BaseModel):
     default_crawl_frequency_seconds: int
     is_active: bool
     user_agent: str
+    proxy_strategy: str = Field("lru", description="lru, random or exclusive.")
+    use_global_pool: bool = False
+    required_country_code: str | None = None
+    ignore_robots: bool = False
+    proxy_rate_limit_rps: float | None = None
+    throttle_delay_seconds: float | None = Field(
+        None, description="Adaptive delay in force (429/503, slow answers); null when none."
+    )
+    breaker_state: str = Field("closed", description="Circuit breaker: closed, open, half_open.")
+    breaker_opened_at: datetime | None = None
     robots_txt_url: str | None
     robots_txt_last_fetched: datetime | None
     next_fetch_at: datetime | None

@@ -12,10 +12,11 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 
 from forager.api.deps import ReadSessionDep, RuntimeDep
-from forager.api.schemas import Health, Stats, WorkerSeen
+from forager.api.schemas import BreakerSeen, Health, Stats, WorkerSeen
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
+from forager.fetch import breakers
 from forager.worker.registry import alive_window, live_workers
 
 router = APIRouter(tags=["monitoring"])
@@ -37,6 +38,7 @@ async def health(runtime: RuntimeDep) -> JSONResponse:
                 )
             )
             workers = await live_workers(session, now - alive_window(runtime.settings))
+            tripped = await breakers.not_closed(session, runtime.settings)
     except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
         body = Health(
@@ -50,6 +52,7 @@ async def health(runtime: RuntimeDep) -> JSONResponse:
         queue_depth=depth,
         due_tasks=due or 0,
         workers=[WorkerSeen.model_validate(w) for w in workers],
+        circuit_breakers=[BreakerSeen.model_validate(b) for b in tripped],
         detail=f"{due} tasks are due but no worker has been seen recently" if degraded else None,
     )
     return JSONResponse(body.model_dump(mode="json"))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.api.deps import ReadSessionDep
+from forager.api.deps import ReadSessionDep, RuntimeDep
+from forager.config import Settings
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Proxy
 from forager.db.queries import count_by
+from forager.fetch import breakers
 
 router = APIRouter(tags=["monitoring"])
 
@@ -33,7 +37,7 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> lis
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {}}}},
 )
-async def metrics(session: ReadSessionDep) -> PlainTextResponse:
+async def metrics(session: ReadSessionDep, runtime: RuntimeDep) -> PlainTextResponse:
     """Tasks by status, attempts by outcome and error type, fetch latency, proxies, domains."""
     lines: list[str] = []
     tasks = await count_by(session, CrawlTask.status)
@@ -98,6 +102,37 @@ async def metrics(session: ReadSessionDep) -> PlainTextResponse:
                 f'{name}{{state="{states[1]}"}} {by_state.get(False, 0)}',
             ],
         )
+    lines += await _breaker_lines(session, runtime.settings)
     return PlainTextResponse(
         "\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8"
     )
+
+
+_BREAKER_CODES = {breakers.CLOSED: 0, breakers.OPEN: 1, breakers.HALF_OPEN: 2}
+
+
+async def _breaker_lines(session: AsyncSession, settings: Settings) -> list[str]:
+    """Breakers by kind and state, and each tripped one (0 closed, 1 open, 2 half-open)."""
+    tripped = await breakers.not_closed(session, settings)
+    lines: list[str] = []
+    for kind, model in (("domain", Domain), ("proxy", Proxy)):
+        total = await session.scalar(select(func.count()).select_from(model)) or 0
+        states = Counter(b.state for b in tripped if b.kind == kind)
+        states[breakers.CLOSED] = total - sum(states.values())
+        lines += (
+            f'forager_circuit_breakers{{kind="{kind}",state="{state}"}} {states.get(state, 0)}'
+            for state in breakers.STATES
+        )
+    return [
+        *_family("forager_circuit_breakers", "gauge", "Circuit breakers by kind and state.", lines),
+        *_family(
+            "forager_circuit_breaker_state",
+            "gauge",
+            "Each breaker that is not closed: 1 open, 2 half-open.",
+            (
+                f'forager_circuit_breaker_state{{kind="{b.kind}",name="{_label(b.name)}"}} '
+                f"{_BREAKER_CODES[b.state]}"
+                for b in tripped
+            ),
+        ),
+    ]

@@ -276,6 +276,20 @@ class WorkerSeen(BaseModel):
     last_seen_at: datetime
 
 
+class BreakerSeen(BaseModel):
+    """A circuit breaker that is not closed (issue 5)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: Literal["domain", "proxy"]
+    entity_id: int
+    name: str
+    state: Literal["open", "half_open"]
+    failure_count: int
+    success_count: int
+    opened_at: datetime | None
+
+
 class Health(BaseModel):
     status: Literal["healthy", "degraded", "down"]
     database: Literal["ok", "unreachable"]
@@ -283,6 +297,10 @@ class Health(BaseModel):
     due_tasks: int = Field(0, description="Pending tasks whose time has come.")
     workers: list[WorkerSeen] = Field(
         default_factory=list, description="Worker processes seen recently."
+    )
+    circuit_breakers: list[BreakerSeen] = Field(
+        default_factory=list,
+        description="Domain and proxy circuit breakers that are open or half-open.",
     )
     detail: str | None = None
 

@@ -11,12 +11,16 @@ outcomes at once never lose a count or flip the state twice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, or_
+from sqlalchemy import String, and_, case, cast, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.db.models import Domain, Proxy
+from forager.db.types import utcnow
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 STATES = (CLOSED, OPEN, HALF_OPEN)
@@ -70,3 +74,45 @@ def outcome_values(model: Any, settings: Settings, now: datetime, *, ok: bool) -
         "breaker_failures": model.breaker_failures + 1,
         "breaker_successes": 0,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerView:
+    """One breaker that is not closed, as /health and /metrics show it."""
+
+    kind: str  # domain | proxy
+    entity_id: int
+    name: str
+    state: str  # open | half_open (effective: an open breaker whose time is up is half-open)
+    failure_count: int
+    success_count: int
+    opened_at: datetime | None
+
+
+async def not_closed(session: AsyncSession, settings: Settings) -> list[BreakerView]:
+    """Every domain and proxy breaker that is open or half-open (closed ones are the norm)."""
+    now = utcnow()
+    views: list[BreakerView] = []
+    for kind, model, name in (
+        ("domain", Domain, Domain.domain_name),
+        ("proxy", Proxy, Proxy.proxy_url + ":" + cast(Proxy.proxy_port, String)),
+    ):
+        rows = await session.execute(
+            select(
+                model.id,
+                name,
+                model.breaker_state,
+                model.breaker_failures,
+                model.breaker_successes,
+                model.breaker_opened_at,
+            )
+            .where(model.breaker_state != CLOSED)
+            .order_by(model.id)
+        )
+        views += [
+            BreakerView(
+                kind, r[0], r[1], effective_state(r[2], r[5], settings, now), r[3], r[4], r[5]
+            )
+            for r in rows
+        ]
+    return views
