@@ -71,6 +71,18 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest response body accepted, after decompression; larger is `too_large`.",
     )
+    chromium_path: Path = Field(
+        Path("/usr/bin/chromium"),
+        description="Chromium binary the `browser` fetcher drives through Playwright "
+        "(started on first use, one per process).",
+    )
+    browser_max_pages: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="Pages the `browser` fetcher renders at once in one process; other "
+        "browser fetches wait (not counted in their timeout).",
+    )
     max_request_bytes: int = Field(
         5 * 1024 * 1024,
         ge=1024,

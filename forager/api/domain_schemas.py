@@ -50,6 +50,14 @@ def check_parser_name(name: str) -> str:
     return name
 
 
+def check_wait_for_selector(selector: str) -> str | None:
+    """A selector for the browser fetcher to wait for; blank means none (network idle)."""
+    selector = selector.strip()
+    if any(ord(c) < 32 for c in selector):
+        raise ValueError("wait_for_selector must not contain control characters")
+    return selector or None
+
+
 class _Editable(BaseModel):
     """The settings of a domain an operator may set; ``None`` means "not given"."""
 
@@ -62,6 +70,17 @@ class _Editable(BaseModel):
     default_crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
     user_agent: str | None = Field(None, min_length=1, max_length=255)
     is_active: bool | None = None
+    fetcher: Literal["http", "impersonate", "browser"] | None = Field(
+        None,
+        description="How pages are fetched: http (httpx), impersonate (curl_cffi with a "
+        "browser TLS/HTTP2 fingerprint) or browser (Chromium, renders JavaScript).",
+    )
+    wait_for_selector: str | None = Field(
+        None,
+        max_length=500,
+        description="browser fetcher: CSS selector to wait for; empty string clears it "
+        "(then it waits for network idle).",
+    )
     # Fetch policy (issue 5).
     proxy_strategy: Literal["lru", "random", "exclusive"] | None = Field(
         None,
@@ -103,6 +122,11 @@ class _Editable(BaseModel):
     @classmethod
     def _parser(cls, value: str) -> str:
         return check_parser_name(value)
+
+    @field_validator("wait_for_selector")
+    @classmethod
+    def _selector(cls, value: str) -> str | None:
+        return check_wait_for_selector(value)
 
     @field_validator("required_country_code")
     @classmethod
@@ -147,6 +171,8 @@ class DomainPublic(BaseModel):
     default_crawl_frequency_seconds: int
     is_active: bool
     user_agent: str
+    fetcher: str = Field(description="http, impersonate or browser.")
+    wait_for_selector: str | None = None
     proxy_strategy: str = Field("lru", description="lru, random or exclusive.")
     use_global_pool: bool = False
     required_country_code: str | None = None

@@ -64,6 +64,10 @@ class Domain(Timestamped, Base):
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Fetcher (migration 0007): http | impersonate | browser; the browser waits for this CSS
+    # selector when set, else for network idle.
+    fetcher: Mapped[str] = mapped_column(String(20), default="http")
+    wait_for_selector: Mapped[str | None] = mapped_column(String(500))
 
 
 class CrawlTask(Timestamped, Base):

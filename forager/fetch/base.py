@@ -19,6 +19,10 @@ class FetchRequest:
     headers: dict[str, str] = field(default_factory=dict)
     # Awaited once, as soon as the request has left (politeness is measured from then).
     on_sent: Callable[[], Awaitable[None]] | None = None
+    # Which fetcher the domain uses (http | impersonate | browser; see forager.fetch.registry)
+    # and, for the browser, the selector to wait for before taking the page (else network idle).
+    fetcher: str = "http"
+    wait_for_selector: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

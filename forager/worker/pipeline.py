@@ -12,12 +12,12 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt
+from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
@@ -144,6 +144,13 @@ class Pipeline:
             except NoProxyAvailable as exc:
                 await self._no_proxy(session, task, exc)
                 return None
+            fetcher_kind, wait_for_selector = (
+                await session.execute(
+                    select(Domain.fetcher, Domain.wait_for_selector).where(
+                        Domain.id == task.domain_id
+                    )
+                )
+            ).one()
         started = utcnow()
         gate = _Gate(self, task)
         request = FetchRequest(
@@ -151,6 +158,8 @@ class Pipeline:
             task.user_agent,
             proxy.url if proxy else None,
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
+            fetcher=fetcher_kind,
+            wait_for_selector=wait_for_selector,
         )
         try:
             response = await self.fetcher.fetch(request)

@@ -20,7 +20,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.fetch.base import Fetcher
-from forager.fetch.http import HttpxFetcher
+from forager.fetch.registry import FetcherSet
 from forager.proxies.retest import retest_due
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import LocalPageStore, PageStore
@@ -55,7 +55,8 @@ class WorkerPool:
         self.concurrency = concurrency
         self.worker_id = worker_id or new_worker_id()
         self.queue = TaskQueue(db, settings)
-        self.fetcher = fetcher or HttpxFetcher(settings)
+        # One fetcher per kind (http, impersonate, browser), picked per task's domain.
+        self.fetcher = fetcher or FetcherSet(settings)
         self.pages = pages or LocalPageStore(settings.pages_dir)
         self.pipeline = Pipeline(
             db, self.queue, self.fetcher, self.pages, SecretBox(settings), self.worker_id

@@ -178,6 +178,42 @@ def js_price_page(n: int, price: Decimal) -> str:
 """
 
 
+def js_product_page(n: int, price: Decimal, ms: int) -> str:
+    """A product page with no product data at all until its script runs, ``ms`` after load:
+    it then adds the schema.org Product (JSON-LD) and the visible price. There is an image
+    too, which the browser fetcher blocks by default."""
+    cents = int(price * 100)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Test Product {n} | Test Shop</title></head>
+<body>
+<h1 class="product-title">Test Product {n}</h1>
+<img src="/img/js-{n}.jpg" alt="Test Product {n}">
+<div class="price-box" id="box">Loading price...</div>
+<script>
+setTimeout(function () {{
+  var price = ({cents} / 100).toFixed(2);
+  var data = document.createElement("script");
+  data.type = "application/ld+json";
+  data.text = JSON.stringify({{
+    "@context": "https://schema.org", "@type": "Product", "name": "Test Product {n}",
+    "sku": "JS-{n}",
+    "offers": {{"@type": "Offer", "price": price, "priceCurrency": "USD",
+               "availability": "https://schema.org/InStock"}}
+  }});
+  document.head.appendChild(data);
+  var box = document.getElementById("box");
+  box.textContent = "";
+  var span = document.createElement("span");
+  span.className = "price";
+  span.id = "js-price";
+  span.textContent = "$" + price;
+  box.appendChild(span);
+}}, {ms});
+</script>
+</body></html>
+"""
+
+
 _AMAZON_EN = """<html><head><title>Amazon.com: Widget Pro</title></head><body>
 {top}<div id="wayfinding-breadcrumbs_feature_div"><ul><li><a>Electronics</a></li><li><a>Gadgets</a></li></ul></div>
 <span id="productTitle">  Widget Pro 3000  </span>

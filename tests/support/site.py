@@ -243,6 +243,13 @@ async def js_price(request: Request) -> Response:
     return HTMLResponse(pages.js_price_page(n, price))
 
 
+async def js_product(request: Request) -> Response:
+    n: int = request.path_params["n"]
+    price, _ = _state(request).price(n)
+    ms = int(_query_num(request, "ms", 0))
+    return HTMLResponse(pages.js_product_page(n, price, max(0, min(ms, 60_000))))
+
+
 async def amazon(request: Request) -> Response:
     html = pages.amazon_page(request.path_params["asin"], "en-US", _kb(request))
     return HTMLResponse(html)
@@ -390,6 +397,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
     routes = [
         Route("/product/{n:int}", product),
         Route("/js-price/{n:int}", js_price),
+        Route("/js-product/{n:int}", js_product),
         Route("/amazon/dp/{asin}", amazon),
         Route("/amazon-br/dp/{asin}", amazon_br),
         Route("/captcha", captcha),

@@ -1,0 +1,539 @@
+"""The ``browser`` fetcher: Playwright driving the system Chromium, for pages built by JavaScript.
+
+One Chromium per process (started on first use, at ``FORAGER_CHROMIUM_PATH``), shared by every
+``BrowserFetcher`` of the process and closed with the last of them. A browser context (cookies,
+cache, proxy) is kept per (proxy, user agent) and retired after ``MAX_PAGES_PER_CONTEXT`` pages
+or ``MAX_CONTEXT_AGE_SECONDS``, so a long-running worker's memory does not grow. Images, fonts
+and media are refused by default.
+
+A page is loaded, then the fetcher waits for the domain's ``wait_for_selector`` (missing in
+time: ``timeout``) or else for network idle (bounded; a page that never goes quiet is taken as
+it is), and returns the rendered HTML. The contract is the other fetchers': one deadline for
+the whole fetch, redirects capped, the document's bytes counted as they arrive (the load is
+stopped once over ``max_body_bytes``) and the rendered HTML held to the same limit, proxies
+whose credentials never reach an error, ``on_sent`` awaited once the request is on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    Route,
+    async_playwright,
+)
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from forager.config import Settings
+from forager.errors import (
+    FetchError,
+    FetchTimeout,
+    HTTPStatusError,
+    NetworkError,
+    ProxyError,
+    TooLarge,
+)
+from forager.fetch.base import FetchRequest, FetchResponse
+from forager.fetch.http import _scrub
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+BLOCKED_RESOURCE_TYPES = frozenset({"image", "font", "media"})
+MAX_PAGES_PER_CONTEXT = 100
+MAX_CONTEXT_AGE_SECONDS = 300.0
+MAX_CONTEXTS = 16  # least recently used contexts beyond this are retired
+NETWORK_IDLE_MAX_SECONDS = 10.0
+_MARGIN_MS = 150.0  # without a selector: how long to wait for the network to idle
+# Loopback targets go through the proxy too (Chromium bypasses the proxy for them by default).
+_LAUNCH_ARGS = ["--proxy-bypass-list=<-loopback>", "--disable-dev-shm-usage"]
+_PROXY_ERRORS = (
+    "ERR_PROXY",
+    "ERR_TUNNEL_CONNECTION_FAILED",
+    "ERR_NO_SUPPORTED_PROXIES",
+    "ERR_SOCKS_CONNECTION",
+    "ERR_MANDATORY_PROXY",
+)
+
+
+_CONNECTION_ERRORS = ("ERR_CONNECTION", "ERR_SOCKET", "ERR_EMPTY_RESPONSE", "ERR_ADDRESS")
+
+
+# -- the one browser of the process -------------------------------------------------------
+
+
+class _SharedBrowser:
+    """Chromium for one event loop, started on the first ``acquire`` and closed by the last
+    ``release``."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.lock = asyncio.Lock()
+        self.playwright: Playwright | None = None
+        self.browser: Browser | None = None
+
+    def acquire(self) -> None:
+        self.users += 1
+
+    async def browser_for(self, path: Path) -> Browser:
+        async with self.lock:
+            if self.browser is not None and self.browser.is_connected():
+                return self.browser
+            await self._close()
+            if not await asyncio.to_thread(_executable, path):
+                raise FetchError(
+                    f"Chromium not found at {path} (set FORAGER_CHROMIUM_PATH)",
+                    error_type="internal",
+                )
+            self.playwright = await async_playwright().start()
+            try:
+                self.browser = await self.playwright.chromium.launch(
+                    executable_path=str(path), headless=True, args=_LAUNCH_ARGS
+                )
+            except PlaywrightError as exc:
+                await self._close()
+                raise FetchError(
+                    f"Chromium at {path} did not start: {_first_line(exc)}", error_type="internal"
+                ) from exc
+            log.info("browser fetcher: started Chromium %s", self.browser.version)
+            return self.browser
+
+    async def release(self) -> None:
+        self.users -= 1
+        if self.users <= 0:
+            async with self.lock:
+                await self._close()
+
+    async def _close(self) -> None:
+        browser, self.browser = self.browser, None
+        playwright, self.playwright = self.playwright, None
+        if browser is not None:
+            with contextlib.suppress(Exception):
+                await browser.close()
+        if playwright is not None:
+            with contextlib.suppress(Exception):
+                await playwright.stop()
+
+
+_shared: dict[asyncio.AbstractEventLoop, _SharedBrowser] = {}
+
+
+def _shared_browser() -> _SharedBrowser:
+    loop = asyncio.get_running_loop()
+    for other in [k for k in _shared if k.is_closed()]:
+        del _shared[other]
+    if loop not in _shared:
+        _shared[loop] = _SharedBrowser()
+    return _shared[loop]
+
+
+def running_browsers() -> int:
+    """How many Chromium instances this process has open (for tests)."""
+    return sum(1 for s in _shared.values() if s.browser is not None)
+
+
+# -- contexts -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Context:
+    context: BrowserContext
+    created: float = field(default_factory=time.monotonic)
+    pages: int = 0  # fetches started in it so far
+    open: int = 0  # fetches running in it now
+    retired: bool = False
+    idle: list[_Tab] = field(default_factory=list)  # pages kept for the next fetches
+
+
+@dataclass(slots=True)
+class _Tab:
+    """A page and its watch, reused by the context's fetches (no new renderer each time)."""
+
+    page: Page
+    watch: _Watch
+
+
+def _proxy_settings(proxy_url: str) -> dict[str, str]:
+    """Playwright's proxy dict from ``scheme://user:pass@host:port``."""
+    parts = urlsplit(proxy_url)
+    scheme = parts.scheme.lower()
+    if scheme in ("socks5h", "socks5") and parts.username:
+        raise ProxyError("Chromium cannot use a socks5 proxy that needs credentials")
+    if not parts.hostname or parts.port is None:
+        raise ProxyError("unusable proxy URL: no host or port")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    settings = {"server": f"{'socks5' if scheme == 'socks5h' else scheme}://{host}:{parts.port}"}
+    if parts.username:
+        settings["username"] = unquote(parts.username)
+        settings["password"] = unquote(parts.password or "")
+    return settings
+
+
+async def _block(route: Route) -> None:
+    if route.request.resource_type in BLOCKED_RESOURCE_TYPES:
+        await route.abort("blockedbyclient")
+    else:
+        await route.continue_()
+
+
+# -- one page load ------------------------------------------------------------------------
+
+
+class _Watch:
+    """Follows a page's document requests through CDP: bytes, redirects, first send.
+
+    One per page, kept with it while the page is reused; ``begin`` starts a new fetch.
+    """
+
+    def __init__(self, page: Page, limit: int, max_redirects: int) -> None:
+        self.page = page
+        self.limit = limit
+        self.max_redirects = max_redirects
+        self.cdp: Any = None
+        self.begin(None)
+
+    def begin(self, request: FetchRequest | None) -> None:
+        self.request = request
+        self.documents: set[str] = set()
+        self.on_wire: set[str] = set()
+        self.received = 0
+        self.redirects = 0
+        self.too_large = False
+        self.too_many_redirects = False
+        self.exceeded = asyncio.Event()  # set when a limit is crossed; waits end at once
+        self.sent: asyncio.Future[None] | None = None
+        self._stopping: asyncio.Task[Any] | None = None
+
+    async def start(self) -> None:
+        self.cdp = await self.page.context.new_cdp_session(self.page)
+        self.cdp.on("Network.requestWillBeSent", self._will_send)
+        self.cdp.on("Network.requestWillBeSentExtraInfo", self._on_wire)
+        self.cdp.on("Network.dataReceived", self._data)
+        await self.cdp.send("Network.enable")
+
+    def _will_send(self, params: dict[str, Any]) -> None:
+        if params.get("type") != "Document":
+            return
+        request_id = params["requestId"]
+        self.documents.add(request_id)
+        if "redirectResponse" in params:
+            self.redirects += 1
+            if self.redirects > self.max_redirects:
+                self.too_many_redirects = True
+                self._stop()
+                self.exceeded.set()
+        self._maybe_sent(request_id)
+
+    def _on_wire(self, params: dict[str, Any]) -> None:
+        self.on_wire.add(params["requestId"])
+        self._maybe_sent(params["requestId"])
+
+    def _maybe_sent(self, request_id: str) -> None:
+        """The first document request with its headers on the wire starts ``on_sent``."""
+        on_sent = self.request.on_sent if self.request is not None else None
+        if (
+            on_sent is not None
+            and self.sent is None
+            and request_id in self.documents
+            and request_id in self.on_wire
+        ):
+            self.sent = asyncio.ensure_future(on_sent())
+
+    def _data(self, params: dict[str, Any]) -> None:
+        if params.get("requestId") not in self.documents:
+            return
+        self.received += int(params.get("dataLength") or 0)
+        if self.received > self.limit and not self.too_large:
+            self.too_large = True
+            self._stop()
+            self.exceeded.set()
+
+    def _stop(self) -> None:
+        if self._stopping is None and self.cdp is not None:
+            self._stopping = asyncio.get_running_loop().create_task(
+                self.cdp.send("Page.stopLoading")
+            )
+
+    async def guard(self, awaitable: Awaitable[T]) -> T:
+        """``awaitable``'s result, unless a limit is crossed first (then that error)."""
+        task = asyncio.ensure_future(awaitable)
+        crossed = asyncio.ensure_future(self.exceeded.wait())
+        try:
+            await asyncio.wait({task, crossed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            crossed.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            elif not task.cancelled():
+                task.exception()  # retrieved here: raised below, or superseded by our error
+        self.check()
+        return task.result()
+
+    def check(self) -> None:
+        """Raise what the watch saw go over a limit."""
+        if self.too_large:
+            raise TooLarge(f"body exceeds the {self.limit} byte limit")
+        if self.too_many_redirects:
+            raise FetchError(f"more than {self.max_redirects} redirects", error_type="http_4xx")
+
+    async def settle(self) -> None:
+        """Let this fetch's ``on_sent`` and stop request finish."""
+        for task in (self.sent, self._stopping):
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(task)
+
+    async def close(self) -> None:
+        await self.settle()
+        if self.cdp is not None:
+            with contextlib.suppress(Exception):
+                await self.cdp.detach()
+
+
+# -- the fetcher --------------------------------------------------------------------------
+
+
+class BrowserFetcher:
+    """The ``browser`` fetcher (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        block_resource_types: bool = True,
+        max_pages_per_context: int = MAX_PAGES_PER_CONTEXT,
+        max_context_age_seconds: float = MAX_CONTEXT_AGE_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.block_resource_types = block_resource_types
+        self.max_pages_per_context = max_pages_per_context
+        self.max_context_age_seconds = max_context_age_seconds
+        self._contexts: OrderedDict[tuple[str | None, str], _Context] = OrderedDict()
+        self._context_lock = asyncio.Lock()
+        self._slots = asyncio.Semaphore(settings.browser_max_pages)
+        self._shared: _SharedBrowser | None = None
+        self.contexts_created = 0
+        self.contexts_closed = 0
+
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        try:
+            return await self._fetch_classified(request)
+        except FetchError as exc:
+            if request.proxy_url:
+                exc.message = _scrub(exc.message, request.proxy_url)
+                exc.args = (exc.message,)
+            raise
+
+    async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
+        s = self.settings
+        # Waiting for a free page slot is queueing, not fetching: the deadline starts after it.
+        async with self._slots:
+            deadline = time.monotonic() + s.fetch_timeout_seconds
+            try:
+                async with asyncio.timeout(s.fetch_timeout_seconds):
+                    return await self._fetch(request, deadline)
+            except TimeoutError as exc:
+                raise FetchTimeout(
+                    f"no complete page within {s.fetch_timeout_seconds:g} s"
+                ) from exc
+
+    async def _browser(self) -> Browser:
+        if self._shared is None:
+            self._shared = _shared_browser()
+            self._shared.acquire()
+        return await self._shared.browser_for(self.settings.chromium_path)
+
+    async def _context(self, request: FetchRequest) -> _Context:
+        key = (request.proxy_url, request.user_agent)
+        async with self._context_lock:
+            entry = self._contexts.get(key)
+            if entry is not None and (
+                entry.pages >= self.max_pages_per_context
+                or time.monotonic() - entry.created > self.max_context_age_seconds
+                or not entry.context.browser
+                or not entry.context.browser.is_connected()
+            ):
+                await self._retire(key)
+                entry = None
+            if entry is None:
+                browser = await self._browser()
+                proxy = _proxy_settings(request.proxy_url) if request.proxy_url else None
+                context = await browser.new_context(
+                    proxy=proxy,  # type: ignore[arg-type]
+                    user_agent=request.user_agent,
+                    extra_http_headers=request.headers or None,
+                    service_workers="block",
+                )
+                if self.block_resource_types:
+                    await context.route("**/*", _block)
+                entry = self._contexts[key] = _Context(context)
+                self.contexts_created += 1
+                while len(self._contexts) > MAX_CONTEXTS:
+                    await self._retire(next(iter(self._contexts)))
+            self._contexts.move_to_end(key)
+            entry.pages += 1
+            entry.open += 1
+            return entry
+
+    async def _retire(self, key: tuple[str | None, str]) -> None:
+        entry = self._contexts.pop(key)
+        entry.retired = True
+        if entry.open == 0:
+            await self._close_context(entry)
+
+    async def _close_context(self, entry: _Context) -> None:
+        self.contexts_closed += 1
+        with contextlib.suppress(Exception):
+            await entry.context.close()
+
+    async def _fetch(self, request: FetchRequest, deadline: float) -> FetchResponse:
+        entry = await self._context(request)
+        tab = entry.idle.pop() if entry.idle else None
+        reusable = False  # only a page whose last load ended normally serves the next fetch
+        try:
+            try:
+                if tab is None:
+                    page = await entry.context.new_page()
+                    tab = _Tab(
+                        page,
+                        _Watch(page, self.settings.max_body_bytes, self.settings.max_redirects),
+                    )
+                    await tab.watch.start()
+                tab.watch.begin(request)
+                response = await self._render(tab.page, tab.watch, request, deadline)
+                reusable = True
+                return response
+            except HTTPStatusError:
+                reusable = True
+                raise
+            except PlaywrightError as exc:
+                if tab is not None:
+                    tab.watch.check()
+                raise _classify(exc, request.proxy_url is not None) from exc
+        finally:
+            await asyncio.shield(self._done(entry, tab, reusable))
+
+    async def _done(self, entry: _Context, tab: _Tab | None, reusable: bool) -> None:
+        if tab is not None:
+            if reusable and not entry.retired and not tab.page.is_closed():
+                await tab.watch.settle()
+                entry.idle.append(tab)
+            else:
+                await tab.watch.close()
+                with contextlib.suppress(Exception):
+                    await tab.page.close()
+        entry.open -= 1
+        if entry.retired and entry.open == 0:
+            await self._close_context(entry)
+
+    async def _render(
+        self, page: Page, watch: _Watch, request: FetchRequest, deadline: float
+    ) -> FetchResponse:
+        s = self.settings
+        started = time.perf_counter()
+
+        def remaining_ms() -> float:
+            # A little under the overall deadline, so Playwright's timeout (which says what
+            # was being waited for) fires before the fetch's own.
+            return max(1.0, (deadline - time.monotonic()) * 1000 - _MARGIN_MS)
+
+        response = await watch.guard(
+            page.goto(request.url, wait_until="commit", timeout=remaining_ms())
+        )
+        watch.check()
+        if response is None:
+            raise NetworkError("the browser got no response")
+        status = response.status
+        if request.proxy_url and status == 407:
+            raise ProxyError("proxy refused the credentials (407)")
+        if status >= 400:
+            raise HTTPStatusError(f"HTTP {status} from {response.url}", status_code=status)
+        headers = {k.lower(): v for k, v in (await response.all_headers()).items()}
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > s.max_body_bytes:
+            raise TooLarge(f"Content-Length {declared} exceeds the {s.max_body_bytes} byte limit")
+        selector = request.wait_for_selector
+        if selector:
+            try:
+                await watch.guard(
+                    page.wait_for_selector(selector, state="attached", timeout=remaining_ms())
+                )
+            except PlaywrightTimeout as exc:
+                watch.check()
+                raise FetchTimeout(
+                    f"selector {selector!r} did not appear within {s.fetch_timeout_seconds:g} s"
+                ) from exc
+            except PlaywrightError as exc:
+                watch.check()
+                if "selector" in str(exc).lower():
+                    raise FetchError(
+                        f"wait_for_selector {selector!r} is not a valid selector",
+                        error_type="internal",
+                    ) from exc
+                raise
+        else:
+            await watch.guard(page.wait_for_load_state("load", timeout=remaining_ms()))
+            idle_ms = min(remaining_ms(), NETWORK_IDLE_MAX_SECONDS * 1000)
+            with contextlib.suppress(PlaywrightTimeout):
+                await watch.guard(page.wait_for_load_state("networkidle", timeout=idle_ms))
+        watch.check()
+        html = (await page.content()).encode("utf-8")
+        watch.check()
+        if len(html) > s.max_body_bytes:
+            raise TooLarge(f"rendered page exceeds the {s.max_body_bytes} byte limit")
+        # The body is the DOM serialized as UTF-8, whatever the wire charset was.
+        headers["content-type"] = "text/html; charset=utf-8"
+        headers.pop("content-encoding", None)
+        headers.pop("content-length", None)
+        elapsed_ms = int((time.perf_counter() - started) * 1000)
+        return FetchResponse(response.url, status, headers, html, elapsed_ms)
+
+    async def aclose(self) -> None:
+        entries = list(self._contexts.values())
+        self._contexts.clear()
+        for entry in entries:
+            entry.retired = True
+            await self._close_context(entry)
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            await shared.release()
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _classify(exc: PlaywrightError, via_proxy: bool) -> FetchError:
+    detail = _first_line(exc)
+    if isinstance(exc, PlaywrightTimeout) or "ERR_TIMED_OUT" in detail:
+        return FetchTimeout(f"timed out: {detail}")
+    if "ERR_TOO_MANY_REDIRECTS" in detail:
+        return FetchError(f"too many redirects: {detail}", error_type="http_4xx")
+    if via_proxy and any(code in detail for code in _PROXY_ERRORS):
+        return ProxyError(f"proxy failed: {detail}")
+    if via_proxy and any(code in detail for code in _CONNECTION_ERRORS):
+        # The connection is to the proxy: a refusal or reset there is the proxy's fault.
+        return ProxyError(f"proxy connection failed: {detail}")
+    return NetworkError(f"network error: {detail}")

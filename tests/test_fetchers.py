@@ -1,0 +1,326 @@
+"""The impersonate (curl_cffi) and browser (Playwright + Chromium) fetchers against the local
+test site and the loopback proxy, and crawls with each fetcher chosen per domain via the API."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from forager.api.deps import Runtime
+from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db.models import DomainProxy, Product, Proxy
+from forager.errors import FetchError, ParseError
+from forager.fetch.base import Fetcher, FetchRequest
+from forager.fetch.browser import BrowserFetcher, running_browsers
+from forager.fetch.registry import FetcherSet, build_fetcher
+from forager.parse.registry import get_parser
+from tests.conftest import SettingsFactory, service_missing
+from tests.support.crawling import crawl
+from tests.support.proxy import TestProxy
+from tests.support.site import TestSite
+
+CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
+UA = "forager-fetcher-test/1"
+
+
+@pytest.fixture
+def chromium() -> Path:
+    """The system Chromium; skipped when absent (fails with FORAGER_REQUIRE_SERVICES=1)."""
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        service_missing("Chromium", f"no executable at {CHROMIUM}; `make chromium` installs it")
+    return CHROMIUM
+
+
+@pytest.fixture(params=["impersonate", "browser"])
+def kind(request: pytest.FixtureRequest) -> str:
+    if request.param == "browser":
+        request.getfixturevalue("chromium")
+    kind_name: str = request.param
+    return kind_name
+
+
+def _settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path,
+        "database_url": f"sqlite:///{tmp_path / 'unused.db'}",
+        "fetch_timeout_seconds": 10.0,
+        "connect_timeout_seconds": 2.0,
+        "chromium_path": CHROMIUM,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@contextlib.asynccontextmanager
+async def _fetcher(kind: str, settings: Settings) -> AsyncIterator[Fetcher]:
+    fetcher = build_fetcher(kind, settings)
+    try:
+        yield fetcher
+    finally:
+        await fetcher.aclose()
+
+
+async def _error(fetcher: Fetcher, url: str, **options: Any) -> FetchError:
+    with pytest.raises(FetchError) as caught:
+        await fetcher.fetch(FetchRequest(url, UA, **options))
+    return caught.value
+
+
+# -- the fetcher contract, for both ---------------------------------------------------------
+
+
+async def test_page_user_agent_and_on_sent(kind: str, site: TestSite, tmp_path: Path) -> None:
+    sent: list[str] = []
+
+    async def on_sent() -> None:
+        sent.append("sent")
+
+    async with _fetcher(kind, _settings(tmp_path)) as fetcher:
+        response = await fetcher.fetch(
+            FetchRequest(site.url("/echo-headers"), UA, on_sent=on_sent, fetcher=kind)
+        )
+        assert response.status_code == 200
+        assert f'"user-agent":"{UA}"' in response.text.replace(": ", ":")
+        # Both present a browser: Chrome's client hints go out with the request.
+        assert "sec-ch-ua" in response.text
+        assert sent == ["sent"]
+        product = await fetcher.fetch(FetchRequest(site.url("/product/5"), UA, fetcher=kind))
+        record = get_parser("generic").parse(product.text, product.url)
+        assert (record.product_name, record.price) == ("Test Product 5", Decimal("5.99"))
+
+
+async def test_through_an_authenticated_proxy(kind: str, site: TestSite, tmp_path: Path) -> None:
+    password = "s3cr3t:@/pw"
+    with TestProxy(username="crawler", password=password) as proxy:
+        good = proxy.url
+        bad = good.replace("s3cr3t", "wrong")
+        assert bad != good
+        async with _fetcher(kind, _settings(tmp_path)) as fetcher:
+            url = site.url("/product/6", host="127.0.0.2")
+            response = await fetcher.fetch(FetchRequest(url, UA, good, fetcher=kind))
+            assert response.status_code == 200
+            assert url in proxy.requests  # it really went through the proxy
+            refused = await _error(fetcher, site.url("/product/7"), proxy_url=bad)
+            assert refused.error_type == "proxy"
+            assert "wrong" not in refused.message and "s3cr3t" not in refused.message
+        # A proxy that is down: a proxy error, never its credentials.
+        proxy.fail = True
+        async with _fetcher(kind, _settings(tmp_path)) as fetcher:
+            down = await _error(fetcher, site.url("/product/8"), proxy_url=good)
+            assert down.error_type == "proxy", down.message
+            assert password not in down.message and "s3cr3t" not in down.message
+
+
+async def test_size_limits(kind: str, site: TestSite, tmp_path: Path) -> None:
+    settings = _settings(tmp_path, max_body_bytes=2 * 1024 * 1024)
+    async with _fetcher(kind, settings) as fetcher:
+        for path in ("/big?mb=50", "/big-declared?mb=50", "/gzip-bomb?mb=200"):
+            error = await _error(fetcher, site.url(path))
+            assert error.error_type == "too_large", (path, error.message)
+            assert "limit" in error.message
+
+
+async def test_timeout(kind: str, site: TestSite, tmp_path: Path) -> None:
+    async with _fetcher(kind, _settings(tmp_path, fetch_timeout_seconds=1.0)) as fetcher:
+        error = await _error(fetcher, site.url("/slow/3000"))
+        assert error.error_type == "timeout", error.message
+
+
+async def test_redirects_followed_and_capped(kind: str, site: TestSite, tmp_path: Path) -> None:
+    async with _fetcher(kind, _settings(tmp_path, max_redirects=3)) as fetcher:
+        response = await fetcher.fetch(FetchRequest(site.url("/redirect/2"), UA))
+        assert response.url == site.url("/product/1")
+        site.reset()
+        loop = await _error(fetcher, site.url("/redirect-loop"))
+        assert loop.error_type == "http_4xx" and "3 redirects" in loop.message
+        # The first request and 3 redirects (the last may not be in the site's log yet when
+        # the client has its headers). The browser is stopped once the 4th redirect starts,
+        # asynchronously, so a hop may slip through: still far below Chromium's own 20.
+        hops = len([r for r in site.requests() if r.path == "/redirect-loop"])
+        assert 3 <= hops <= (4 if kind == "impersonate" else 6), hops
+
+
+async def test_error_statuses(kind: str, site: TestSite, tmp_path: Path) -> None:
+    async with _fetcher(kind, _settings(tmp_path)) as fetcher:
+        expected = {404: "http_4xx", 503: "http_5xx", 429: "rate_limited"}
+        for code, error_type in expected.items():
+            error = await _error(fetcher, site.url(f"/status/{code}"))
+            assert (error.error_type, error.status_code) == (error_type, code)
+
+
+# -- the browser ----------------------------------------------------------------------------
+
+
+async def test_only_the_browser_gets_a_price_rendered_by_javascript(
+    chromium: Path, site: TestSite, tmp_path: Path
+) -> None:
+    site.set_price(21, "123.45")
+    url = site.url("/js-product/21")
+    parser = get_parser("generic")
+    fetchers = FetcherSet(_settings(tmp_path))
+    try:
+        for kind in ("http", "impersonate"):
+            plain = await fetchers.fetch(FetchRequest(url, UA, fetcher=kind))
+            assert "Loading price..." in plain.text
+            with pytest.raises(ParseError):
+                parser.parse(plain.text, plain.url)
+        rendered = await fetchers.fetch(FetchRequest(url, UA, fetcher="browser"))
+    finally:
+        await fetchers.aclose()
+    record = parser.parse(rendered.text, rendered.url)
+    assert (record.product_name, record.price, record.currency) == (
+        "Test Product 21",
+        Decimal("123.45"),
+        "USD",
+    )
+
+
+async def test_waits_for_the_selector_and_blocks_images(
+    chromium: Path, site: TestSite, tmp_path: Path
+) -> None:
+    url = site.url("/js-product/22?ms=400")
+    fetcher = BrowserFetcher(_settings(tmp_path))
+    try:
+        page = await fetcher.fetch(FetchRequest(url, UA, wait_for_selector="#js-price"))
+        assert 'id="js-price">$22.99<' in page.text
+        assert not [r for r in site.requests() if r.path.startswith("/img/")]
+        missing = await _error(fetcher, url, wait_for_selector="#never-there")
+        assert missing.error_type == "timeout" and "#never-there" in missing.message
+    finally:
+        await fetcher.aclose()
+    # The same page with blocking off does load the image: the blocking is what kept it out.
+    site.reset()
+    loading = BrowserFetcher(_settings(tmp_path), block_resource_types=False)
+    try:
+        await loading.fetch(FetchRequest(url, UA, wait_for_selector="#js-price"))
+    finally:
+        await loading.aclose()
+    assert "/img/js-22.jpg" in [r.path for r in site.requests()]
+
+
+async def test_contexts_are_recycled_and_the_browser_closed(
+    chromium: Path, site: TestSite, tmp_path: Path
+) -> None:
+    fetcher = BrowserFetcher(_settings(tmp_path), max_pages_per_context=3)
+    other = BrowserFetcher(_settings(tmp_path))
+    try:
+        for n in range(7):
+            await fetcher.fetch(FetchRequest(site.url(f"/product/{n}"), UA))
+        await other.fetch(FetchRequest(site.url("/product/9"), UA))
+        assert running_browsers() == 1  # one Chromium for the whole process
+        assert (fetcher.contexts_created, fetcher.contexts_closed) == (3, 2)
+    finally:
+        await fetcher.aclose()
+        assert running_browsers() == 1  # still used by the other fetcher
+        await other.aclose()
+    assert running_browsers() == 0
+    assert fetcher.contexts_closed == 3
+
+
+async def test_a_missing_chromium_is_a_clear_error(site: TestSite, tmp_path: Path) -> None:
+    fetcher = BrowserFetcher(_settings(tmp_path, chromium_path=tmp_path / "no-chromium"))
+    try:
+        error = await _error(fetcher, site.url("/product/1"))
+    finally:
+        await fetcher.aclose()
+    assert error.error_type == "internal"
+    assert "FORAGER_CHROMIUM_PATH" in error.message and "no-chromium" in error.message
+
+
+# -- per-domain fetchers through the API and the worker, on both engines ----------------------
+
+
+def _runtime(api: httpx.AsyncClient) -> Runtime:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    return runtime
+
+
+async def test_domain_fetcher_is_validated_and_settable(api: httpx.AsyncClient) -> None:
+    bad = await api.post("/api/domains", json={"domain_name": "a.example", "fetcher": "curl"})
+    assert bad.status_code == 422
+    assert "fetcher" in [e["field"] for e in bad.json()["errors"]]
+    created = await api.post(
+        "/api/domains", json={"domain_name": "b.example", "fetcher": "browser"}
+    )
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert (body["fetcher"], body["wait_for_selector"]) == ("browser", None)
+    default = (await api.post("/api/domains", json={"domain_name": "c.example"})).json()
+    assert default["fetcher"] == "http"
+    path = f"/api/domains/{body['id']}"
+    updated = await api.patch(path, json={"wait_for_selector": " #price "})
+    assert updated.json()["wait_for_selector"] == "#price"
+    control = await api.patch(path, json={"wait_for_selector": "#a\x07b"})
+    assert control.status_code == 422
+    assert "wait_for_selector" in [e["field"] for e in control.json()["errors"]]
+    cleared = await api.patch(path, json={"wait_for_selector": "", "fetcher": "impersonate"})
+    assert (cleared.json()["wait_for_selector"], cleared.json()["fetcher"]) == (None, "impersonate")
+    assert (await api.get(path)).json()["fetcher"] == "impersonate"
+
+
+@pytest.mark.parametrize(
+    ("fetcher_kind", "host"),
+    [("http", "127.0.0.2"), ("impersonate", "127.0.0.3"), ("browser", "127.0.0.4")],
+)
+async def test_crawl_with_the_domain_fetcher_through_a_proxy(
+    api: httpx.AsyncClient,
+    make_settings: SettingsFactory,
+    site: TestSite,
+    request: pytest.FixtureRequest,
+    fetcher_kind: str,
+    host: str,
+) -> None:
+    if fetcher_kind == "browser":
+        request.getfixturevalue("chromium")
+    runtime = _runtime(api)
+    site.set_price(31, "31.50")
+    urls = [site.url("/product/30", host=host), site.url("/js-product/31", host=host)]
+    ids = []
+    for url in urls:
+        response = await api.post("/api/tasks", json={"url": url, "max_retries": 0})
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["task"]["id"])
+    [domain] = (await api.get("/api/domains", params={"q": host})).json()["items"]
+    patched = await api.patch(f"/api/domains/{domain['id']}", json={"fetcher": fetcher_kind})
+    assert patched.json()["fetcher"] == fetcher_kind
+
+    with TestProxy(username="crawler", password="pw-in-transit") as proxy:
+        box = SecretBox(runtime.settings)
+        async with runtime.db.session() as session:
+            row = Proxy(
+                proxy_url="127.0.0.1",
+                proxy_port=proxy.port,
+                proxy_protocol="http",
+                proxy_username="crawler",
+                proxy_password=box.encrypt("pw-in-transit"),
+            )
+            session.add(row)
+            await session.flush()
+            session.add(DomainProxy(domain_id=domain["id"], proxy_id=row.id))
+        settings = make_settings(chromium_path=CHROMIUM, fetch_timeout_seconds=15.0)
+        tasks = await crawl(runtime.db, settings, ids, concurrency=2, timeout=60)
+        assert set(urls) <= set(proxy.requests)  # the domain's proxy was used for both
+    product_task, js_task = (tasks[i] for i in ids)
+    assert product_task.status == "completed", product_task.error_message
+    async with runtime.db.reader() as session:
+        products = {
+            p.crawl_task_id: p
+            for p in await session.scalars(select(Product).where(Product.crawl_task_id.in_(ids)))
+        }
+    assert products[ids[0]].price == Decimal("30.99")
+    if fetcher_kind == "browser":
+        assert js_task.status == "completed", js_task.error_message
+        assert products[ids[1]].price == Decimal("31.50")
+    else:
+        # Without JavaScript the page has no product data at all.
+        assert (js_task.status, js_task.error_type) == ("failed", "parse")
+        assert ids[1] not in products
