@@ -16,6 +16,8 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain, PriceHistory, Product
 from forager.parse.base import ProductRecord
 from forager.parse.generic import GenericParser
+from forager.parse.prices import to_decimal
+from forager.parse.quality import validate
 from forager.products.persist import content_hash, save_product
 from tests.support.crawling import crawl, submit
 from tests.support.site import TestSite
@@ -121,6 +123,36 @@ async def test_content_hash_covers_the_fields_so_unchanged_writes_nothing(db: Da
     assert (reparsed[1], reparsed[2], reparsed[3]) == ("2", Decimal("10.00"), 1)
     assert await save(_record(parser_version="2", price=Decimal("9.50"))) == "updated"
     assert (await state())[2:] == (Decimal("9.50"), 2)
+
+
+async def test_a_price_no_column_can_hold_is_kept_as_an_issue_not_a_failed_save(
+    db: Database,
+) -> None:
+    async with db.session() as session:
+        session.add(
+            Domain(
+                domain_name="shop.example",
+                base_url="https://shop.example",
+                parser_name="generic",
+                user_agent="Forager-test",
+            )
+        )
+    async with db.reader() as session:
+        domain_id = await session.scalar(select(Domain.id))
+    assert domain_id is not None
+    record = _record(price=to_decimal("1.5e15"))
+    record.quality_issues = validate(record)
+    assert record.quality_issues == ["price 1.5E+15 is implausibly large"]
+    async with db.session() as session:
+        _, result = await save_product(
+            session, domain_id=domain_id, task_id=None, url=record.url, url_hash="h2",
+            record=record,
+        )  # fmt: skip
+    assert result == "created"
+    async with db.reader() as session:
+        product = await session.scalar(select(Product))
+    assert product is not None
+    assert (product.price, product.quality_issues) == (None, record.quality_issues)
 
 
 async def test_restart_parsing_in_bulk_after_a_parser_version_bump(

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 _NUMBER = re.compile(r"\d(?:[\d.,'’\u00a0\u202f\u2009 ]*\d)?")
 _GROUPS = re.compile(r"\d+|[^\d]+")
 _PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
+_SCIENTIFIC = re.compile(r"-?\d+(?:\.\d+)?[eE][+-]?\d{1,4}")
 _SPACES = "\u00a0\u202f\u2009 "
 
 # Locales (language or language-region) that write 1.299,90: the comma is the decimal mark.
@@ -217,6 +218,8 @@ def to_decimal(value: object) -> Decimal | None:
         text = value.strip()
         if _PLAIN.fullmatch(text):
             return Decimal(text)  # structured data uses "." as the decimal mark
+        if _SCIENTIFIC.fullmatch(text):
+            return Decimal(text)  # "1.5e3": kept as written; validation flags absurd values
         return parse_price(text)
     return None
 

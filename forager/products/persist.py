@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from decimal import Decimal
 from typing import Literal
 
 from sqlalchemy import delete, insert, select
@@ -21,6 +22,8 @@ _PRICE_FIELDS = ("price", "original_price", "currency", "availability", "is_avai
 _PROVENANCE_FIELDS = ("parser_name", "parser_version", "field_confidence", "quality_issues")
 
 # reparsed: same content, new parser provenance (only those columns are written).
+_MONEY_MAX = Decimal(10) ** 12  # NUMERIC(14, 2)
+
 SaveResult = Literal["created", "updated", "reparsed", "unchanged"]
 
 
@@ -31,14 +34,22 @@ def content_hash(record: ProductRecord) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def _money(value: Decimal | None) -> Decimal | None:
+    """A value the Money columns can hold; one they cannot (its issue is already listed in
+    ``quality_issues`` by validation) is stored as NULL rather than failing the save."""
+    if value is None or (value.is_finite() and abs(value) < _MONEY_MAX):
+        return value
+    return None
+
+
 def _columns(record: ProductRecord) -> dict[str, object]:
     return {
         "product_name": record.product_name[:512],
         "description": record.description,
-        "price": record.price,
+        "price": _money(record.price),
         "currency": record.currency,
-        "original_price": record.original_price,
-        "rating": record.rating,
+        "original_price": _money(record.original_price),
+        "rating": _money(record.rating),
         "review_count": record.review_count,
         "availability": record.availability[:255] if record.availability else None,
         "is_available": record.is_available,
@@ -96,7 +107,7 @@ async def save_product(
         price_moved = True
         images_moved = bool(record.image_urls)
     else:
-        price_moved = any(getattr(product, f) != getattr(record, f) for f in _PRICE_FIELDS)
+        price_moved = any(getattr(product, f) != columns[f] for f in _PRICE_FIELDS)
         old_images = (
             await session.execute(
                 select(ProductImage.image_url)
@@ -134,8 +145,8 @@ async def save_product(
             insert(PriceHistory).values(
                 product_id=product.id,
                 crawl_task_id=task_id,
-                price=record.price,
-                original_price=record.original_price,
+                price=columns["price"],
+                original_price=columns["original_price"],
                 currency=record.currency,
                 availability=columns["availability"],
                 is_available=record.is_available,
