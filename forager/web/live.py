@@ -1,10 +1,11 @@
 """One publisher per server process feeds every open dashboard tab.
 
 Every ``INTERVAL`` seconds it runs one short set of queries (tasks by status, tasks changed
-since the last poll, the newest event id, live workers) and hands the same snapshot to every
-subscriber; heavier figures (pages per minute over the last hour, errors by type, alerts,
-open circuit breakers) are refreshed every ``SLOW_INTERVAL``. With no subscriber it stops,
-so an idle server does not poll at all. Tabs never query the database on their own schedule.
+since the last poll, the newest event id, live workers and agents) and hands the same
+snapshot to every subscriber; heavier figures (pages per minute over the last hour, errors
+by type, alerts, open circuit breakers) are refreshed every ``SLOW_INTERVAL``. With no
+subscriber it stops, so an idle server does not poll at all. Tabs never query the database
+on their own schedule.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.api.proxy_schemas import AlertPublic
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
+from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.proxies import service as proxy_service
@@ -121,6 +122,22 @@ class Publisher:
             ).all()
             last_event = await session.scalar(select(func.max(Event.id)))
             workers = await live_workers(session, now - alive_window(self.settings))
+            agents = await session.execute(
+                select(
+                    Agent.id,
+                    Agent.name,
+                    Agent.status,
+                    Agent.isp_name,
+                    Agent.external_ip,
+                    Agent.last_heartbeat_at,
+                    Agent.tasks_completed_count,
+                    Agent.tasks_failed_count,
+                    Agent.blocked_reason,
+                )
+                .where(Agent.revoked_at.is_(None))
+                .order_by(Agent.id)
+                .limit(500)
+            )
             if not self._slow or loop.time() - self._slow_at >= SLOW_INTERVAL:
                 self._slow = await self._slow_figures(session, now)
                 self._slow_at = loop.time()
@@ -155,6 +172,9 @@ class Publisher:
                 }
                 for w in workers
             ],
+            "agents": [
+                {**a._asdict(), "last_heartbeat_at": _iso(a.last_heartbeat_at)} for a in agents
+            ],
             **self._slow,
         }
         return self.latest
@@ -181,14 +201,12 @@ class Publisher:
             session, CrawlAttempt.outcome, recent, CrawlAttempt.phase == "fetch"
         )
         _, alerts = await proxy_service.proxy_health(session)
-        breakers: list[dict[str, Any]] = []
-        if hasattr(Domain, "breaker_state"):
-            rows = await session.execute(
-                select(Domain.id, Domain.domain_name, Domain.breaker_state).where(
-                    Domain.breaker_state != "closed"
-                )
+        rows = await session.execute(
+            select(Domain.id, Domain.domain_name, Domain.breaker_state).where(
+                Domain.breaker_state != "closed"
             )
-            breakers = [{"id": i, "domain": n, "state": s} for i, n, s in rows]
+        )
+        breakers = [{"id": i, "domain": n, "state": s} for i, n, s in rows]
         return {
             "pages_per_minute": per_minute,
             "errors_last_hour": {str(k): v for k, v in errors.items()},

@@ -77,7 +77,12 @@ for _path in DETAIL_PAGES:
 
 
 def _has_agents(app: Any) -> bool:
-    return any(str(getattr(r, "path", "")).startswith("/api/agents") for r in app.routes)
+    """Whether the agents API is part of this server (its routes are in the OpenAPI paths)."""
+    found: bool | None = getattr(app.state, "dashboard_has_agents", None)
+    if found is None:
+        found = "/api/agents" in app.openapi().get("paths", {})
+        app.state.dashboard_has_agents = found
+    return found
 
 
 def _who(request: Request, key: ApiKey, csrf: str) -> dict[str, Any]:

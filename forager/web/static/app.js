@@ -63,7 +63,8 @@ async function route() {
     if (found) document.title = `${found[1]} · Forager`;
   }
   drawNav(section);
-  document.getElementById("nav").hidden = window.matchMedia("(max-width: 720px)").matches;
+  document.getElementById("nav").classList.remove("open"); // a phone's menu closes
+  document.querySelector(".menu-toggle").setAttribute("aria-expanded", "false");
   if (!render) {
     main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, "No such page."));
     return;
@@ -124,9 +125,8 @@ document.addEventListener("click", (event) => {
 });
 window.addEventListener("popstate", route);
 document.querySelector(".menu-toggle").addEventListener("click", (event) => {
-  const nav = document.getElementById("nav");
-  nav.hidden = !nav.hidden;
-  event.currentTarget.setAttribute("aria-expanded", String(!nav.hidden));
+  const open = document.getElementById("nav").classList.toggle("open");
+  event.currentTarget.setAttribute("aria-expanded", String(open));
 });
 document.getElementById("logout").addEventListener("click", async () => {
   try {

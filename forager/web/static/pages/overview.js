@@ -1,6 +1,6 @@
 // Overview: queue depth, pages per minute, errors, workers (and agents), breakers, alerts.
 
-import { api, barChart, h, link, session, table, time } from "../lib.js";
+import { barChart, h, link, session, table, time } from "../lib.js";
 import { live } from "../live.js";
 
 const STATUSES = ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing",
@@ -57,16 +57,11 @@ function breakersView(breakers) {
   return h("ul", {}, breakers.map((b) => h("li", {}, `${b.domain}: ${b.state}`)));
 }
 
-async function agentsView() {
-  try {
-    const data = await api("GET", "/api/agents");
-    const items = Array.isArray(data) ? data : data.items || [];
-    if (!items.length) return h("p", { class: "muted" }, "No agents.");
-    return h("ul", {}, items.map((a) => h("li", {},
-      `${a.name || a.id}: ${a.status || "?"}`)));
-  } catch (error) {
-    return h("p", { class: "muted" }, `Agents unavailable (${error.message}).`);
-  }
+function agentsView(agents) {
+  if (!agents.length) return h("p", { class: "muted" }, "No agents.");
+  return table(["Agent", "Status", "Last heartbeat"], agents.map((a) => h("tr", {},
+    h("td", {}, a.name), h("td", {}, h("span", { class: `status ${a.status}` }, a.status)),
+    h("td", {}, time(a.last_heartbeat_at)))));
 }
 
 export async function render(view, _arg, current) {
@@ -91,17 +86,27 @@ export async function render(view, _arg, current) {
         : null),
   );
   counts.append(h("p", { class: "muted" }, "Waiting for live data…"));
-  if (session.who.features.agents) agents.replaceChildren(await agentsView());
+  const drawn = {};
+  // Redraws a part only when its data changed, so keyboard focus is not lost every second.
+  const draw = (name, target, data, make) => {
+    const text = JSON.stringify(data);
+    if (drawn[name] === text) return;
+    drawn[name] = text;
+    target.replaceChildren(...[make(data)].flat());
+  };
   live.on((snapshot) => {
     if (!current()) return;
-    counts.replaceChildren(countsView(snapshot.tasks_by_status));
+    draw("counts", counts, snapshot.tasks_by_status, countsView);
+    if (session.who.features.agents) draw("agents", agents, snapshot.agents || [], agentsView);
     const perMinute = snapshot.pages_per_minute || [];
     const total = perMinute.reduce((a, b) => a + b, 0);
     chart.replaceChildren(barChart(perMinute, minuteLabels(), "Pages fetched per minute"),
       h("p", { class: "muted" }, `${total} pages in the last hour`));
-    errors.replaceChildren(errorsView(snapshot));
-    workers.replaceChildren(workersView(snapshot.workers || []));
-    breakers.replaceChildren(breakersView(snapshot.open_breakers || []));
-    alerts.replaceChildren(...alertsView(snapshot));
+    const slow = { e: snapshot.errors_last_hour, f: snapshot.fetches_last_hour,
+      a: snapshot.alerts };
+    draw("errors", errors, slow, () => errorsView(snapshot));
+    draw("alerts", alerts, slow, () => alertsView(snapshot));
+    draw("workers", workers, snapshot.workers || [], workersView);
+    draw("breakers", breakers, snapshot.open_breakers || [], breakersView);
   }, true);
 }

@@ -1,0 +1,434 @@
+"""The dashboard end to end: Debian's Chromium (through Playwright) against a real
+`forager serve` whose built-in workers crawl the loopback test site.
+
+Screenshots of every page at 1280 px and 390 px are written to docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+
+from forager.apikeys import create_key
+from forager.config import load_settings
+from forager.runtime import open_database
+from tests.conftest import service_missing
+from tests.support.site import SiteProcess
+
+CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM", "/usr/bin/chromium"))
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+WIDTHS = (1280, 390)
+WAIT_MS = 15_000
+
+
+@dataclass
+class Server:
+    url: str
+    keys: dict[str, str]
+    site: SiteProcess
+    api: httpx.Client  # Bearer admin key
+
+    def task(self, url: str, **options: Any) -> dict[str, Any]:
+        response = self.api.post("/api/tasks", json={"url": url, **options})
+        assert response.status_code in (200, 201), response.text
+        task: dict[str, Any] = response.json()["task"]
+        return task
+
+    def wait_task(self, task_id: int, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        while True:
+            task: dict[str, Any] = self.api.get(f"/api/tasks/{task_id}").json()
+            if done(task):
+                return task
+            assert time.monotonic() < deadline, f"task {task_id} stuck: {task['status']}"
+            time.sleep(0.1)
+
+
+def _expect_patiently() -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    if not CHROMIUM.exists():
+        service_missing("Chromium", f"{CHROMIUM} not found")
+    tmp = tmp_path_factory.mktemp("dashboard")
+    env = {
+        **os.environ,
+        "FORAGER_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'forager.db'}",
+        "FORAGER_DATA_DIR": str(tmp / "data"),
+        "FORAGER_SECRET_KEY": Fernet.generate_key().decode(),
+        "FORAGER_SERVE_WORKERS": "4",
+        "FORAGER_POLL_SECONDS": "0.05",
+        "FORAGER_SCHEDULER_SECONDS": "0.5",
+        "FORAGER_HEARTBEAT_SECONDS": "1",
+        "FORAGER_RETRY_BASE_SECONDS": "0.05",
+        "FORAGER_RETRY_MAX_SECONDS": "0.5",
+        "FORAGER_DEFAULT_CRAWL_DELAY_SECONDS": "0",
+        "FORAGER_LOG_LEVEL": "WARNING",
+    }
+    settings = load_settings(
+        database_url=env["FORAGER_DATABASE_URL"],
+        data_dir=tmp / "data",
+        secret_key=env["FORAGER_SECRET_KEY"],
+    )
+
+    async def make_keys() -> dict[str, str]:
+        db = await open_database(settings)
+        try:
+            return {r: (await create_key(db, f"e2e-{r}", r))[1] for r in ("admin", "read")}
+        finally:
+            await db.dispose()
+
+    keys = asyncio.run(make_keys())
+    site = SiteProcess(hosts=["127.0.0.1"])
+    site.start()
+    port = _free_port()
+    log = (tmp / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "forager.cli", "serve", "--port", str(port)],
+        env=env,
+        cwd=tmp,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {keys['admin']}"})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if api.get("/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((tmp / "serve.log").read_text())
+            time.sleep(0.1)
+        yield Server(url, keys, site, api)
+    finally:
+        api.close()
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        site.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    _expect_patiently()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        yield chromium
+        chromium.close()
+
+
+def _page(browser: Any, server: Server, role: str = "admin") -> Any:
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, timezone_id="America/Sao_Paulo"
+    )
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(server.url + "/")
+    page.get_by_label("API key").fill(server.keys[role])
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="Overview").wait_for()
+    return page
+
+
+@pytest.fixture(scope="module")
+def admin(browser: Any, server: Server) -> Iterator[Any]:
+    page = _page(browser, server)
+    yield page
+    page.context.close()
+
+
+def shoot(page: Any, name: str) -> None:
+    """``docs/screenshots/<name>-<width>.png`` at each width."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("document.getElementById('toasts').replaceChildren()")
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(150)  # layout settles after the resize
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def go(page: Any, path: str) -> None:
+    """Navigate inside the app (no reload), like following a link."""
+    page.evaluate(
+        "(url) => { history.pushState(null, '', url); dispatchEvent(new PopStateEvent('popstate')); }",  # noqa: E501
+        path,
+    )
+
+
+def row(page: Any, task_id: int) -> Any:
+    return page.locator(f'tr[data-task-id="{task_id}"]')
+
+
+def test_login_submit_and_see_tasks_complete_live(browser: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    known = server.task(server.site.url("/product/1"))
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.goto(server.url + "/tasks")
+    key = page.get_by_label("API key")
+    expect(key).to_be_visible()
+    shoot(page, "login")
+    key.fill("fgr_not-a-key")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+    key.fill(server.keys["admin"])
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Tasks")).to_be_visible()  # back where we were
+    cookies = {c["name"]: c for c in context.cookies()}
+    assert (
+        cookies["forager_session"]["httpOnly"]
+        and cookies["forager_session"]["sameSite"] == "Strict"
+    )
+    assert server.keys["admin"] not in cookies["forager_session"]["value"]
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Submit").click()
+    slow = server.site.url("/slow/1500")
+    lines = [slow, server.site.url("/product/2"), known["url"], "not a url"]
+    page.get_by_label("URLs, one per line").fill("\n".join(lines))
+    page.get_by_label("Batch name").fill("e2e-live")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.get_by_test_id("submit-summary")).to_have_text("2 new, 1 duplicate, 1 invalid")
+    invalid = page.locator('tr[data-result="invalid"]')
+    expect(invalid).to_have_count(1)
+    expect(invalid.locator("td").nth(3)).not_to_be_empty()  # the reason
+    shoot(page, "submit")
+
+    page.evaluate("window.__sameDocument = true")
+    go(page, "/tasks?batch_name=e2e-live")
+    tasks = server.api.get("/api/tasks", params={"batch_name": "e2e-live"}).json()["items"]
+    assert len(tasks) == 2
+    for task in tasks:  # each row turns to completed without a reload
+        expect(row(page, task["id"]).locator("[data-cell=status]")).to_have_text(
+            "completed", timeout=30_000
+        )
+    # A change made elsewhere (here through the API) shows up by itself, too.
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    waiting = server.task(server.site.url("/product/3"), scheduled_at=later, batch_name="e2e-live")
+    expect(row(page, waiting["id"]).locator("[data-cell=status]")).to_have_text("pending")
+    server.api.post(f"/api/tasks/{waiting['id']}/pause")
+    expect(row(page, waiting["id"]).locator("[data-cell=status]")).to_have_text("paused")
+    assert page.evaluate("window.__sameDocument") is True
+    go(page, "/")
+    expect(page.get_by_test_id("count-completed").locator("b")).not_to_have_text("0")
+    context.close()
+
+
+def test_pause_and_resume_a_task(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    task = server.task(server.site.url("/product/40"), scheduled_at=later)
+    go(admin, f"/tasks/{task['id']}")
+    heading = admin.get_by_role("heading", name=f"Task #{task['id']}")
+    expect(heading).to_contain_text("pending")
+    admin.get_by_role("button", name="Pause").click()
+    expect(heading).to_contain_text("paused")
+    assert server.api.get(f"/api/tasks/{task['id']}").json()["status"] == "paused"
+    admin.get_by_role("button", name="Resume").click()
+    expect(heading).not_to_contain_text("paused")  # back in the queue (resume is due at once)
+    assert server.api.get(f"/api/tasks/{task['id']}").json()["status"] != "paused"
+    events = server.api.get(
+        "/api/events", params={"entity_type": "task", "entity_id": task["id"]}
+    ).json()["items"]
+    names = [e["event"] for e in reversed(events)]  # oldest first
+    assert names.index("paused") < names.index("resumed")
+
+
+def test_restart_failed_tasks(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    failed = server.task(server.site.url("/status/404"))
+    server.wait_task(failed["id"], lambda t: t["status"] == "failed")
+
+    def fetches(n: int) -> Callable[[dict[str, Any]], bool]:
+        return lambda t: (
+            t["status"] == "failed" and (sum(a["phase"] == "fetch" for a in t["attempts"]) >= n)
+        )
+
+    go(admin, "/tasks?status=failed")
+    line = row(admin, failed["id"])
+    expect(line).to_be_visible()
+    shoot(admin, "tasks")
+    line.get_by_role("checkbox").check()
+    admin.get_by_role("group", name="Actions on selected tasks").get_by_role(
+        "button", name="Restart", exact=True
+    ).click()
+    expect(admin.locator(".toast").first).to_contain_text("restart: 1 of 1 done")
+    server.wait_task(failed["id"], fetches(2))  # it was fetched again (and failed again)
+
+    # "Restart all failed" asks first; cancelling changes nothing.
+    admin.get_by_role("button", name="Restart all failed").click()
+    dialog = admin.get_by_role("dialog")
+    expect(dialog).to_contain_text("Restart")
+    dialog.get_by_role("button", name="Cancel").click()
+    assert server.api.get(f"/api/tasks/{failed['id']}").json()["status"] == "failed"
+    admin.get_by_role("button", name="Restart all failed").click()
+    admin.get_by_role("dialog").get_by_role("button", name="Confirm").click()
+    expect(admin.locator(".toast").last).to_contain_text("Restarted")
+    server.wait_task(failed["id"], fetches(3))
+
+    go(admin, f"/tasks/{failed['id']}")
+    attempts = admin.locator("h2:has-text('Attempts') + .table-wrap tbody tr")
+    expect(attempts).to_have_count(3)
+    expect(admin.get_by_text("No page stored.")).to_be_visible()
+
+
+def test_search_products_and_open_a_price_chart(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    task = server.task(server.site.url("/product/77"))
+    server.wait_task(task["id"], lambda t: t["status"] == "completed")
+    httpx.post(server.site.url("/__price/77"), json={"price": "99.50"}).raise_for_status()
+    server.api.post(f"/api/tasks/{task['id']}/restart")
+    server.wait_task(
+        task["id"],
+        lambda t: (
+            t["status"] == "completed" and sum(a["phase"] == "fetch" for a in t["attempts"]) >= 2
+        ),
+    )
+
+    go(admin, "/products")
+    admin.get_by_label("Search", exact=True).fill("Test Product 77")
+    admin.get_by_role("button", name="Search").click()
+    expect(admin).to_have_url(re.compile(r"/products\?q=Test\+Product\+77"))
+    found = admin.get_by_role("link", name="Test Product 77")
+    expect(found).to_be_visible()
+    product_row = admin.locator("tr", has=found)
+    expect(product_row.locator(".up")).to_have_count(1)  # 77.99 → 99.50
+    export = admin.get_by_role("link", name="CSV")
+    assert "q=Test+Product+77" in (export.get_attribute("href") or "")
+    shoot(admin, "products")
+    found.click()
+    chart = admin.get_by_test_id("price-chart").locator("svg")
+    expect(chart).to_have_attribute("data-points", "2")
+    expect(chart.locator("polyline")).to_have_count(1)
+    shoot(admin, "product")
+
+    # Its task's page shows the stored page in a sandbox where no script runs.
+    go(admin, f"/tasks/{task['id']}")
+    frame = admin.locator("iframe.stored")
+    expect(frame).to_have_attribute("sandbox", "")
+    expect(
+        admin.frame_locator("iframe.stored").get_by_role("heading", name="Test Product 77")
+    ).to_be_visible()
+    expect(admin.get_by_role("link", name="Test Product 77")).to_be_visible()  # the product
+    shoot(admin, "task")
+
+
+def test_read_only_key_sees_but_cannot_act(browser: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    task = server.task(server.site.url("/product/41"), scheduled_at=later)
+    page = _page(browser, server, role="read")
+    expect(page.locator("#who-name")).to_contain_text("read-only")
+    go(page, "/tasks")
+    expect(row(page, task["id"])).to_be_visible()
+    expect(page.locator("[data-action]")).to_have_count(0)
+    expect(page.get_by_role("checkbox")).to_have_count(0)
+    go(page, f"/tasks/{task['id']}")
+    expect(page.get_by_role("heading", name=f"Task #{task['id']}")).to_be_visible()
+    expect(page.get_by_role("button", name="Pause")).to_have_count(0)
+    go(page, "/submit")
+    expect(page.get_by_text("Your key is read-only")).to_be_visible()
+    # Even a hand-made request with the right CSRF token is refused by the server.
+    status = page.evaluate(
+        """async (id) => {
+            const who = await (await fetch('/ui/session')).json();
+            const r = await fetch(`/api/tasks/${id}/pause`,
+              {method: 'POST', headers: {'X-CSRF-Token': who.csrf_token}});
+            return r.status;
+        }""",
+        task["id"],
+    )
+    assert status == 403
+    assert server.api.get(f"/api/tasks/{task['id']}").json()["status"] == "pending"
+    page.context.close()
+
+
+def test_cookie_posts_without_csrf_token_are_refused(server: Server) -> None:
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    task = server.task(server.site.url("/product/42"), scheduled_at=later)
+    with httpx.Client(base_url=server.url) as client:
+        who = client.post("/ui/login", json={"key": server.keys["admin"]}).json()
+        refused = client.post(f"/api/tasks/{task['id']}/pause")
+        assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
+        assert server.api.get(f"/api/tasks/{task['id']}").json()["status"] == "pending"
+        # A form post from another page carries no token either.
+        form = client.post("/ui/logout", data={"x": "1"})
+        assert form.status_code == 403
+        ok = client.post(
+            f"/api/tasks/{task['id']}/pause", headers={"X-CSRF-Token": who["csrf_token"]}
+        )
+        assert ok.status_code == 200 and ok.json()["status"] == "paused"
+        # The live stream over real HTTP: a snapshot arrives with the queue counts.
+        with client.stream("GET", "/ui/events/stream") as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    assert '"paused"' in line
+                    break
+
+
+def test_screenshots_of_the_other_pages(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    server.api.post("/api/proxies/bulk", json={"lines": "http://127.0.0.1:9/\nnot a proxy"})
+    go(admin, "/")
+    expect(admin.get_by_test_id("count-completed")).to_be_visible()
+    expect(admin.locator("svg.chart")).to_have_count(1)
+    shoot(admin, "overview")
+    go(admin, "/domains")
+    expect(admin.locator("tr[data-domain='127.0.0.1']")).to_be_visible()
+    shoot(admin, "domains")
+    go(admin, "/proxies")
+    expect(admin.locator("tr[data-proxy-id]")).to_have_count(1)
+    shoot(admin, "proxies")
+    go(admin, "/events?entity_type=task")
+    expect(admin.get_by_role("heading", name="Events")).to_be_visible()
+    expect(admin.locator("tbody tr").first).to_be_visible()
+    shoot(admin, "events")
+    # Agents: the agents API exists in this server, so the page is there.
+    admin.get_by_role("navigation", name="Main").get_by_role("link", name="Agents").click()
+    admin.get_by_label("New agent name").fill("e2e-home")
+    admin.get_by_role("button", name="Create agent").click()
+    expect(admin.get_by_test_id("agent-token")).to_contain_text("shown only now")
+    expect(admin.locator("tr[data-agent='e2e-home']")).to_contain_text("disconnected")
+    shoot(admin, "agents")
