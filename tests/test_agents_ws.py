@@ -21,7 +21,7 @@ from websockets.exceptions import ConnectionClosed
 
 from forager.agents import protocol, service
 from forager.db.engine import Database
-from forager.db.models import Agent, CrawlAttempt, CrawlTask, Event, Product
+from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event, Product
 from forager.db.types import utcnow
 from forager.queue.store import TaskQueue
 from tests.conftest import SettingsFactory
@@ -315,3 +315,41 @@ async def test_garbage_messages_get_an_error_and_the_connection_survives(
     assert "8-byte" in (await raw.recv("error"))["message"]
     await raw.send(protocol.message("heartbeat"))
     assert (await raw.recv("heartbeat_ack"))["status"] == "connected"
+
+
+async def test_agents_are_offered_only_allowed_domains_they_can_fetch(
+    server: tuple[str, Database, Any], make_settings: SettingsFactory, site: TestSite
+) -> None:
+    url, db, _ = server
+    _, token = await service.create_agent(db, "home-1")
+    ok_id, browser_id, other_id = await submit(
+        db,
+        make_settings(),
+        site.url("/product/1", host="127.0.0.1"),
+        site.url("/product/2", host="127.0.0.2"),
+        site.url("/product/3", host="127.0.0.3"),
+    )
+    async with db.session() as session:
+        await session.execute(
+            update(Domain).where(Domain.domain_name == "127.0.0.2").values(fetcher="browser")
+        )
+    raw = await _connect(url)
+    await raw.hello(
+        token,
+        capabilities={
+            "concurrency": 4,
+            "fetchers": ["http"],
+            "allow_domains": ["127.0.0.1", "127.0.0.2"],
+        },
+    )
+    task = await raw.recv("task")
+    assert task["task_id"] == ok_id
+    await raw.result(ok_id, httpx.get(task["url"]).content)
+    assert (await raw.recv("ack"))["outcome"] == "completed"
+    for _ in range(5):  # the dispatcher polls every 0.05 s: give it many chances
+        await raw.send(protocol.message("heartbeat"))
+        msg = await raw.recv()
+        assert msg["type"] == "heartbeat_ack", msg
+        await asyncio.sleep(0.2)
+    tasks = await tasks_by_id(db, [browser_id, other_id])
+    assert {t.status for t in tasks.values()} == {"pending"}

@@ -75,6 +75,7 @@ class Connection:
     owner: str
     capacity: int
     domains: list[str] | None
+    fetchers: list[str]
     pipeline: Pipeline
     status: str = A.CONNECTED
     last_heartbeat: float = field(default_factory=time.monotonic)
@@ -213,6 +214,7 @@ class AgentHub:
             owner=owner,
             capacity=hello.capabilities.concurrency,
             domains=hello.capabilities.allow_domains,
+            fetchers=hello.capabilities.fetchers,
             pipeline=Pipeline(self.db, self.queue, _RemoteFetcher(), self.pages, self.box, owner),
         )
         peer = ws.client.host if ws.client else None
@@ -439,7 +441,9 @@ class AgentHub:
                 if free <= 0:
                     continue
                 try:
-                    tasks = await self.queue.claim(conn.owner, free, domains=conn.domains)
+                    tasks = await self.queue.claim(
+                        conn.owner, free, domains=conn.domains, fetchers=conn.fetchers
+                    )
                 except Exception:
                     log.exception("claiming for agent %s failed", conn.name)
                     continue

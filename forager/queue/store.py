@@ -151,16 +151,22 @@ class TaskQueue:
     # -- claiming -----------------------------------------------------------------------
 
     async def claim(
-        self, worker_id: str, limit: int = 1, *, domains: Sequence[str] | None = None
+        self,
+        worker_id: str,
+        limit: int = 1,
+        *,
+        domains: Sequence[str] | None = None,
+        fetchers: Sequence[str] | None = None,
     ) -> list[ClaimedTask]:
         """Lease up to ``limit`` due pending tasks, honouring every domain's politeness.
 
-        ``domains`` restricts the claim to those domain names (an agent's allow-list).
+        ``domains`` restricts the claim to those domain names (an agent's allow-list),
+        ``fetchers`` to domains fetched with one of those kinds (what an agent can do).
         """
         now = utcnow()
         claimed: list[ClaimedTask] = []
         async with self.db.session() as session:
-            for domain_id in await self._candidate_domains(session, now, domains):
+            for domain_id in await self._candidate_domains(session, now, domains, fetchers):
                 if len(claimed) >= limit:
                     break
                 claimed += await self._claim_from_domain(
@@ -169,7 +175,11 @@ class TaskQueue:
         return claimed
 
     async def _candidate_domains(
-        self, session: AsyncSession, now: datetime, only: Sequence[str] | None = None
+        self,
+        session: AsyncSession,
+        now: datetime,
+        only: Sequence[str] | None = None,
+        fetchers: Sequence[str] | None = None,
     ) -> list[int]:
         best_task = (
             select(CrawlTask.id)
@@ -190,6 +200,7 @@ class TaskQueue:
                 or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
                 breakers.allows(Domain, self.settings, now),  # an open breaker: not claimed
                 *([Domain.domain_name.in_(list(only))] if only is not None else []),
+                *([Domain.fetcher.in_(list(fetchers))] if fetchers is not None else []),
             )
             .subquery()
         )
