@@ -239,9 +239,7 @@ def _rating(root: LexborNode) -> Decimal | None:
         text = node.attributes.get("title") or node.text()
         match = _FIRST_NUMBER.search(text or "")
         if match:
-            value = Decimal(match.group(0).replace(",", "."))
-            if 0 <= value <= 5:
-                return value
+            return Decimal(match.group(0).replace(",", "."))  # out of 0-5: validation says so
     return None
 
 

@@ -261,8 +261,7 @@ def rating_facts(value: Any) -> tuple[Decimal | None, int | None]:
     best = _amount(value.get("bestRating"))
     if rating is not None and best is not None and best > 5:
         rating = rating * 5 / best
-    if rating is not None and not 0 <= rating <= 5:
-        rating = None
+    # A rating outside 0-5 is kept as written: validation lists it, nothing "fixes" it.
     count: int | None = None
     for key in ("ratingCount", "reviewCount"):
         raw = value.get(key)

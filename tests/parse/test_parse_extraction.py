@@ -388,3 +388,23 @@ def test_each_validation_rule(fields: dict[str, object], issue: str) -> None:
 
 def test_a_clean_record_breaks_no_rule() -> None:
     assert validate(_record(original_price=Decimal("10.00"), rating=Decimal("5"))) == []
+
+
+def test_an_out_of_range_rating_is_kept_and_listed_not_dropped() -> None:
+    record = _generic(
+        _ld(
+            """{"@type": "Product", "name": "Desk Lamp", "offers": {"price": 10,
+                "priceCurrency": "EUR"},
+                "aggregateRating": {"ratingValue": "8.5", "reviewCount": 3}}"""
+        )
+    )
+    assert record.rating == Decimal("8.5")
+    assert record.quality_issues == ["rating 8.5 is outside 0-5"]
+    scaled = _generic(
+        _ld(
+            """{"@type": "Product", "name": "Desk Lamp", "offers": {"price": 10,
+                "priceCurrency": "EUR"},
+                "aggregateRating": {"ratingValue": "85", "bestRating": "100"}}"""
+        )
+    )
+    assert (scaled.rating, scaled.quality_issues) == (Decimal("4.25"), [])
