@@ -353,3 +353,20 @@ async def test_agents_are_offered_only_allowed_domains_they_can_fetch(
         await asyncio.sleep(0.2)
     tasks = await tasks_by_id(db, [browser_id, other_id])
     assert {t.status for t in tasks.values()} == {"pending"}
+
+
+async def test_robots_txt_is_honoured_before_a_task_goes_to_an_agent(
+    server: tuple[str, Database, Any], make_settings: SettingsFactory, site: TestSite
+) -> None:
+    url, db, _ = server
+    _, token = await service.create_agent(db, "home-1")
+    private_id, product_id = await submit(
+        db, make_settings(), site.url("/private/1"), site.url("/product/1"), priority=1
+    )
+    raw = await _connect(url)
+    await raw.hello(token)
+    task = await raw.recv("task")
+    assert task["task_id"] == product_id
+    denied = (await tasks_by_id(db, [private_id]))[private_id]
+    assert (denied.status, denied.error_type) == ("failed", "robots_denied")
+    assert not [r for r in site.requests() if r.path.startswith("/private/")]

@@ -458,6 +458,11 @@ class AgentHub:
         if conn.dropped:
             await self.queue.release(task.id, conn.owner)
             return 0
+        try:
+            if not await conn.pipeline.allowed_by_robots(task):
+                return 0  # failed robots_denied, as before a local fetch
+        except Exception:
+            log.exception("task %s: robots.txt check failed; sending it anyway", task.id)
         async with conn.status_lock:
             async with self.db.session() as session:
                 if not await self.queue.start_crawl(session, task, conn.owner):

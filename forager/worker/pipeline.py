@@ -115,6 +115,8 @@ class Pipeline:
         gate = _Gate(self, task)
         gate.opened = gate.opened or gate_opened
         try:
+            if not isinstance(outcome, FetchError):
+                outcome = self.policy.page_ban(outcome) or outcome  # a robot check as a page
             if isinstance(outcome, FetchError):
                 return await self._record_fetch_failure(task, None, started, outcome, gate)
             fetched = await self._store_fetched(task, None, started, outcome, gate)
@@ -126,6 +128,16 @@ class Pipeline:
         except Exception as exc:  # a bug, a database outage: keep the task, not the hub
             log.exception("task %s: unexpected error", task.id)
             return await self._fail(task, None, "internal", f"{type(exc).__name__}: {exc}")
+
+    async def allowed_by_robots(self, task: ClaimedTask) -> bool:
+        """The robots.txt check of the fetch phase, for a task about to go to an agent.
+
+        A disallowed task fails ``robots_denied`` here, as it would before a local fetch.
+        """
+        verdict = await self.policy.robots(task)
+        if not verdict.allowed:
+            await self._deny(task, verdict.reason or "robots.txt disallows this URL")
+        return verdict.allowed
 
     # -- fetch --------------------------------------------------------------------------
 
