@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +42,8 @@ class Server:
     keys: dict[str, str]
     site: SiteProcess
     api: httpx.Client  # Bearer admin key
+    proc: subprocess.Popen[bytes]
+    log: Path
 
     def task(self, url: str, **options: Any) -> dict[str, Any]:
         response = self.api.post("/api/tasks", json={"url": url, **options})
@@ -128,7 +131,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError((tmp / "serve.log").read_text())
             time.sleep(0.1)
-        yield Server(url, keys, site, api)
+        yield Server(url, keys, site, api, proc, tmp / "serve.log")
     finally:
         api.close()
         proc.terminate()
@@ -432,3 +435,20 @@ def test_screenshots_of_the_other_pages(admin: Any, server: Server) -> None:
     expect(admin.get_by_test_id("agent-token")).to_contain_text("shown only now")
     expect(admin.locator("tr[data-agent='e2e-home']")).to_contain_text("disconnected")
     shoot(admin, "agents")
+
+
+def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
+    """Runs last in this module: it stops the server."""
+    headers = {"Authorization": f"Bearer {server.keys['read']}"}
+    timeout = httpx.Timeout(10.0)  # below the stream's 15 s keep-alive: a hang fails
+    with (
+        httpx.Client(base_url=server.url, headers=headers, timeout=timeout) as client,
+        client.stream("GET", "/ui/events/stream") as stream,
+    ):
+        lines = stream.iter_lines()
+        assert any(line.startswith("data: ") for line in lines)
+        server.proc.send_signal(signal.SIGTERM)
+        list(lines)  # the server ends the stream instead of waiting for the tab to leave
+    # uvicorn re-raises the SIGTERM once it has shut down cleanly.
+    assert server.proc.wait(20) in (0, -signal.SIGTERM)
+    assert b"Traceback" not in server.log.read_bytes()

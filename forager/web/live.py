@@ -54,6 +54,7 @@ class Publisher:
         self._watermark: datetime | None = None
         self._slow: dict[str, Any] = {}
         self._slow_at = 0.0
+        self.closing = asyncio.Event()
 
     @property
     def subscribers(self) -> int:
@@ -71,7 +72,12 @@ class Publisher:
     def unsubscribe(self, queue: asyncio.Queue[str]) -> None:
         self._subscribers.discard(queue)
 
+    def close_streams(self) -> None:
+        """Ask every open stream to end (the server is shutting down)."""
+        self.closing.set()
+
     async def stop(self) -> None:
+        self.close_streams()
         self._subscribers.clear()
         if self._task is not None:
             self._task.cancel()

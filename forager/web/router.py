@@ -5,8 +5,11 @@ and the live stream. Everything else the pages show comes from the ``/api`` rout
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -209,7 +212,31 @@ def publisher(runtime: Runtime) -> Publisher:
     if found is None:
         found = Publisher(runtime.db, runtime.settings)
         runtime._dashboard_publisher = found  # type: ignore[attr-defined]
+        _end_streams_on_exit(found)
     return found
+
+
+def _end_streams_on_exit(shared: Publisher) -> None:
+    """End open streams on SIGTERM/SIGINT, then let the server's own handler run.
+
+    uvicorn waits for every response to finish before it stops, and a stream never
+    finishes by itself: without this, a dashboard left open would hold ``forager serve``
+    on SIGTERM. Only possible in the main thread (where ``forager serve`` runs the app).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def handler(signum: int, frame: FrameType | None, previous: Any = previous) -> None:
+            loop.call_soon_threadsafe(shared.close_streams)
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_DFL:
+                signal.default_int_handler(signum, frame)
+
+        signal.signal(sig, handler)
 
 
 @router.get("/ui/events/stream")
@@ -221,16 +248,24 @@ async def live_stream(_: KeyDep, runtime: RuntimeDep) -> StreamingResponse:
         queue = shared.subscribe()
         loop = asyncio.get_running_loop()
         ends = loop.time() + STREAM_SECONDS
+        closing = asyncio.ensure_future(shared.closing.wait())
         try:
             yield "retry: 1000\n\n"
-            while loop.time() < ends:
-                try:
-                    message = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    yield ": keep-alive\n\n"
+            while loop.time() < ends and not shared.closing.is_set():
+                getting = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait(
+                    (getting, closing),
+                    timeout=KEEPALIVE_SECONDS,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if getting not in done:
+                    getting.cancel()
+                    if not shared.closing.is_set():
+                        yield ": keep-alive\n\n"
                     continue
-                yield f"event: snapshot\ndata: {message}\n\n"
+                yield f"event: snapshot\ndata: {getting.result()}\n\n"
         finally:
+            closing.cancel()
             shared.unsubscribe(queue)
 
     return StreamingResponse(
