@@ -189,12 +189,13 @@ def report(tallies: dict[str, Tally], verbose: bool = False) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Print accuracy per parser and field; ``-v`` lists every miss."""
     args = sys.argv[1:] if argv is None else argv
-    entries = load_truth()
+    pages = PAGES
+    entries = load_truth(pages)
     if not entries:
-        print(f"accuracy: skipped, no real pages at {PAGES} (truth.json missing)")
+        print(f"accuracy: skipped, no real pages at {pages} (truth.json missing)")
         return 0
-    print(f"accuracy over {len(entries)} pages in {PAGES}")
-    print(report(score(entries), verbose="-v" in args))
+    print(f"accuracy over {len(entries)} pages in {pages}")
+    print(report(score(entries, pages), verbose="-v" in args))
     return 0
 
 
