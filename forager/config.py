@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("INFO", description="Logging level (DEBUG, INFO, WARNING, ERROR).")
     # -- fetch policy (issue 5): proxy health, circuit breakers, robots.txt, throttling --
+    ca_bundle_file: Path | None = Field(
+        None,
+        description="PEM file of extra certificate authorities the http fetcher trusts, besides "
+        "the default ones (a private CA, a TLS-intercepting or https:// proxy).",
+    )
     mapping_failure_limit: int = Field(
         5, ge=1, description="Consecutive failures that disable a proxy for one domain."
     )

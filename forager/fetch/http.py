@@ -8,12 +8,14 @@ costs at most the limit in memory, never the 200 MB.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import certifi
 import httpx
 
 from forager.config import Settings
@@ -94,6 +96,15 @@ def _sent_hook(
     return trace
 
 
+def tls_context(settings: Settings) -> ssl.SSLContext | bool:
+    """Certificate checking for fetches: the defaults, plus ``FORAGER_CA_BUNDLE_FILE`` if set."""
+    if settings.ca_bundle_file is None:
+        return True
+    context = ssl.create_default_context(cafile=certifi.where())
+    context.load_verify_locations(cafile=str(settings.ca_bundle_file))
+    return context
+
+
 class HttpxFetcher:
     """The ``http`` fetcher: httpx with HTTP/2 where offered, one connection pool per proxy."""
 
@@ -105,9 +116,14 @@ class HttpxFetcher:
         client = self._clients.get(proxy_url)
         if client is None:
             s = self.settings
+            tls = tls_context(s)
+            proxy: httpx.Proxy | str | None = proxy_url
+            if proxy_url and proxy_url.startswith("https://") and isinstance(tls, ssl.SSLContext):
+                proxy = httpx.Proxy(proxy_url, ssl_context=tls)  # TLS to the proxy itself
             client = httpx.AsyncClient(
                 http2=True,
-                proxy=proxy_url,
+                proxy=proxy,
+                verify=tls,
                 follow_redirects=True,
                 max_redirects=s.max_redirects,
                 timeout=httpx.Timeout(s.fetch_timeout_seconds, connect=s.connect_timeout_seconds),

@@ -1,0 +1,273 @@
+"""Loopback servers for proxy tests beside ``TestProxy``: a SOCKS5 proxy and a TLS front.
+
+``TestSocksProxy`` speaks SOCKS5 (RFC 1928) with optional username/password auth (RFC 1929),
+``CONNECT`` only, loopback targets only::
+
+    with TestSocksProxy(username="u", password="p") as socks:
+        httpx.get(site.url("/product/1"), proxy=socks.url)
+        assert socks.requests == [f"127.0.0.1:{site.port}"]
+
+``TlsFront`` terminates TLS on its own port and relays the plain bytes to a loopback port —
+in front of the test site it makes an HTTPS site, in front of ``TestProxy`` an ``https://``
+proxy. ``make_certificates`` writes a throwaway CA and a ``127.0.0.1`` certificate it signed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import socket
+import ssl
+import struct
+import threading
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import quote
+
+from tests.support.proxy import _close, _is_loopback, _pipe
+
+
+class _LoopbackServer:
+    """A TCP server on 127.0.0.1 served from a thread with its own event loop."""
+
+    name = "loopback-server"
+
+    def __init__(self) -> None:
+        self.port = 0
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.ssl_context: ssl.SSLContext | None = None
+
+    def start(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+        self.port = self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+        self._thread.name = self.name
+        self._thread.start()
+        if not self._ready.wait(10):
+            self.stop()
+            raise RuntimeError(f"{self.name} did not start")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+        if self._sock is not None:
+            self._sock.close()
+        self._thread = self._sock = None
+
+    def __enter__(self) -> _LoopbackServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._run, sock=self._sock, ssl=self.ssl_context)
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.close()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    async def _run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self._writers.add(writer)
+        try:
+            await self.handle(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError):
+            pass
+        finally:
+            self._handlers.discard(task)
+            self._writers.discard(writer)
+            await _close(writer)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def relay(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, port: int
+    ) -> None:
+        up_reader, up_writer = await asyncio.open_connection(host, port)
+        self._writers.add(up_writer)
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            self._writers.discard(up_writer)
+            await _close(up_writer)
+
+
+class TestSocksProxy(_LoopbackServer):
+    """SOCKS5, CONNECT only; with ``username`` set, only that user/password gets through."""
+
+    __test__ = False
+    name = "test-socks5"
+
+    def __init__(self, username: str | None = None, password: str | None = None) -> None:
+        super().__init__()
+        self.username = username
+        self.password = password
+        self.requests: list[str] = []  # "host:port" of every tunnel opened
+        self.rejected = 0
+
+    @property
+    def url(self) -> str:
+        auth = ""
+        if self.username is not None:
+            auth = f"{quote(self.username, safe='')}:{quote(self.password or '', safe='')}@"
+        return f"socks5://{auth}127.0.0.1:{self.port}"
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        version, count = await reader.readexactly(2)
+        methods = await reader.readexactly(count)
+        wanted = 0x02 if self.username is not None else 0x00
+        if version != 5 or wanted not in methods:
+            self.rejected += 1
+            writer.write(b"\x05\xff")
+            return
+        writer.write(bytes([5, wanted]))
+        if wanted == 0x02:
+            _, ulen = await reader.readexactly(2)
+            user = (await reader.readexactly(ulen)).decode()
+            (plen,) = await reader.readexactly(1)
+            password = (await reader.readexactly(plen)).decode()
+            if (user, password) != (self.username, self.password or ""):
+                self.rejected += 1
+                writer.write(b"\x01\x01")
+                return
+            writer.write(b"\x01\x00")
+        _, command, _, kind = await reader.readexactly(4)
+        if kind == 1:
+            host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
+        elif kind == 4:
+            host = str(ipaddress.IPv6Address(await reader.readexactly(16)))
+        elif kind == 3:
+            (length,) = await reader.readexactly(1)
+            host = (await reader.readexactly(length)).decode()
+        else:
+            return
+        (port,) = struct.unpack("!H", await reader.readexactly(2))
+        if command != 1 or not _is_loopback(host):
+            self.rejected += 1
+            writer.write(b"\x05\x02\x00\x01" + bytes(6))  # not allowed by ruleset
+            return
+        self.requests.append(f"{host}:{port}")
+        writer.write(b"\x05\x00\x00\x01" + bytes(6))
+        await writer.drain()
+        await self.relay(reader, writer, host, port)
+
+
+class TlsFront(_LoopbackServer):
+    """TLS on ``port``, relayed as plain bytes to ``127.0.0.1:target_port``."""
+
+    __test__ = False
+    name = "test-tls-front"
+
+    def __init__(self, target_port: int, cert_file: Path, key_file: Path) -> None:
+        super().__init__()
+        self.target_port = target_port
+        self.ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ssl_context.load_cert_chain(cert_file, key_file)
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        await self.relay(reader, writer, "127.0.0.1", self.target_port)
+
+
+def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """(CA certificate, server certificate, server key) in PEM, the server one for 127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Forager test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_file, cert_file, key_file = (directory / n for n in ("ca.pem", "cert.pem", "key.pem"))
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return ca_file, cert_file, key_file
