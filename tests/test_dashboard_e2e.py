@@ -437,6 +437,35 @@ def test_screenshots_of_the_other_pages(admin: Any, server: Server) -> None:
     shoot(admin, "agents")
 
 
+def test_edit_a_domain_disable_a_proxy_and_filter_events(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    server.task(server.site.url("/product/50"))
+    domain = server.api.get("/api/domains", params={"q": "127.0.0.1"}).json()["items"][0]
+    go(admin, "/domains")
+    line = admin.locator("tr[data-domain='127.0.0.1']")
+    line.get_by_label("Delay of 127.0.0.1").fill("0.5")
+    line.get_by_label("Concurrency of 127.0.0.1").fill("3")
+    line.get_by_role("button", name="Save").click()
+    expect(admin.locator(".toast").last).to_contain_text("saved")
+    saved = server.api.get(f"/api/domains/{domain['id']}").json()
+    assert (saved["crawl_delay_seconds"], saved["max_concurrent_requests"]) == (0.5, 3)
+
+    created = server.api.post("/api/proxies/bulk", json={"lines": "http://127.0.0.1:7/"}).json()
+    proxy_id = created["results"][0]["proxy_id"]
+    go(admin, "/proxies")
+    proxy = admin.locator(f"tr[data-proxy-id='{proxy_id}']")
+    proxy.get_by_role("button", name="Disable").click()
+    expect(proxy).to_contain_text("disabled")
+    assert server.api.get(f"/api/proxies/{proxy_id}").json()["is_active"] is False
+
+    go(admin, "/events")
+    admin.get_by_label("Entity", exact=True).select_option("domain")
+    admin.get_by_role("button", name="Filter").click()
+    expect(admin).to_have_url(re.compile(r"/events\?entity_type=domain"))
+    expect(admin.locator("tbody tr").first).to_contain_text(f"domain {domain['id']}")
+
+
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
     """Runs last in this module: it stops the server."""
     headers = {"Authorization": f"Bearer {server.keys['read']}"}

@@ -107,8 +107,12 @@ export function formValues(form) {
   return values;
 }
 
+let fields = 0;
+
+// A labelled control: <label for> names only the control, never its options' text.
 export function field(label, input) {
-  return h("label", {}, label, input);
+  if (!input.id) { fields += 1; input.id = `field-${fields}`; }
+  return h("div", { class: "field" }, h("label", { for: input.id }, label), input);
 }
 
 export function select(name, options, current, attrs) {
