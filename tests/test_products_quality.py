@@ -208,6 +208,27 @@ async def test_restart_parsing_in_bulk_after_a_parser_version_bump(
     assert response.json() == {"restarted": 1, "task_ids": [ids[2]]}
 
 
+async def test_restart_parsing_in_bulk_can_take_failed_parses_too(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    runtime = _runtime(api)
+    ids = [
+        (await api.post("/api/tasks", json={"url": site.url(path)})).json()["task"]["id"]
+        for path in ("/notproduct", "/product/31")
+    ]
+    tasks = await crawl(runtime.db, runtime.settings, ids)
+    assert (tasks[ids[0]].status, tasks[ids[0]].error_type) == ("failed", "parse")
+    assert tasks[ids[1]].status == "completed"
+    # Version filters alone never pick a page without a product ...
+    response = await api.post("/api/tasks/restart-parsing", json={"parser_version_below": "999"})
+    assert response.json() == {"restarted": 1, "task_ids": [ids[1]]}
+    await crawl(runtime.db, runtime.settings, ids[1:])
+    # ... parse_failures alone picks only the failed parse, from its stored page.
+    response = await api.post("/api/tasks/restart-parsing", json={"parse_failures": True})
+    assert response.json() == {"restarted": 1, "task_ids": [ids[0]]}
+    assert (await api.get(f"/api/tasks/{ids[0]}")).json()["status"] == "downloaded"
+
+
 async def test_restart_parsing_in_bulk_refuses_bad_filters(api: httpx.AsyncClient) -> None:
     for body, field in (
         ({"limit": 0}, "limit"),

@@ -138,6 +138,10 @@ class RestartParsing(BaseModel):
         pattern=r"^[\w.-]+$",
         description="Only products read by a parser version older than this.",
     )
+    parse_failures: bool = Field(
+        False,
+        description="Also tasks whose parse failed (error_type parse); alone, only those.",
+    )
     limit: int = Field(1000, ge=1, le=10_000)
 
 

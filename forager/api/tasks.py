@@ -253,6 +253,7 @@ async def restart_parsing_tasks(body: RestartParsing, runtime: RuntimeDep) -> Re
         domain_name=body.domain,
         outdated=body.outdated,
         parser_version_below=body.parser_version_below,
+        parse_failures=body.parse_failures,
         limit=body.limit,
     )
     if ids and runtime.pool is not None:

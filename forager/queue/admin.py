@@ -235,6 +235,7 @@ async def restart_parsing_bulk(
     domain_name: str | None = None,
     outdated: bool = False,
     parser_version_below: str | None = None,
+    parse_failures: bool = False,
     limit: int = 1000,
     by: str = "api",
 ) -> list[int]:
@@ -243,6 +244,8 @@ async def restart_parsing_bulk(
     Picks finished tasks (completed / failed / cancelled) with a stored page, optionally of one
     domain, whose product was read by an older parser: ``outdated`` means a version other than
     the task's parser's current one, ``parser_version_below`` a version older than that.
+    ``parse_failures`` adds the tasks whose parse failed (``error_type`` parse: no product);
+    given alone, it picks only those.
     """
     from forager.db.models import Domain, Product
     from forager.parse.registry import get_parser, parser_names
@@ -256,9 +259,11 @@ async def restart_parsing_bulk(
                 CrawlTask.html_path,
                 Product.parser_name,
                 Product.parser_version,
+                CrawlTask.status,
+                CrawlTask.error_type,
             )
             .join(Domain, Domain.id == CrawlTask.domain_id)
-            .join(Product, Product.url_hash == CrawlTask.url_hash)
+            .outerjoin(Product, Product.url_hash == CrawlTask.url_hash)
             .where(CrawlTask.status.in_(RESTART_PARSING.from_), CrawlTask.html_path.is_not(None))
             .order_by(CrawlTask.id)
         )
@@ -268,12 +273,20 @@ async def restart_parsing_bulk(
             pick = pick.where(Domain.domain_name == domain_name.strip().lower())
         rows = list(await session.execute(pick))
     chosen: list[int] = []
-    for task_id, task_parser, html_path, product_parser, product_version in rows:
-        if outdated and (
-            product_parser == task_parser and product_version == current.get(task_parser)
-        ):
-            continue
-        if parser_version_below is not None and not _older(product_version, parser_version_below):
+    only_failures = parse_failures and not outdated and parser_version_below is None
+    for task_id, task_parser, html_path, product_parser, product_version, status, error in rows:
+        if product_version is None:
+            wanted = parse_failures and status == S.FAILED and error == "parse"
+        else:
+            wanted = not only_failures
+            if outdated:
+                wanted &= (product_parser, product_version) != (
+                    task_parser,
+                    current.get(task_parser),
+                )
+            if parser_version_below is not None:
+                wanted &= _older(product_version, parser_version_below)
+        if not wanted:
             continue
         if html_path is not None and await pages.exists(html_path):
             chosen.append(task_id)
