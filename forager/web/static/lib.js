@@ -131,12 +131,20 @@ export function pager(pageData, go) {
       "Next →"));
 }
 
+// attrs.class "stack" turns rows into labelled blocks on a phone (wide editable rows).
 export function table(headers, rows, attrs) {
-  return h("div", { class: "table-wrap" },
-    h("table", attrs || {},
-      h("thead", {}, h("tr", {}, headers.map((x) => (x instanceof Node ? h("th", {}, x)
-        : h("th", { scope: "col" }, x))))),
-      h("tbody", {}, rows)));
+  const el = h("table", attrs || {},
+    h("thead", {}, h("tr", {}, headers.map((x) => (x instanceof Node ? h("th", {}, x)
+      : h("th", { scope: "col" }, x))))),
+    h("tbody", {}, rows));
+  if (el.classList.contains("stack")) {
+    for (const tr of el.tBodies[0].rows) {
+      [...tr.cells].forEach((td, i) => {
+        if (typeof headers[i] === "string") td.dataset.label = headers[i];
+      });
+    }
+  }
+  return h("div", { class: "table-wrap" }, el);
 }
 
 // Bars of equal width; values is a list of numbers, labels one per bar (for titles).

@@ -78,7 +78,8 @@ export async function render(view, _arg, current) {
     const data = await api("GET", `/api/domains${query({ ...values, limit: 50, offset })}`);
     if (!current()) return;
     body.replaceChildren(table(["Domain", "Delay (s)", "Concurrency", "Parser", "Fetcher",
-      "Active", "robots.txt", "Tasks", ""], data.items.map((d) => editRow(d, load))),
+      "Active", "robots.txt", "Tasks", ""], data.items.map((d) => editRow(d, load)),
+    { class: "stack", "aria-label": "Domains" }),
     pager(data, (o) => go(`/domains${query({ ...values, offset: o })}`)));
   };
   await load();

@@ -133,7 +133,8 @@ export async function render(view, _arg, current) {
     health.replaceChildren(...healthView(pool));
     list.replaceChildren(data.items.length ? table(["#", "Proxy", "State", "Success rate",
       "EWMA latency", "Last failure", "Note", ""],
-    data.items.map((p) => proxyRow(p, load, () => testUrl.value)))
+    data.items.map((p) => proxyRow(p, load, () => testUrl.value)),
+    { class: "stack", "aria-label": "Proxies" })
       : h("p", { class: "muted" }, "No proxies."),
     pager(data, (o) => go(`/proxies${query({ offset: o })}`)));
   }
