@@ -79,6 +79,7 @@ class CrawlTask(Timestamped, Base):
         Index("ix_crawl_tasks_domain_status", "domain_id", "status"),
         Index("ix_crawl_tasks_lease", "lease_expires_at"),
         Index("ix_crawl_tasks_next_crawl_at", "next_crawl_at"),
+        Index("ix_crawl_tasks_updated_at", "updated_at"),  # the dashboard's live publisher
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
