@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from forager.db.models import CrawlTask, Event, PriceHistory, Product
 from forager.web.live import Publisher
@@ -253,6 +253,28 @@ async def test_publisher_snapshots(api: httpx.AsyncClient) -> None:
     assert len(snapshot["pages_per_minute"]) == 60
     again = await shared.poll()
     assert again["changed_tasks"] == []  # only what changed since the last poll
+
+
+async def test_publisher_sees_a_change_committed_late(api: httpx.AsyncClient) -> None:
+    """A transaction that commits after a later one was published is still reported."""
+    runtime = _app(api).state.runtime
+    shared = Publisher(runtime.db, runtime.settings)
+    early = await _task(api, "https://shop.example/p/1")
+    late = await _task(api, "https://shop.example/p/2")
+    first = await shared.poll()
+    assert {t["id"] for t in first["changed_tasks"]} == {early, late}
+    async with runtime.db.session() as session:
+        newest = await session.scalar(select(func.max(CrawlTask.updated_at)))
+        assert newest is not None
+        # Paused "before" the newest change the publisher has seen, committed only now.
+        await session.execute(
+            update(CrawlTask)
+            .where(CrawlTask.id == early)
+            .values(status="paused", updated_at=newest - timedelta(milliseconds=500))
+        )
+    second = await shared.poll()
+    assert [(t["id"], t["status"]) for t in second["changed_tasks"]] == [(early, "paused")]
+    assert (await shared.poll())["changed_tasks"] == []
 
 
 async def test_one_publisher_polls_once_per_interval_for_every_tab(

@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 INTERVAL = 1.0
 SLOW_INTERVAL = 10.0
 CHANGED_LIMIT = 200
+# A transaction may commit a little after a later one was already seen: each poll looks this
+# far behind its watermark again, and skips the rows it has already sent.
+OVERLAP = timedelta(seconds=2)
+MAX_REMEMBERED = 5000
 _QUEUE_SIZE = 16
 
 
@@ -52,6 +56,7 @@ class Publisher:
         self._subscribers: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
         self._watermark: datetime | None = None
+        self._sent: dict[int, datetime] = {}  # task id -> updated_at already published
         self._slow: dict[str, Any] = {}
         self._slow_at = 0.0
         self.closing = asyncio.Event()
@@ -110,8 +115,10 @@ class Publisher:
         loop = asyncio.get_running_loop()
         async with self.db.reader() as session:
             by_status = await count_by(session, CrawlTask.status)
-            since = self._watermark or now - timedelta(seconds=5)
-            changed = (
+            since = (
+                now - timedelta(seconds=5) if self._watermark is None else self._watermark - OVERLAP
+            )
+            rows = (
                 await session.execute(
                     select(
                         CrawlTask.id,
@@ -123,9 +130,10 @@ class Publisher:
                     )
                     .where(CrawlTask.updated_at > since)
                     .order_by(CrawlTask.updated_at)
-                    .limit(CHANGED_LIMIT)
+                    .limit(CHANGED_LIMIT + len(self._sent))
                 )
             ).all()
+            changed = [r for r in rows if self._sent.get(r.id) != r.updated_at][:CHANGED_LIMIT]
             last_event = await session.scalar(select(func.max(Event.id)))
             workers = await live_workers(session, now - alive_window(self.settings))
             agents = await session.execute(
@@ -147,10 +155,7 @@ class Publisher:
             if not self._slow or loop.time() - self._slow_at >= SLOW_INTERVAL:
                 self._slow = await self._slow_figures(session, now)
                 self._slow_at = loop.time()
-        if changed:
-            self._watermark = changed[-1].updated_at
-        elif self._watermark is None:
-            self._watermark = since
+        self._remember(changed, since)
         self.latest = {
             "at": now.isoformat(),
             "tasks_by_status": {str(k): v for k, v in by_status.items()},
@@ -184,6 +189,19 @@ class Publisher:
             **self._slow,
         }
         return self.latest
+
+    def _remember(self, changed: list[Any], since: datetime) -> None:
+        for row in changed:
+            self._sent[row.id] = row.updated_at
+        if changed:
+            self._watermark = max(self._watermark or since, changed[-1].updated_at)
+        elif self._watermark is None:
+            self._watermark = since
+        horizon = self._watermark - OVERLAP
+        self._sent = {i: t for i, t in self._sent.items() if t > horizon}
+        if len(self._sent) > MAX_REMEMBERED:  # a burst: forget the oldest (resent at worst)
+            newest = sorted(self._sent.items(), key=lambda item: item[1])[-MAX_REMEMBERED:]
+            self._sent = dict(newest)
 
     async def _slow_figures(self, session: AsyncSession, now: datetime) -> dict[str, Any]:
         hour_ago = now - timedelta(hours=1)
