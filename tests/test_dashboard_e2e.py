@@ -466,6 +466,29 @@ def test_edit_a_domain_disable_a_proxy_and_filter_events(admin: Any, server: Ser
     expect(admin.locator("tbody tr").first).to_contain_text(f"domain {domain['id']}")
 
 
+def test_upload_a_file_and_use_the_keyboard(admin: Any, server: Server, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    urls = tmp_path / "urls.csv"
+    urls.write_text(f"{server.site.url('/product/60')},note\n# a comment\n")
+    go(admin, "/submit")
+    admin.get_by_label("load a file").set_input_files(str(urls))
+    expect(admin.get_by_label("URLs, one per line")).to_have_value(re.compile("/product/60"))
+    admin.get_by_label("Priority (1 highest)").fill("2")
+    admin.get_by_role("button", name="Submit").click()
+    expect(admin.get_by_test_id("submit-summary")).to_have_text("1 new, 0 duplicate, 0 invalid")
+    created = admin.locator('tr[data-result="created"] a').inner_text()
+    task = server.api.get(f"/api/tasks/{created.lstrip('#')}").json()
+    assert (task["url"], task["priority"]) == (server.site.url("/product/60"), 2)
+
+    # Keyboard only: focus the navigation, follow a link with Enter.
+    admin.get_by_role("link", name="Events").focus()
+    admin.keyboard.press("Enter")
+    expect(admin.get_by_role("heading", name="Events")).to_be_visible()
+    admin.keyboard.press("Tab")  # focus moves on through real controls
+    assert admin.evaluate("document.activeElement.tagName") in ("A", "BUTTON", "INPUT", "SELECT")
+
+
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
     """Runs last in this module: it stops the server."""
     headers = {"Authorization": f"Bearer {server.keys['read']}"}
