@@ -49,6 +49,7 @@ format: $(STAMP)
 bench: $(STAMP) chromium
 	$(RUN)/python -m bench
 	$(RUN)/python -m bench.api_latency
+	$(RUN)/python -m bench.proxy_selection
 
 # Parser accuracy against ../shared/pages/truth.json (skips when the pages are absent).
 accuracy: $(STAMP)

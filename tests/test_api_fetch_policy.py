@@ -121,3 +121,27 @@ async def test_open_breakers_show_in_health_and_metrics(api: httpx.AsyncClient) 
     assert 'forager_circuit_breakers{kind="domain",state="closed"} 0' in metrics
     assert 'forager_circuit_breaker_state{kind="domain",name="shop.example"} 1' in metrics
     assert 'forager_circuit_breaker_state{kind="proxy",name="p1.example:3128"} 2' in metrics
+
+
+async def test_assigning_a_pool_proxy_makes_it_a_mapping(api: httpx.AsyncClient) -> None:
+    from forager.fetch.proxies import DomainPolicy, choose_proxy
+
+    domain = await _create(api, use_global_pool=True)
+    ids = [
+        (
+            await api.post("/api/proxies", json={"proxy_url": f"p{n}.example", "proxy_port": 80})
+        ).json()["id"]
+        for n in range(2)
+    ]
+    runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    policy = DomainPolicy(domain["id"], use_global_pool=True)
+    for _ in range(2):  # both pool proxies used once: each gets a pool row for this domain
+        async with runtime.db.session() as session:
+            await choose_proxy(session, policy, runtime.settings, None, owner="t")
+    response = await api.post(f"/api/domains/{domain['id']}/proxies", json={"proxy_ids": ids[:1]})
+    assert response.status_code == 200, response.text
+    assert response.json()["assigned"] == ids[:1]
+    for _ in range(3):  # now mapped: only the assigned proxy, pool or not
+        async with runtime.db.session() as session:
+            choice = await choose_proxy(session, policy, runtime.settings, None, owner="t")
+        assert choice is not None and choice.proxy_id == ids[0]

@@ -312,6 +312,18 @@ async def assign_proxies(
                 session, DomainProxy.__table__, on=["domain_id", "proxy_id"]
             )
             inserted = set(await session.scalars(insert.returning(DomainProxy.proxy_id), rows))
+            # A pair the global pool created becomes an operator's mapping (counters kept).
+            adopted = await session.scalars(
+                update(DomainProxy)
+                .where(
+                    DomainProxy.domain_id == domain_id,
+                    DomainProxy.proxy_id.in_([r["proxy_id"] for r in rows]),
+                    DomainProxy.source == "pool",
+                )
+                .values(source="admin", priority=priority)
+                .returning(DomainProxy.proxy_id)
+            )
+            inserted |= set(adopted)
         assigned = [p for p in wanted if p in inserted]
         if assigned:
             details = {"proxy_ids": assigned, "priority": priority}
