@@ -30,7 +30,7 @@ from forager.runtime import open_database
 from tests.conftest import service_missing
 from tests.support.site import SiteProcess
 
-CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))  # as the fetcher
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 WIDTHS = (1280, 390)
 WAIT_MS = 15_000
