@@ -4,10 +4,11 @@ robots.txt, ban rotation, Retry-After and throttling, circuit breakers, proxy re
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
@@ -15,6 +16,7 @@ from forager.db.models import CrawlAttempt, Domain, DomainProxy, Event, Proxy
 from forager.db.types import utcnow
 from forager.proxies.retest import retest_due
 from forager.queue.store import TaskQueue
+from forager.runtime import open_database
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit, tasks_by_id
@@ -265,3 +267,71 @@ async def test_required_country_without_proxy_fails_as_proxy_error(
     assert (task.status, task.error_type) == ("failed", "proxy")
     assert "BR" in (task.error_message or "")
     assert not [r for r in site.requests() if r.path == "/product/3"]  # never went direct
+
+
+async def test_exclusive_proxy_is_held_by_one_fetch_and_released(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings()
+    box = SecretBox(settings)
+    ids = await submit(
+        db, settings, *[site.url(f"/slow/{200 + n}", host="127.0.0.4") for n in range(4)]
+    )
+    domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
+    await _set_domain(db, domain_id, proxy_strategy="exclusive")
+    with TestProxy() as proxy:
+        proxy_id = await _add_proxy(db, box, proxy, domain_id)
+        tasks = await crawl(db, settings, ids, concurrency=4)
+    assert {t.status for t in tasks.values()} == {"completed"}
+    assert {t.retry_count for t in tasks.values()} == {0}  # waiting for the lease costs no retry
+    assert {t.proxy_id for t in tasks.values()} == {proxy_id}
+    # One proxy, four concurrent fetches: the proxy was never in two at once.
+    records = sorted(
+        (r for r in site.requests(host="127.0.0.4") if r.path.startswith("/slow/")),
+        key=lambda r: r.start,
+    )
+    assert len(records) == 4
+    for before, after in itertools.pairwise(records):
+        assert after.start >= before.end - 0.01, (before, after)
+    async with db.reader() as session:
+        stored = await session.scalar(select(Proxy).where(Proxy.id == proxy_id))
+        postponed = await session.scalar(
+            select(func.count()).select_from(Event).where(Event.event == "postponed")
+        )
+    assert stored is not None and stored.lease_owner is None  # released after each fetch
+    assert postponed and postponed > 0
+
+
+async def test_rate_limit_per_domain_and_proxy_spaces_requests(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings()
+    box = SecretBox(settings)
+    host = "127.0.0.5"
+    ids = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in range(3)])
+    domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
+    await _set_domain(db, domain_id, proxy_rate_limit_rps=2.0)  # one request per 0.5 s
+    with TestProxy() as proxy:
+        await _add_proxy(db, box, proxy, domain_id)
+        # Two pools, each with its own database engine: the limit lives in the database.
+        other = await open_database(settings)
+        try:
+            pools = [WorkerPool(d, settings, concurrency=3) for d in (db, other)]
+            runners = [asyncio.create_task(p.run()) for p in pools]
+            try:
+                async with asyncio.timeout(30):
+                    while {t.status for t in (await tasks_by_id(db, ids)).values()} != {
+                        "completed"
+                    }:
+                        await asyncio.sleep(0.05)
+            finally:
+                for pool in pools:
+                    pool.stop()
+                await asyncio.gather(*runners)
+        finally:
+            await other.dispose()
+    starts = sorted(r.start for r in site.requests(host=host) if r.path.startswith("/product/"))
+    assert len(starts) == 3 and proxy.count == 3
+    for before, after in itertools.pairwise(starts):
+        # 0.5 s apart at selection; the slack absorbs how late each request then left.
+        assert after - before >= 0.3, starts
