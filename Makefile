@@ -50,6 +50,7 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench
 	$(RUN)/python -m bench.api_latency
 	$(RUN)/python -m bench.proxy_selection
+	$(RUN)/python -m bench.fetchers
 
 # Parser accuracy against ../shared/pages/truth.json (skips when the pages are absent).
 accuracy: $(STAMP)

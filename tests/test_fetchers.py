@@ -283,14 +283,17 @@ async def test_crawl_with_the_domain_fetcher_through_a_proxy(
         request.getfixturevalue("chromium")
     runtime = _runtime(api)
     site.set_price(31, "31.50")
-    urls = [site.url("/product/30", host=host), site.url("/js-product/31", host=host)]
+    # The price appears 1.5 s after load: later than network idle, so the browser has it only
+    # by waiting for the domain's selector (which the static product page matches at once).
+    urls = [site.url("/product/30", host=host), site.url("/js-product/31?ms=1500", host=host)]
     ids = []
     for url in urls:
         response = await api.post("/api/tasks", json={"url": url, "max_retries": 0})
         assert response.status_code == 201, response.text
         ids.append(response.json()["task"]["id"])
     [domain] = (await api.get("/api/domains", params={"q": host})).json()["items"]
-    patched = await api.patch(f"/api/domains/{domain['id']}", json={"fetcher": fetcher_kind})
+    changes = {"fetcher": fetcher_kind, "wait_for_selector": 'script[type="application/ld+json"]'}
+    patched = await api.patch(f"/api/domains/{domain['id']}", json=changes)
     assert patched.json()["fetcher"] == fetcher_kind
 
     with TestProxy(username="crawler", password="pw-in-transit") as proxy:
@@ -324,3 +327,14 @@ async def test_crawl_with_the_domain_fetcher_through_a_proxy(
         # Without JavaScript the page has no product data at all.
         assert (js_task.status, js_task.error_type) == ("failed", "parse")
         assert ids[1] not in products
+
+
+async def test_an_unknown_fetcher_is_a_clear_error(site: TestSite, tmp_path: Path) -> None:
+    fetchers = FetcherSet(_settings(tmp_path))
+    try:
+        with pytest.raises(FetchError) as caught:
+            await fetchers.fetch(FetchRequest(site.url("/product/1"), UA, fetcher="telnet"))
+    finally:
+        await fetchers.aclose()
+    assert caught.value.error_type == "internal"
+    assert "telnet" in caught.value.message and "impersonate" in caught.value.message

@@ -404,7 +404,10 @@ class BrowserFetcher:
             await entry.context.close()
 
     async def _fetch(self, request: FetchRequest, deadline: float) -> FetchResponse:
-        entry = await self._context(request)
+        try:
+            entry = await self._context(request)
+        except PlaywrightError as exc:  # the browser died or refused the context
+            raise _classify(exc, request.proxy_url is not None) from exc
         tab = entry.idle.pop() if entry.idle else None
         reusable = False  # only a page whose last load ended normally serves the next fetch
         try:
