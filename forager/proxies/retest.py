@@ -99,7 +99,8 @@ async def retest_due(
                         "breaker_opened_at": None,
                     }
                     enabled.append(proxy.id)
-                    event, details = "reenabled", {"by": "retest"}
+                    event = "reenabled"
+                    details: dict[str, object] = {"by": "retest"}
                 else:
                     wait = backoff_seconds(settings, proxy.retest_count + 1)
                     values = {
@@ -108,7 +109,8 @@ async def retest_due(
                         "last_failure_at": now,
                     }
                     failing.append(proxy.id)
-                    event, details = "retest_failed", {"error_type": error, "next_in_s": wait}
+                    event = "retest_failed"
+                    details = {"error_type": error, "next_in_s": wait}
                 await session.execute(
                     update(Proxy)
                     .where(Proxy.id == proxy.id, Proxy.is_active.is_(False))
