@@ -4,29 +4,31 @@ test site and the loopback proxy, and crawls with each fetcher chosen per domain
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forager.api.deps import Runtime
 from forager.config import Settings
 from forager.crypto import SecretBox
-from forager.db.models import DomainProxy, Product, Proxy
+from forager.db.engine import Database
+from forager.db.models import Domain, DomainProxy, Product, Proxy
 from forager.errors import FetchError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.browser import BrowserFetcher, running_browsers
 from forager.fetch.registry import FetcherSet, build_fetcher
 from forager.parse.registry import get_parser
 from tests.conftest import SettingsFactory, service_missing
-from tests.support.crawling import crawl
+from tests.support.crawling import crawl, submit
 from tests.support.proxy import TestProxy
-from tests.support.site import TestSite
+from tests.support.site import SiteProcess, TestSite
 
 CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 UA = "forager-fetcher-test/1"
@@ -338,3 +340,36 @@ async def test_an_unknown_fetcher_is_a_clear_error(site: TestSite, tmp_path: Pat
         await fetchers.aclose()
     assert caught.value.error_type == "internal"
     assert "telnet" in caught.value.message and "impersonate" in caught.value.message
+
+
+@pytest.fixture(scope="module")
+def site_process() -> Iterator[SiteProcess]:
+    """The test site in its own process: its request stamps do not wait for this one's GIL."""
+    with SiteProcess(["127.0.0.6"]) as process:
+        yield process
+
+
+@pytest.mark.parametrize("fetcher_kind", ["impersonate", "browser"])
+async def test_the_domain_delay_holds_for_every_fetcher(
+    db: Database,
+    make_settings: SettingsFactory,
+    site_process: SiteProcess,
+    request: pytest.FixtureRequest,
+    fetcher_kind: str,
+) -> None:
+    if fetcher_kind == "browser":
+        request.getfixturevalue("chromium")
+    site_process.reset()
+    delay = 0.3
+    settings = make_settings(default_crawl_delay_seconds=delay, chromium_path=CHROMIUM)
+    urls = [site_process.url(f"/product/{n}?kb=4") for n in range(5)]
+    ids = await submit(db, settings, *urls)
+    async with db.session() as session:
+        await session.execute(update(Domain).values(fetcher=fetcher_kind))
+    tasks = await crawl(db, settings, ids, concurrency=4, timeout=60)
+    assert {t.status for t in tasks.values()} == {"completed"}
+    starts = sorted(r.start for r in site_process.requests() if r.path.startswith("/product/"))
+    assert len(starts) == len(urls)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    # The site stamps a request when its handler starts, a little after it arrived.
+    assert min(gaps) >= delay - 0.03, gaps
