@@ -277,6 +277,18 @@ async def test_publisher_sees_a_change_committed_late(api: httpx.AsyncClient) ->
     assert (await shared.poll())["changed_tasks"] == []
 
 
+async def test_publisher_recounts_after_tasks_are_deleted(api: httpx.AsyncClient) -> None:
+    """Counts are reused while nothing moves, but a deleted domain takes its tasks along."""
+    runtime = _app(api).state.runtime
+    shared = Publisher(runtime.db, runtime.settings)
+    task_id = await _task(api)
+    assert (await shared.poll())["tasks_by_status"] == {"pending": 1}
+    assert (await shared.poll())["tasks_by_status"] == {"pending": 1}
+    domain_id = (await api.get(f"/api/tasks/{task_id}")).json()["domain_id"]
+    assert (await api.delete(f"/api/domains/{domain_id}")).status_code == 204
+    assert (await shared.poll())["tasks_by_status"] == {}
+
+
 async def test_one_publisher_polls_once_per_interval_for_every_tab(
     api: httpx.AsyncClient,
 ) -> None:

@@ -114,7 +114,6 @@ class Publisher:
         now = utcnow()
         loop = asyncio.get_running_loop()
         async with self.db.reader() as session:
-            by_status = await count_by(session, CrawlTask.status)
             since = (
                 now - timedelta(seconds=5) if self._watermark is None else self._watermark - OVERLAP
             )
@@ -135,6 +134,20 @@ class Publisher:
             ).all()
             changed = [r for r in rows if self._sent.get(r.id) != r.updated_at][:CHANGED_LIMIT]
             last_event = await session.scalar(select(func.max(Event.id)))
+            # The counts scan every task: worth it only when a task moved (every move changes
+            # updated_at) or something was recorded (a domain deleted with its tasks), and at
+            # least with the ten-second figures.
+            previous = self.latest
+            if (
+                previous is None
+                or changed
+                or (last_event or 0) != previous["last_event_id"]
+                or loop.time() - self._slow_at >= SLOW_INTERVAL
+            ):
+                counts = await count_by(session, CrawlTask.status)
+                by_status = {str(k): v for k, v in counts.items()}
+            else:
+                by_status = previous["tasks_by_status"]
             workers = await live_workers(session, now - alive_window(self.settings))
             agents = await session.execute(
                 select(
@@ -158,7 +171,7 @@ class Publisher:
         self._remember(changed, since)
         self.latest = {
             "at": now.isoformat(),
-            "tasks_by_status": {str(k): v for k, v in by_status.items()},
+            "tasks_by_status": by_status,
             "changed_tasks": [
                 {
                     "id": r.id,
