@@ -20,9 +20,9 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Product, Proxy
-from forager.errors import FetchError, ParseError
+from forager.errors import FetchError, ParseError, ProxyError
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.fetch.browser import BrowserFetcher, running_browsers
+from forager.fetch.browser import BrowserFetcher, _proxy_settings, running_browsers
 from forager.fetch.registry import FetcherSet, build_fetcher
 from forager.parse.registry import get_parser
 from tests.conftest import SettingsFactory, service_missing
@@ -373,3 +373,15 @@ async def test_the_domain_delay_holds_for_every_fetcher(
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     # The site stamps a request when its handler starts, a little after it arrived.
     assert min(gaps) >= delay - 0.03, gaps
+
+
+def test_browser_proxy_settings_keep_credentials_apart() -> None:
+    assert _proxy_settings("http://crawler:p%40ss%3Aw@127.0.0.1:3128") == {
+        "server": "http://127.0.0.1:3128",
+        "username": "crawler",
+        "password": "p@ss:w",
+    }
+    assert _proxy_settings("socks5h://127.0.0.1:1080") == {"server": "socks5://127.0.0.1:1080"}
+    with pytest.raises(ProxyError, match="socks5") as caught:
+        _proxy_settings("socks5://crawler:hunter2@127.0.0.1:1080")
+    assert "hunter2" not in caught.value.message
