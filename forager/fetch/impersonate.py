@@ -157,7 +157,8 @@ class CurlFetcher:
         self, request: FetchRequest, body: _Body, sent: list[asyncio.Future[None]]
     ) -> Response:
         headers = {"User-Agent": request.user_agent, **request.headers}
-        token = _debug_hook.set(_sent_hook(request, sent))
+        # Without a hook to call, curl is left quiet (its debug reports cost time).
+        token = _debug_hook.set(_sent_hook(request, sent) if request.on_sent else None)
         try:
             return await self._get_session().request(
                 "GET",
