@@ -51,6 +51,7 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.api_latency
 	$(RUN)/python -m bench.proxy_selection
 	$(RUN)/python -m bench.fetchers
+	$(RUN)/python -m bench.dashboard
 
 # Parser accuracy against ../shared/pages/truth.json (skips when the pages are absent).
 accuracy: $(STAMP)
