@@ -204,3 +204,9 @@ export function errorText(error) {
 export function go(url, replace) {
   session.navigate(url, replace);
 }
+
+// A link to a page outside the dashboard; anything but http(s) (javascript:, data:) is text.
+export function outLink(url) {
+  if (!/^https?:\/\//i.test(url || "")) return h("span", {}, url || "—");
+  return h("a", { href: url, rel: "noreferrer noopener", target: "_blank" }, url);
+}

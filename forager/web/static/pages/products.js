@@ -2,7 +2,8 @@
 // filter; a product's page with its images and price history chart.
 
 import {
-  api, field, formValues, go, h, link, lineChart, pager, params, query, select, table, time,
+  api, field, formValues, go, h, link, lineChart, outLink, pager, params, query, select, table,
+  time,
 } from "../lib.js";
 
 const FILTERS = ["q", "brand", "category", "domain", "min_price", "max_price", "currency",
@@ -72,7 +73,7 @@ export async function renderOne(view, id) {
       ["Category", x.category || "—"], ["Availability", x.availability || "—"],
       ["Rating", x.rating === null ? "—" : `${x.rating} (${x.review_count ?? 0} reviews)`],
       ["SKU / ASIN", [x.sku, x.asin].filter(Boolean).join(" / ") || "—"],
-      ["URL", h("a", { href: x.url, rel: "noreferrer noopener", target: "_blank" }, x.url)],
+      ["URL", outLink(x.url)],
       ["Parser", `${x.parser_name} ${x.parser_version}`],
       ["Last crawled", time(x.last_crawled_at)],
     ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
@@ -86,8 +87,7 @@ export async function renderOne(view, id) {
     h("h2", {}, "Images"),
     // Images stay at the shop: links open them; the dashboard itself loads nothing from
     // other sites.
-    x.image_urls.length ? h("ul", {}, x.image_urls.map((u) => h("li", {},
-      h("a", { href: u, rel: "noreferrer noopener", target: "_blank" }, u))))
+    x.image_urls.length ? h("ul", {}, x.image_urls.map((u) => h("li", {}, outLink(u))))
       : h("p", { class: "muted" }, "No images."),
     x.description ? h("section", {}, h("h2", {}, "Description"), h("p", {}, x.description))
       : null);

@@ -1,8 +1,8 @@
 // Tasks: the filterable table with bulk actions, and one task's page.
 
 import {
-  api, confirmAction, errorText, field, formValues, go, h, isAdmin, link, pager, params, query,
-  select, statusBadge, table, time, toast,
+  api, confirmAction, errorText, field, formValues, go, h, isAdmin, link, outLink, pager, params,
+  query, select, statusBadge, table, time, toast,
 } from "../lib.js";
 import { live } from "../live.js";
 
@@ -239,8 +239,7 @@ export async function renderOne(view, id, current) {
       h("h1", {}, `Task #${task.id} `, statusBadge(task.status)),
       taskActions(task, load),
       h("dl", { class: "facts card" },
-        ...[["URL", h("a", { href: task.url, rel: "noreferrer noopener", target: "_blank" },
-          task.url)],
+        ...[["URL", outLink(task.url)],
         ["Priority", String(task.priority)], ["Retries", `${task.retry_count} / ${task.max_retries}`],
         ["Scheduled", time(task.scheduled_at)], ["Started", time(task.started_at)],
         ["Completed", time(task.completed_at)], ["HTTP status", task.http_status_code ?? "—"],
