@@ -76,6 +76,11 @@ async def test_login_sets_a_signed_http_only_cookie_not_the_key(
     assert (await browser.get("/api/tasks")).status_code == 401
     bad = await browser.post("/ui/login", json={"key": "fgr_nope"})
     assert bad.status_code == 401
+    # A form on another site cannot log a browser in: only a JSON body is read.
+    for kind in ("text/plain", "application/x-www-form-urlencoded"):
+        body = json.dumps({"key": admin}) if kind == "text/plain" else f"key={admin}"
+        forged = await browser.post("/ui/login", content=body, headers={"content-type": kind})
+        assert forged.status_code == 422 and "forager_session" not in browser.cookies
     response = await browser.post("/ui/login", json={"key": admin})
     cookie = response.headers["set-cookie"]
     assert "forager_session=" in cookie
