@@ -12,7 +12,7 @@ from sqlalchemy import select
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import DomainProxy, Proxy
+from forager.db.models import CrawlAttempt, DomainProxy, Proxy
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
@@ -139,3 +139,32 @@ async def test_https_proxy_with_auth(
     assert (status, error) == ("completed", None)
     assert tls_proxy.connections >= 1  # TLS to the proxy …
     assert proxy.requests == [site.url("/product/14", host="127.0.0.3")]  # … then forwarded
+
+
+async def test_connection_reset_through_a_proxy_rotates_and_counts_for_the_domain(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(max_retries=2)
+    [task_id] = await submit(db, settings, site.url("/product/15", host="127.0.0.4"))
+    domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    with TestSocksProxy(reset=True) as dropping, TestSocksProxy() as fine:
+        ids = []
+        async with db.session() as session:
+            for server in (dropping, fine):
+                proxy = Proxy(
+                    proxy_url="127.0.0.1", proxy_port=server.port, proxy_protocol="socks5"
+                )
+                session.add(proxy)
+                await session.flush()
+                session.add(DomainProxy(domain_id=domain_id, proxy_id=proxy.id))
+                ids.append(proxy.id)
+        task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
+    assert (task.status, task.proxy_id) == ("completed", ids[1])
+    assert dropping.requests and fine.requests
+    async with db.reader() as session:
+        mapping = await session.scalar(select(DomainProxy).where(DomainProxy.proxy_id == ids[0]))
+        proxy = await session.scalar(select(Proxy).where(Proxy.id == ids[0]))
+    assert mapping is not None and mapping.failure_count == 1  # for this domain …
+    async with db.reader() as session:
+        msgs = list(await session.scalars(select(CrawlAttempt.error_message)))
+    assert proxy is not None and proxy.failure_count == 0, msgs  # … not everywhere

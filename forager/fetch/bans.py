@@ -46,7 +46,14 @@ def classify_error(exc: FetchError) -> bool:
 
 def is_connection_reset(exc: FetchError) -> bool:
     """A proxy connection cut mid-exchange (the site dropping this exit IP)."""
-    return "reset" in exc.message.lower()
+    seen: BaseException | None = exc
+    for _ in range(8):  # the FetchError wraps httpx's, which wraps httpcore's, which wraps the OS's
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionResetError) or "reset" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def retry_after_seconds(headers: dict[str, str], cap: float) -> float | None:

@@ -127,10 +127,13 @@ class TestSocksProxy(_LoopbackServer):
     __test__ = False
     name = "test-socks5"
 
-    def __init__(self, username: str | None = None, password: str | None = None) -> None:
+    def __init__(
+        self, username: str | None = None, password: str | None = None, *, reset: bool = False
+    ) -> None:
         super().__init__()
         self.username = username
         self.password = password
+        self.reset = reset  # True: accept the tunnel, then reset the connection (an RST)
         self.requests: list[str] = []  # "host:port" of every tunnel opened
         self.rejected = 0
 
@@ -178,6 +181,12 @@ class TestSocksProxy(_LoopbackServer):
         self.requests.append(f"{host}:{port}")
         writer.write(b"\x05\x00\x00\x01" + bytes(6))
         await writer.drain()
+        if self.reset:  # what a site dropping this exit IP looks like: the request, then RST
+            await reader.read(1)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
         await self.relay(reader, writer, host, port)
 
 
