@@ -81,7 +81,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("dashboard")
     env = {
         **os.environ,
-        "FORAGER_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'forager.db'}",
+        # SQLite by default; the server side is tested on both engines in test_dashboard.py.
+        "FORAGER_DATABASE_URL": os.environ.get(
+            "FORAGER_TEST_E2E_DATABASE_URL", f"sqlite+aiosqlite:///{tmp / 'forager.db'}"
+        ),
         "FORAGER_DATA_DIR": str(tmp / "data"),
         "FORAGER_SECRET_KEY": Fernet.generate_key().decode(),
         "FORAGER_SERVE_WORKERS": "4",
