@@ -314,6 +314,7 @@ async def test_crawl_with_the_domain_fetcher_through_a_proxy(
         settings = make_settings(chromium_path=CHROMIUM, fetch_timeout_seconds=15.0)
         tasks = await crawl(runtime.db, settings, ids, concurrency=2, timeout=60)
         assert set(urls) <= set(proxy.requests)  # the domain's proxy was used for both
+    assert running_browsers() == 0  # the pool closed its fetchers, Chromium with them
     product_task, js_task = (tasks[i] for i in ids)
     assert product_task.status == "completed", product_task.error_message
     async with runtime.db.reader() as session:
