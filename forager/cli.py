@@ -113,13 +113,16 @@ def serve(
     typer.echo(f"Forager {__version__} on http://{host}:{port} (database: {_db_label(settings)})")
     from forager.agents.protocol import MAX_MESSAGE_BYTES
 
-    # ws_max_size: no agent message is buffered beyond this (bodies come in chunks).
+    # ws_max_size: no agent message is buffered beyond this (bodies come in chunks). No
+    # WebSocket pings from here: agents' heartbeats (FORAGER_AGENT_TIMEOUT_SECONDS) say
+    # who is alive, and a busy server should not drop agents for a late pong.
     uvicorn.run(
         create_app(settings),
         host=host,
         port=port,
         log_level="warning",
         ws_max_size=MAX_MESSAGE_BYTES,
+        ws_ping_interval=None,
     )
 
 
@@ -382,7 +385,11 @@ def agent_run(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, agent.stop)
-        return await agent.run()
+        code = await agent.run()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # a repeated signal must not kill the exit
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_IGN)
+        return code
 
     raise typer.Exit(asyncio.run(_run()))
 

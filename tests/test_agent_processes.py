@@ -26,6 +26,7 @@ from tests.support.agents import (
     agent_args,
     all_logs,
     app_server,
+    reap_started,
 )
 from tests.support.crawling import submit, tasks_by_id
 from tests.support.site import SiteProcess
@@ -47,11 +48,17 @@ def site(site_process: SiteProcess) -> SiteProcess:
     return site_process
 
 
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    yield
+    reap_started()
+
+
 @pytest.fixture
 def settings(make_settings: SettingsFactory) -> Settings:
     return make_settings(
         agent_heartbeat_seconds=1.0,
-        agent_timeout_seconds=6.0,
+        agent_timeout_seconds=10.0,
         heartbeat_seconds=1.0,
         lease_seconds=60.0,
         serve_workers=0,
@@ -126,8 +133,11 @@ async def completions(db: Database) -> Counter[str]:
         )
 
 
-def products(site: SiteProcess, first: int, n: int, hosts: int = 2) -> list[str]:
-    return [site.url(f"/product/{i}", host=SITE_HOSTS[i % hosts]) for i in range(first, first + n)]
+def products(site: SiteProcess, first: int, n: int, hosts: int = 2, query: str = "") -> list[str]:
+    return [
+        site.url(f"/product/{i}{query}", host=SITE_HOSTS[i % hosts])
+        for i in range(first, first + n)
+    ]
 
 
 async def test_round_trip_then_sigterm_finishes_the_task_in_hand(
@@ -356,12 +366,17 @@ async def test_agent_reconnects_after_the_server_restarts(
     assert (await agent_row(db, agent.id)).tasks_completed_count == 5
 
 
+@pytest.mark.timeout(1800)
 async def test_twenty_agents_complete_two_thousand_tasks_exactly_once(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
+    if db.is_sqlite:
+        pytest.skip("scale-out runs on PostgreSQL; SQLite takes the same path in the tests above")
     total = 2000
     tokens = [(await service.create_agent(db, f"agent-{n}"))[1] for n in range(20)]
-    ids = await submit(db, settings, *products(site, 1000, total, hosts=len(SITE_HOSTS)))
+    # Small pages (2 KB): the point is the hand-out, not parsing 40 KB pages on a busy machine.
+    urls = products(site, 1000, total, hosts=len(SITE_HOSTS), query="?kb=2")
+    ids = await submit(db, settings, *urls)
     procs = [
         AgentProcess(serve.url, token, tmp_path / f"agent-{n}.log", concurrency=2)
         for n, token in enumerate(tokens)
@@ -371,12 +386,12 @@ async def test_twenty_agents_complete_two_thousand_tasks_exactly_once(
             lambda: _n(db, CrawlTask.status == "completed", total),
             f"{total} completed tasks",
             [*procs[:2], serve],
-            timeout=600,
+            timeout=1500,
         )
     finally:
         for p in procs:
             p.signal(signal.SIGTERM)
-        codes = [await p.astop(timeout=60) for p in procs]
+        codes = [await p.exited(timeout=60) for p in procs]
     assert codes == [0] * 20
     done = await completions(db)
     assert set(done) == {str(i) for i in ids} and set(done.values()) == {1}

@@ -83,8 +83,9 @@ class AgentClient:
                     self.url,
                     max_size=protocol.MAX_MESSAGE_BYTES,
                     open_timeout=10,
+                    # Pings find a server that vanished without closing (NAT, power loss).
                     ping_interval=20,
-                    ping_timeout=20,
+                    ping_timeout=60,
                     user_agent_header=f"forager-agent/{__version__}",
                 ) as ws:
                     await self._session(ws)

@@ -85,6 +85,8 @@ class Connection:
     draining: bool = False
     dropped: bool = False
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    feeder: asyncio.Task[None] | None = None
     # Serializes busy/connected flips with task hand-outs, so the stored status stays true.
     status_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -111,7 +113,8 @@ class AgentHub:
         self.pages = pages or LocalPageStore(settings.pages_dir)
         self.box = SecretBox(settings)
         self.connections: dict[int, Connection] = {}
-        self._wake = asyncio.Event()
+        # Until then, idle agents skip claiming: the last claim found nothing due.
+        self._nothing_until = 0.0
         self._settling: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
 
@@ -125,16 +128,21 @@ class AgentHub:
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
-        for conn in list(self.connections.values()):
+        conns = list(self.connections.values())
+        for conn in conns:
             await self._drop(conn, "server shutting down", protocol.CLOSE_RESTART)
+        await asyncio.gather(*(c.feeder for c in conns if c.feeder), return_exceptions=True)
         if self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
 
     def wake(self) -> None:
-        self._wake.set()
+        """Work may be claimable (a result came in, a task was given back, an agent reset)."""
+        self._nothing_until = 0.0
+        for conn in self.connections.values():
+            conn.wake.set()
 
     async def _run(self) -> None:
-        await asyncio.gather(self._dispatch_loop(), self._sweep_loop())
+        await self._sweep_loop()
 
     # -- operator actions (from the API in this process) ---------------------------------------
 
@@ -222,6 +230,7 @@ class AgentHub:
             self.db, agent.id, version=hello.agent_version, ip=peer
         )
         self.connections[agent.id] = conn
+        conn.feeder = asyncio.create_task(self._feed(conn), name=f"agent {agent.name} feed")
         log.info(
             "agent %s connected from %s (version %s, concurrency %d)",
             agent.name,
@@ -247,6 +256,7 @@ class AgentHub:
     async def _read_loop(self, conn: Connection) -> tuple[str, int]:
         while True:
             msg = await conn.ws.receive()
+            conn.last_heartbeat = time.monotonic()  # any message shows the agent is alive
             if msg["type"] == "websocket.disconnect":
                 return "connection closed", int(msg.get("code") or protocol.CLOSE_NORMAL)
             if msg.get("bytes") is not None:
@@ -432,27 +442,30 @@ class AgentHub:
 
     # -- dispatching ------------------------------------------------------------------------
 
-    async def _dispatch_loop(self) -> None:
-        while True:
-            self._wake.clear()
-            gave = 0
-            for conn in list(self.connections.values()):
-                free = conn.free()
-                if free <= 0:
-                    continue
+    async def _feed(self, conn: Connection) -> None:
+        """Keep one connection supplied, like a worker's claim loop (one per agent, so a slow
+        claim for one agent never holds up the others)."""
+        while not conn.dropped:
+            conn.wake.clear()
+            free = conn.free()
+            if free > 0 and time.monotonic() >= self._nothing_until:
                 try:
                     tasks = await self.queue.claim(
                         conn.owner, free, domains=conn.domains, fetchers=conn.fetchers
                     )
                 except Exception:
                     log.exception("claiming for agent %s failed", conn.name)
-                    continue
+                    tasks = []
                 for task in tasks:
-                    gave += await self._assign(conn, task)
-            if gave:
-                continue
+                    await self._assign(conn, task)
+                if tasks:
+                    continue
+                if conn.domains is None and conn.fetchers == ["http"]:
+                    # Nothing for an unrestricted agent: nothing for the others either, so
+                    # they skip their claims until the next wake-up or poll.
+                    self._nothing_until = time.monotonic() + self.settings.poll_seconds
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                await asyncio.wait_for(conn.wake.wait(), self.settings.poll_seconds)
 
     async def _assign(self, conn: Connection, task: ClaimedTask) -> int:
         if conn.dropped:
@@ -522,6 +535,7 @@ class AgentHub:
         if conn.dropped:
             return
         conn.dropped = True
+        conn.wake.set()  # its feed loop ends
         if self.connections.get(conn.agent_id) is conn:
             del self.connections[conn.agent_id]
         await _close(conn.ws, code, reason)

@@ -22,6 +22,17 @@ from forager.agents.protocol import MAX_MESSAGE_BYTES
 from forager.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
+# Every process started here, so a test's teardown can make sure none outlives it.
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def reap_started() -> None:
+    """Kill and wait for any process started here that is still running."""
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
 
 
 def free_port() -> int:
@@ -76,6 +87,7 @@ class ServeProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        STARTED.append(self.proc)
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc.poll() is None, self.log()
@@ -130,6 +142,7 @@ class AgentProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        STARTED.append(self.proc)
 
     @property
     def pid(self) -> int:
@@ -190,6 +203,7 @@ async def app_server(settings: Settings) -> AsyncIterator[tuple[str, Any]]:
         log_level="warning",
         access_log=False,
         ws_max_size=MAX_MESSAGE_BYTES,
+        ws_ping_interval=None,  # as `forager serve`
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
