@@ -138,9 +138,15 @@ async def test_assigning_a_pool_proxy_makes_it_a_mapping(api: httpx.AsyncClient)
     for _ in range(2):  # both pool proxies used once: each gets a pool row for this domain
         async with runtime.db.session() as session:
             await choose_proxy(session, policy, runtime.settings, None, owner="t")
+    listed = (await api.get(f"/api/domains/{domain['id']}/proxies")).json()
+    rows = listed["items"] if isinstance(listed, dict) else listed
+    assert {(m["proxy_id"], m["source"]) for m in rows} == {(ids[0], "pool"), (ids[1], "pool")}
     response = await api.post(f"/api/domains/{domain['id']}/proxies", json={"proxy_ids": ids[:1]})
     assert response.status_code == 200, response.text
     assert response.json()["assigned"] == ids[:1]
+    listed = (await api.get(f"/api/domains/{domain['id']}/proxies")).json()
+    rows = listed["items"] if isinstance(listed, dict) else listed
+    assert {(m["proxy_id"], m["source"]) for m in rows} == {(ids[0], "admin"), (ids[1], "pool")}
     for _ in range(3):  # now mapped: only the assigned proxy, pool or not
         async with runtime.db.session() as session:
             choice = await choose_proxy(session, policy, runtime.settings, None, owner="t")

@@ -247,6 +247,10 @@ class DomainProxyPublic(BaseModel):
     proxy_protocol: str
     proxy_is_active: bool
     country_code: str | None
+    source: str = Field(
+        "admin",
+        description="admin: mapped by an operator; pool: the domain used this global-pool proxy.",
+    )
 
 
 class DomainHealthPublic(BaseModel):

@@ -367,6 +367,7 @@ class MappingView:
     proxy_protocol: str
     proxy_is_active: bool
     country_code: str | None
+    source: str = "admin"  # admin | pool (created when the domain used a global-pool proxy)
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -402,6 +403,7 @@ async def _mappings(
             proxy_protocol=p.proxy_protocol,
             proxy_is_active=p.is_active,
             country_code=p.country_code,
+            source=m.source,
         )
         for m, p in await session.execute(query)
     ]
