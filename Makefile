@@ -49,6 +49,7 @@ format: $(STAMP)
 bench: $(STAMP) chromium
 	$(RUN)/python -m bench
 	$(RUN)/python -m bench.api_latency
+	$(RUN)/python -m bench.agents
 	$(RUN)/python -m bench.proxy_selection
 	$(RUN)/python -m bench.fetchers
 	$(RUN)/python -m bench.dashboard
