@@ -448,7 +448,9 @@ class AgentHub:
         while not conn.dropped:
             conn.wake.clear()
             free = conn.free()
-            if free > 0 and time.monotonic() >= self._nothing_until:
+            # An agent that can fetch more than plain HTTP may find work the others cannot.
+            skip = time.monotonic() < self._nothing_until and set(conn.fetchers) <= {"http"}
+            if free > 0 and not skip:
                 try:
                     tasks = await self.queue.claim(
                         conn.owner, free, domains=conn.domains, fetchers=conn.fetchers
@@ -457,7 +459,10 @@ class AgentHub:
                     log.exception("claiming for agent %s failed", conn.name)
                     tasks = []
                 for task in tasks:
-                    await self._assign(conn, task)
+                    try:
+                        await self._assign(conn, task)
+                    except Exception:  # a database error: the lease expires and it is reaped
+                        log.exception("task %s: handing it to agent %s failed", task.id, conn.name)
                 if tasks:
                     continue
                 if conn.domains is None and conn.fetchers == ["http"]:
