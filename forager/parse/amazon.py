@@ -11,7 +11,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.errors import NotProductPage
-from forager.parse.base import ProductRecord
+from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
 from forager.parse.classify import raise_if_blocked
 from forager.parse.prices import currency_for_url, detect_currency, parse_price
 from forager.parse.quality import check
@@ -61,21 +61,7 @@ _BRAND_PATTERNS = tuple(
         r"^(?:brand|marca|marke|marque|merk)\s*:\s*(.+)$",
     )
 )
-_FIELDS = (
-    "product_name",
-    "price",
-    "currency",
-    "original_price",
-    "rating",
-    "review_count",
-    "availability",
-    "is_available",
-    "brand",
-    "category",
-    "sku",
-    "asin",
-    "image_urls",
-)
+_FIELDS = tuple(name for name in EXTRACTED_FIELDS if name != "description")
 _OTHER_PRODUCT = re.compile(r"carousel|twister|sims|sp_detail|sponsored|similar|compare", re.I)
 _ASIN_IN_URL = re.compile(r"/(?:dp|gp/product|gp/aw/d)/([A-Z0-9]{10})(?:[/?#]|$)")
 _FIRST_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")

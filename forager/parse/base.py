@@ -6,6 +6,24 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
+# The fields a parser extracts from a page, in record order (the rest is provenance).
+EXTRACTED_FIELDS = (
+    "product_name",
+    "description",
+    "price",
+    "currency",
+    "original_price",
+    "rating",
+    "review_count",
+    "availability",
+    "is_available",
+    "brand",
+    "category",
+    "sku",
+    "asin",
+    "image_urls",
+)
+
 
 @dataclass(slots=True)
 class ProductRecord:

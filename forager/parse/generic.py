@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.errors import NotProductPage
-from forager.parse.base import ProductRecord
+from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
 from forager.parse.classify import raise_if_blocked
 from forager.parse.prices import (
     currency_for_url,
@@ -55,21 +55,7 @@ _OTHER_PRODUCT_KEYS = frozenset(
         "itemListElement",
     }
 )
-_STRUCTURED_FIELDS = (
-    "product_name",
-    "description",
-    "price",
-    "currency",
-    "original_price",
-    "rating",
-    "review_count",
-    "availability",
-    "is_available",
-    "brand",
-    "category",
-    "sku",
-    "image_urls",
-)
+_STRUCTURED_FIELDS = tuple(name for name in EXTRACTED_FIELDS if name != "asin")
 _WORD = re.compile(r"\w+")
 _DIGIT = re.compile(r"\d")
 _TAGS = re.compile(r"<[^>]+>")

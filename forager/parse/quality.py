@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
-from forager.parse.base import ProductRecord
+from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
 
 TITLE_MAX_CHARS = 500  # ScrapingResult.productTitle VarChar(500)
 _MONEY_LIMIT = Decimal(10) ** 10  # Money columns keep 2 decimals and stay exact below this
@@ -41,22 +41,7 @@ SOURCE_CONFIDENCE: dict[str, float] = {
     "derived": 0.6,
     "url": 0.5,
 }
-_SCORED_FIELDS = (
-    "product_name",
-    "description",
-    "price",
-    "currency",
-    "original_price",
-    "rating",
-    "review_count",
-    "availability",
-    "is_available",
-    "brand",
-    "category",
-    "sku",
-    "asin",
-    "image_urls",
-)
+_SCORED_FIELDS = EXTRACTED_FIELDS
 
 
 def confidence(record: ProductRecord, sources: dict[str, str]) -> dict[str, float]:

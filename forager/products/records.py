@@ -10,23 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db.models import Product, ProductImage
+from forager.parse.base import EXTRACTED_FIELDS
 
-RECORD_FIELDS = (
-    "url",
-    "product_name",
-    "description",
-    "price",
-    "currency",
-    "original_price",
-    "rating",
-    "review_count",
-    "availability",
-    "is_available",
-    "brand",
-    "category",
-    "sku",
-    "asin",
-)
+# The product's own columns; image URLs live in their own table.
+RECORD_FIELDS = ("url", *(name for name in EXTRACTED_FIELDS if name != "image_urls"))
 
 
 def product_record(product: Product, image_urls: list[str]) -> dict[str, Any]:
