@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import httpx
+
+from forager.errors import FetchError
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
 _HEADER_CHARSET = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9_\-:.]+)", re.I)
@@ -62,3 +67,29 @@ class Fetcher(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def scrub_credentials(text: str, proxy_url: str) -> str:
+    """``text`` without the proxy URL's credentials (whole URL, userinfo, or password)."""
+    parts = httpx.URL(proxy_url)
+    secrets = [proxy_url, parts.userinfo.decode(errors="ignore"), parts.password or ""]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+class CredentialSafeFetcher(ABC):
+    """A fetcher whose errors never carry the proxy's credentials: error texts are stored and
+    logged. Subclasses implement ``_fetch_classified`` (raising ``FetchError`` subclasses)."""
+
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        try:
+            return await self._fetch_classified(request)
+        except FetchError as exc:
+            if request.proxy_url:
+                exc.message = scrub_credentials(exc.message, request.proxy_url)
+                exc.args = (exc.message,)
+            raise
+
+    @abstractmethod
+    async def _fetch_classified(self, request: FetchRequest) -> FetchResponse: ...

@@ -48,8 +48,7 @@ from forager.errors import (
     ProxyError,
     TooLarge,
 )
-from forager.fetch.base import FetchRequest, FetchResponse
-from forager.fetch.http import _scrub
+from forager.fetch.base import CredentialSafeFetcher, FetchRequest, FetchResponse
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -310,7 +309,7 @@ class _Watch:
 # -- the fetcher --------------------------------------------------------------------------
 
 
-class BrowserFetcher:
+class BrowserFetcher(CredentialSafeFetcher):
     """The ``browser`` fetcher (see the module docstring)."""
 
     def __init__(
@@ -331,15 +330,6 @@ class BrowserFetcher:
         self._shared: _SharedBrowser | None = None
         self.contexts_created = 0
         self.contexts_closed = 0
-
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
-        try:
-            return await self._fetch_classified(request)
-        except FetchError as exc:
-            if request.proxy_url:
-                exc.message = _scrub(exc.message, request.proxy_url)
-                exc.args = (exc.message,)
-            raise
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
         s = self.settings

@@ -27,7 +27,7 @@ from forager.errors import (
     ProxyError,
     TooLarge,
 )
-from forager.fetch.base import FetchRequest, FetchResponse
+from forager.fetch.base import CredentialSafeFetcher, FetchRequest, FetchResponse
 
 _MAX_CLIENTS = 64  # one pooled client per proxy; least recently used ones are closed
 _BAN_STATUSES = frozenset({403, 429, 503})  # error answers whose body may be a block page
@@ -72,15 +72,6 @@ class _BoundedDecoder:
         return b"".join(self.parts)
 
 
-def _scrub(text: str, proxy_url: str) -> str:
-    """``text`` without the proxy URL's credentials (whole URL, userinfo, or password)."""
-    parts = httpx.URL(proxy_url)
-    secrets = [proxy_url, parts.userinfo.decode(errors="ignore"), parts.password or ""]
-    for secret in sorted(filter(None, secrets), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
-
-
 def _sent_hook(
     on_sent: Callable[[], Awaitable[None]],
 ) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
@@ -105,7 +96,7 @@ def tls_context(settings: Settings) -> ssl.SSLContext | bool:
     return context
 
 
-class HttpxFetcher:
+class HttpxFetcher(CredentialSafeFetcher):
     """The ``http`` fetcher: httpx with HTTP/2 where offered, one connection pool per proxy."""
 
     def __init__(self, settings: Settings) -> None:
@@ -136,16 +127,6 @@ class HttpxFetcher:
                 asyncio.get_running_loop().create_task(old.aclose())
         self._clients.move_to_end(proxy_url)
         return client
-
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
-        try:
-            return await self._fetch_classified(request)
-        except FetchError as exc:
-            # Error texts are stored and logged: never let proxy credentials into them.
-            if request.proxy_url:
-                exc.message = _scrub(exc.message, request.proxy_url)
-                exc.args = (exc.message,)
-            raise
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
         started = time.perf_counter()

@@ -29,8 +29,7 @@ from forager.errors import (
     ProxyError,
     TooLarge,
 )
-from forager.fetch.base import FetchRequest, FetchResponse
-from forager.fetch.http import _scrub
+from forager.fetch.base import CredentialSafeFetcher, FetchRequest, FetchResponse
 
 # The browser whose fingerprint is presented (curl_cffi's newest Chrome).
 IMPERSONATE = "chrome"
@@ -87,7 +86,7 @@ class _Body:
         return len(chunk)
 
 
-class CurlFetcher:
+class CurlFetcher(CredentialSafeFetcher):
     """The ``impersonate`` fetcher: one curl_cffi session (connection pool) for all proxies."""
 
     def __init__(self, settings: Settings, impersonate: str = IMPERSONATE) -> None:
@@ -111,16 +110,6 @@ class CurlFetcher:
                 curl_options={CurlOpt.MAXFILESIZE_LARGE: s.max_body_bytes},
             )
         return self._session
-
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
-        try:
-            return await self._fetch_classified(request)
-        except FetchError as exc:
-            # Error texts are stored and logged: never let proxy credentials into them.
-            if request.proxy_url:
-                exc.message = _scrub(exc.message, request.proxy_url)
-                exc.args = (exc.message,)
-            raise
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
         s = self.settings
