@@ -188,12 +188,13 @@ class Settings(BaseSettings):
                 "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of "
                 "FORAGER_AGENT_TIMEOUT_SECONDS, or one late heartbeat would disconnect an agent"
             )
-        if self.agent_heartbeat_seconds * 2 > self.lease_seconds:
-            raise ValueError(
-                "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of FORAGER_LEASE_SECONDS, "
-                "or an agent's tasks would lose their lease between two heartbeats"
-            )
         return self
+
+    @property
+    def agent_heartbeat_interval(self) -> float:
+        """The heartbeat agents are told to keep: the setting, or half the lease when that is
+        shorter, since an agent's heartbeat is what keeps its tasks' leases alive."""
+        return min(self.agent_heartbeat_seconds, self.lease_seconds / 2)
 
     @property
     def resolved_database_url(self) -> str:

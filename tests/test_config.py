@@ -66,3 +66,9 @@ def test_readme_documents_every_setting() -> None:
 
     missing = [n for n in Settings.model_fields if f"`FORAGER_{n.upper()}`" not in readme]
     assert missing == []
+
+
+def test_agents_heartbeat_within_half_a_short_lease() -> None:
+    # A short lease (no agents in mind) must not be refused; agents are told to beat faster.
+    assert load_settings(lease_seconds=3.0, heartbeat_seconds=1.0).agent_heartbeat_interval == 1.5
+    assert load_settings(lease_seconds=300.0).agent_heartbeat_interval == 10.0

@@ -243,7 +243,7 @@ class AgentHub:
             agent_id=agent.id,
             name=agent.name,
             status=conn.status,
-            heartbeat_seconds=self.settings.agent_heartbeat_seconds,
+            heartbeat_seconds=self.settings.agent_heartbeat_interval,
             max_body_bytes=self.settings.max_body_bytes,
             chunk_bytes=protocol.CHUNK_BYTES,
             fetch_timeout_seconds=self.settings.fetch_timeout_seconds,
@@ -511,7 +511,7 @@ class AgentHub:
     # -- liveness -------------------------------------------------------------------------
 
     async def _sweep_loop(self) -> None:
-        every = min(1.0, self.settings.agent_heartbeat_seconds / 2)
+        every = min(1.0, self.settings.agent_heartbeat_interval / 2)
         while True:
             await asyncio.sleep(every)
             try:
