@@ -35,7 +35,7 @@ serve: $(STAMP)
 	$(RUN)/forager serve
 
 test: $(STAMP) chromium
-	$(RUN)/pytest -q
+	$(RUN)/pytest -q --durations=15
 
 lint: $(STAMP)
 	$(RUN)/ruff check forager tests bench
