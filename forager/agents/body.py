@@ -7,13 +7,39 @@ agent costs at most the limit in memory.
 
 from __future__ import annotations
 
-from forager.agents.protocol import Result
-from forager.errors import TooLarge
+from forager.agents.protocol import ERROR_BODY_BYTES, Result
+from forager.errors import FetchError, HTTPStatusError, TooLarge
 from forager.fetch.base import FetchResponse
 from forager.fetch.http import _BoundedDecoder
 
 # gzip of incompressible data is slightly larger than the data itself.
 _GZIP_SLACK = 64 * 1024
+# Error types an agent may report; anything else is taken as a network error.
+FETCH_ERRORS = frozenset(
+    {"network", "timeout", "http_4xx", "http_5xx", "rate_limited", "too_large", "proxy"}
+)
+_HTTP_ERRORS = frozenset({"http_4xx", "http_5xx", "rate_limited"})
+
+
+def failure(header: Result, body: bytes = b"") -> FetchError:
+    """The error of a failed ``result``: an HTTP error answer keeps its status, headers and the
+    start of its body, as a local fetch's ``HTTPStatusError`` does, for the same ban checks."""
+    text = header.message or "the agent's fetch failed"
+    status = header.status_code
+    if status is not None and status >= 400 and header.error_type in _HTTP_ERRORS:
+        return HTTPStatusError(
+            text,
+            status_code=status,
+            headers={k.lower(): v for k, v in header.headers.items()},
+            body=body[:ERROR_BODY_BYTES],
+        )
+    kind = header.error_type if header.error_type in FETCH_ERRORS else "network"
+    return FetchError(text, status_code=status, error_type=kind)
+
+
+def wants_body(header: Result) -> bool:
+    """True when binary frames follow this result (a page, or the start of an error page)."""
+    return header.ok or (header.body_bytes > 0 and isinstance(failure(header), HTTPStatusError))
 
 
 class BodyReceiver:
@@ -32,9 +58,11 @@ class BodyReceiver:
             raise TooLarge(f"compressed body exceeds the {self.limit} byte limit")
         self.decoder.feed(chunk)
 
-    def finish(self) -> FetchResponse:
-        body = self.decoder.finish()
+    def finish(self) -> FetchResponse | FetchError:
         h = self.header
+        if not h.ok:
+            return failure(h, self.decoder.finish())
+        body = self.decoder.finish()
         return FetchResponse(
             url=h.final_url or self.url,
             status_code=h.status_code or 200,

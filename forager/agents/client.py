@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from forager import __version__
 from forager.agents import protocol
 from forager.config import Settings
-from forager.errors import FetchError
+from forager.errors import FetchError, HTTPStatusError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.http import HttpxFetcher
 
@@ -222,17 +222,7 @@ class AgentClient:
                 response = await fetcher.fetch(request)
             except FetchError as exc:
                 log.info("task %s: fetch failed (%s)", task_id, exc.error_type)
-                await self._send(
-                    ws,
-                    protocol.message(
-                        "result",
-                        task_id=task_id,
-                        ok=False,
-                        error_type=exc.error_type,
-                        message=exc.message[:2000],
-                        status_code=exc.status_code,
-                    ),
-                )
+                await self._failed(ws, task_id, exc)
                 return
             await self._stream(ws, task_id, response)
         finally:
@@ -253,8 +243,35 @@ class AgentClient:
                 encoding="gzip",
             ),
         )
+        await self._send_gzip(ws, task_id, response.body)
+
+    async def _failed(self, ws: ClientConnection, task_id: int, exc: FetchError) -> None:
+        """An HTTP error answer goes with its headers and the start of its body: the server
+        tells a block page (this agent is blocked) from a plain 404/500 by them."""
+        headers: dict[str, str] = {}
+        body = b""
+        if isinstance(exc, HTTPStatusError):
+            headers, body = _headers(exc.headers), exc.body[: protocol.ERROR_BODY_BYTES]
+        await self._send(
+            ws,
+            protocol.message(
+                "result",
+                task_id=task_id,
+                ok=False,
+                error_type=exc.error_type,
+                message=exc.message[:2000],
+                status_code=exc.status_code,
+                headers=headers,
+                body_bytes=len(body),
+                encoding="gzip",
+            ),
+        )
+        if body:
+            await self._send_gzip(ws, task_id, body)
+
+    async def _send_gzip(self, ws: ClientConnection, task_id: int, body: bytes) -> None:
+        """``body`` as one gzip stream in binary frames, then ``body_end``."""
         gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
-        body = response.body
         step = protocol.CHUNK_BYTES
         for start in range(0, len(body), step):
             await self._send_body(ws, task_id, gzip.compress(body[start : start + step]))

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from starlette.websockets import WebSocket, WebSocketState
 
 from forager.agents import presence, protocol, service
-from forager.agents.body import BodyReceiver
+from forager.agents.body import BodyReceiver, failure, wants_body
 from forager.agents.protocol import AgentMessage, Hello
 from forager.agents.service import A
 from forager.config import Settings
@@ -323,12 +323,10 @@ class AgentHub:
             await conn.send("ack", task_id=msg.task_id, outcome="discarded")
             return
         if not msg.ok:
-            error = FetchError(
-                msg.message or "the agent's fetch failed",
-                status_code=msg.status_code,
-                error_type=msg.error_type if msg.error_type in _FETCH_ERRORS else "network",
-            )
-            self._settle(conn, assigned, error)
+            if wants_body(msg):  # the start of an error page follows: it may be a block page
+                assigned.body = BodyReceiver(msg, protocol.ERROR_BODY_BYTES, assigned.task.url)
+            else:
+                self._settle(conn, assigned, failure(msg))
             return
         limit = self.settings.max_body_bytes
         if msg.body_bytes > limit:
@@ -355,8 +353,9 @@ class AgentHub:
             assigned.body.feed(chunk)
         except FetchError as exc:  # too large once decompressed, or corrupt
             conn.ignored.add(task_id)
-            assigned.body = None
-            self._settle(conn, assigned, exc)
+            header, assigned.body = assigned.body.header, None
+            # A broken error page loses its body, not its status.
+            self._settle(conn, assigned, exc if header.ok else failure(header))
 
     async def _on_body_end(self, conn: Connection, task_id: int) -> None:
         if task_id in conn.ignored:
@@ -367,11 +366,10 @@ class AgentHub:
             return
         body, assigned.body = assigned.body, None
         try:
-            response = body.finish()
+            outcome = body.finish()
         except FetchError as exc:
-            self._settle(conn, assigned, exc)
-            return
-        self._settle(conn, assigned, response)
+            outcome = exc if body.header.ok else failure(body.header)
+        self._settle(conn, assigned, outcome)
 
     def _settle(
         self, conn: Connection, assigned: _Assigned, outcome: FetchResponse | FetchError
@@ -562,11 +560,6 @@ class AgentHub:
             len(returned),
         )
         self.wake()
-
-
-_FETCH_ERRORS = frozenset(
-    {"network", "timeout", "http_4xx", "http_5xx", "rate_limited", "too_large", "proxy"}
-)
 
 
 def _bearer(header: str) -> str | None:

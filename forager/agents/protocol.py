@@ -18,6 +18,9 @@ PATH = "/agents/ws"
 # the task id; no WebSocket message may exceed MAX_MESSAGE_BYTES, so nothing big is buffered.
 CHUNK_BYTES = 64 * 1024
 MAX_MESSAGE_BYTES = 256 * 1024
+# With a failed ``result`` for an HTTP error answer, at most this much of the start of its body
+# follows (the same the local fetcher keeps): enough to tell a block page (fetch/bans.py).
+ERROR_BODY_BYTES = 64 * 1024
 _TASK_ID = struct.Struct(">Q")
 # How long a new connection may take to say hello.
 HELLO_SECONDS = 10.0
@@ -95,7 +98,12 @@ class Sent(_Msg):
 
 
 class Result(_Msg):
-    """The outcome of one fetch; with ``ok`` the gzip body follows in binary frames."""
+    """The outcome of one fetch; with ``ok`` the gzip body follows in binary frames.
+
+    Without ``ok``, an HTTP error answer (``status_code`` ≥ 400) may carry its ``headers``
+    and, when ``body_bytes`` > 0, the start of its body (≤ ``ERROR_BODY_BYTES``) the same way,
+    so the server can tell a block page from a plain error. Older agents send neither.
+    """
 
     type: Literal["result"]
     task_id: int
