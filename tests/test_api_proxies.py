@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -11,6 +12,9 @@ from sqlalchemy import select, update
 from forager.api.deps import Runtime
 from forager.crypto import SecretBox
 from forager.db.models import Domain, DomainProxy, Event, Proxy
+from forager.db.types import utcnow
+from forager.fetch.proxies import PROXY_FAILURE_LIMIT
+from forager.proxies.retest import retest_due
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
 
@@ -394,3 +398,69 @@ async def test_health_view_and_alerts(api: httpx.AsyncClient) -> None:
         await api.post(f"/api/domains/{big}/proxies/{proxy_id}/disable")
     alerts = (await api.get("/api/proxies/health")).json()["alerts"]
     assert ("low_active_proxies", big) in [(a["kind"], a["domain_id"]) for a in alerts]
+
+
+def _utc(moment: datetime | None) -> str:
+    assert moment is not None
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+async def test_disabled_reason_says_why_and_when_it_is_retested(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    api = api
+    runtime = _runtime(api)
+    url = site.url("/product/1")
+    with TestProxy(fail=True) as bad:
+        created = await _create(api, proxy_url="127.0.0.1", proxy_port=bad.port)
+        assert (created["disabled_reason"], created["retest_at"]) == (None, None)
+        path = f"/api/proxies/{created['id']}"
+
+        # Consecutive failures: enabled until the limit, then disabled by health.
+        for _ in range(PROXY_FAILURE_LIMIT - 1):
+            assert (await api.post(f"{path}/test", json={"url": url})).json()["ok"] is False
+        assert (await api.get(path)).json()["disabled_reason"] is None
+        await api.post(f"{path}/test", json={"url": url})
+        shown = (await api.get(path)).json()
+        stored = await _stored(api, created["id"])
+        assert shown["is_active"] is False and stored.retest_at is not None
+        assert shown["disabled_reason"] == (
+            f"failed {PROXY_FAILURE_LIMIT} times in a row; re-test at {_utc(stored.retest_at)}"
+        )
+        assert shown["retest_at"] is not None
+
+        # A failed background re-test is counted, and the next one is shown.
+        async with runtime.db.session() as session:
+            await session.execute(
+                update(Proxy)
+                .where(Proxy.id == created["id"])
+                .values(retest_at=utcnow() - timedelta(seconds=1))
+            )
+        settings = runtime.settings.model_copy(update={"proxy_test_url": url})
+        result = await retest_due(runtime.db, settings, SecretBox(settings))
+        assert result.still_failing == [created["id"]]
+        stored = await _stored(api, created["id"])
+        listed = (await api.get("/api/proxies", params={"is_active": False})).json()["items"]
+        assert [p["disabled_reason"] for p in listed] == [
+            f"failed {PROXY_FAILURE_LIMIT} times in a row, then 1 failed re-test; "
+            f"re-test at {_utc(stored.retest_at)}"
+        ]
+
+        # Enabled again: no reason; an operator's disable says so, and has no re-test.
+        enabled = (await api.post(f"{path}/enable")).json()
+        assert (enabled["is_active"], enabled["disabled_reason"], enabled["retest_at"]) == (
+            True,
+            None,
+            None,
+        )
+        disabled = (await api.post(f"{path}/disable")).json()
+        assert (disabled["disabled_reason"], disabled["retest_at"]) == (
+            "disabled by an operator",
+            None,
+        )
+        # Failures of a proxy the operator disabled do not make it an automatic disable.
+        for _ in range(PROXY_FAILURE_LIMIT):
+            await api.post(f"{path}/test", json={"url": url})
+        assert (await api.get(path)).json()["disabled_reason"] == "disabled by an operator"
+    again = (await api.post(f"{path}/enable")).json()
+    assert (again["is_active"], again["disabled_reason"]) == (True, None)

@@ -168,7 +168,7 @@ async def enable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
 
 @router.post("/{proxy_id}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
 async def disable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
-    """Take a proxy out of rotation for every domain."""
+    """Take a proxy out of rotation for every domain; no background re-test brings it back."""
     return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=False))
 
 

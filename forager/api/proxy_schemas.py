@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from forager.db.models import Proxy
+from forager.proxies.service import disabled_reason
 
 ProxyProtocol = Literal["http", "https", "socks5"]
 _MAX_PASSWORD_BYTES = 255  # its ciphertext must fit the 512-character column
@@ -133,12 +134,22 @@ class ProxyPublic(BaseModel):
     max_requests_per_hour: int
     created_at: datetime
     updated_at: datetime
+    retest_at: datetime | None = Field(
+        None, description="When the background re-test tries this disabled proxy; null if never."
+    )
+    disabled_reason: str | None = Field(
+        None,
+        description="Why the proxy is out of rotation; null while it is enabled.",
+        examples=["failed 10 times in a row; re-test at 2026-01-31 12:00:00 UTC"],
+    )
 
     @classmethod
     def of(cls, proxy: Proxy) -> ProxyPublic:
-        names = [n for n in cls.model_fields if n != "password_set"]
-        data = {n: getattr(proxy, n) for n in names}
-        return cls(**data, password_set=bool(proxy.proxy_password))
+        derived = ("password_set", "disabled_reason")
+        data = {n: getattr(proxy, n) for n in cls.model_fields if n not in derived}
+        return cls(
+            **data, password_set=bool(proxy.proxy_password), disabled_reason=disabled_reason(proxy)
+        )
 
 
 class ProxyBulkCreate(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
@@ -180,6 +181,22 @@ async def set_proxy_active(db: Database, proxy_id: int, *, active: bool) -> Prox
         audit.record(session, "proxy", [proxy_id], "enabled" if active else "disabled")
         await session.flush()
     return proxy
+
+
+def disabled_reason(proxy: Proxy) -> str | None:
+    """Why a proxy is out of rotation, from what is stored; ``None`` while it is enabled.
+
+    Health disabling (``FORAGER_PROXY_FAILURE_LIMIT`` consecutive failures) is the only
+    path that sets ``retest_at``; an operator's enable or disable clears it.
+    """
+    if proxy.is_active:
+        return None
+    if proxy.retest_at is None:
+        return "disabled by an operator"
+    retests = proxy.retest_count
+    failed = f", then {retests} failed re-test{'s' if retests != 1 else ''}" if retests else ""
+    when = proxy.retest_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"failed {proxy.failure_count} times in a row{failed}; re-test at {when}"
 
 
 # -- test fetch ------------------------------------------------------------------------------
