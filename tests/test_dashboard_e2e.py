@@ -449,17 +449,25 @@ def test_edit_a_domain_disable_a_proxy_and_filter_events(admin: Any, server: Ser
     line = admin.locator("tr[data-domain='127.0.0.1']")
     line.get_by_label("Delay of 127.0.0.1").fill("0.5")
     line.get_by_label("Concurrency of 127.0.0.1").fill("3")
+    assert domain["ignore_robots"] is False
+    line.get_by_label("Ignore robots.txt for 127.0.0.1").check()
+    line.get_by_label("Proxy strategy of 127.0.0.1").select_option("random")
     line.get_by_role("button", name="Save").click()
     expect(admin.locator(".toast").last).to_contain_text("saved")
     saved = server.api.get(f"/api/domains/{domain['id']}").json()
     assert (saved["crawl_delay_seconds"], saved["max_concurrent_requests"]) == (0.5, 3)
+    assert (saved["ignore_robots"], saved["proxy_strategy"]) == (True, "random")
+    expect(line.get_by_label("Ignore robots.txt for 127.0.0.1")).to_be_checked()  # reloaded
+    restore = {"ignore_robots": False, "proxy_strategy": domain["proxy_strategy"]}
+    assert server.api.patch(f"/api/domains/{domain['id']}", json=restore).status_code == 200
 
     created = server.api.post("/api/proxies/bulk", json={"lines": "http://127.0.0.1:7/"}).json()
     proxy_id = created["results"][0]["proxy_id"]
     go(admin, "/proxies")
     proxy = admin.locator(f"tr[data-proxy-id='{proxy_id}']")
+    expect(proxy.get_by_test_id("disabled-reason")).to_have_text("—")
     proxy.get_by_role("button", name="Disable").click()
-    expect(proxy).to_contain_text("disabled")
+    expect(proxy.get_by_test_id("disabled-reason")).to_have_text("disabled by an operator")
     assert server.api.get(f"/api/proxies/{proxy_id}").json()["is_active"] is False
 
     go(admin, "/events")

@@ -1,4 +1,4 @@
-// Domains: settings edited in place, per-domain stats.
+// Domains: settings edited in place (robots.txt, proxy strategy too), per-domain stats.
 
 import {
   api, errorText, field, formValues, go, h, isAdmin, link, pager, params, query, table, time,
@@ -6,20 +6,26 @@ import {
 } from "../lib.js";
 
 const FETCHERS = ["http", "impersonate", "browser"];
+const STRATEGIES = ["lru", "random", "exclusive"];
 
 function editRow(domain, reload) {
   const admin = isAdmin();
   const delay = h("input", { type: "number", step: "0.1", min: 0, value: domain.crawl_delay_seconds,
-    "aria-label": `Delay of ${domain.domain_name}`, disabled: !admin, size: 5 });
+    "aria-label": `Delay of ${domain.domain_name}`, disabled: !admin, class: "short" });
   const concurrency = h("input", { type: "number", min: 1, max: 1000,
     value: domain.max_concurrent_requests, "aria-label": `Concurrency of ${domain.domain_name}`,
-    disabled: !admin, size: 4 });
+    disabled: !admin, class: "short" });
   const parser = h("input", { value: domain.parser_name, size: 10,
     "aria-label": `Parser of ${domain.domain_name}`, disabled: !admin });
   const fetcher = h("select", { "aria-label": `Fetcher of ${domain.domain_name}`, disabled: !admin },
     FETCHERS.map((f) => h("option", { value: f, selected: f === domain.fetcher }, f)));
   const active = h("input", { type: "checkbox", checked: domain.is_active,
     "aria-label": `${domain.domain_name} active`, disabled: !admin });
+  const ignoreRobots = h("input", { type: "checkbox", checked: domain.ignore_robots,
+    "aria-label": `Ignore robots.txt for ${domain.domain_name}`, disabled: !admin });
+  const strategy = h("select", { "aria-label": `Proxy strategy of ${domain.domain_name}`,
+    disabled: !admin },
+  STRATEGIES.map((s) => h("option", { value: s, selected: s === domain.proxy_strategy }, s)));
   const stats = h("td", { class: "hide-narrow" },
     Object.entries(domain.task_counts || {}).map(([s, n]) => `${s} ${n}`).join(", "));
   const save = async () => {
@@ -29,6 +35,8 @@ function editRow(domain, reload) {
       parser_name: parser.value.trim(),
       fetcher: fetcher.value,
       is_active: active.checked,
+      ignore_robots: ignoreRobots.checked,
+      proxy_strategy: strategy.value,
     };
     try {
       await api("PATCH", `/api/domains/${domain.id}`, changes);
@@ -54,8 +62,8 @@ function editRow(domain, reload) {
     h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
       domain.domain_name)),
     h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser), h("td", {}, fetcher),
-    h("td", {}, active),
-    h("td", { class: "hide-narrow" }, domain.robots_txt_url || "—", " ",
+    h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, strategy),
+    h("td", { class: "hide-narrow url" }, domain.robots_txt_url || "—", " ",
       admin ? h("button", { type: "button", onclick: robots }, "Refresh") : null),
     stats,
     h("td", {}, h("button", { type: "button", onclick: more }, "Stats"),
@@ -78,7 +86,8 @@ export async function render(view, _arg, current) {
     const data = await api("GET", `/api/domains${query({ ...values, limit: 50, offset })}`);
     if (!current()) return;
     body.replaceChildren(table(["Domain", "Delay (s)", "Concurrency", "Parser", "Fetcher",
-      "Active", "robots.txt", "Tasks", ""], data.items.map((d) => editRow(d, load)),
+      "Active", "Ignore robots", "Proxy strategy", "robots.txt", "Tasks", ""],
+    data.items.map((d) => editRow(d, load)),
     { class: "stack", "aria-label": "Domains" }),
     pager(data, (o) => go(`/domains${query({ ...values, offset: o })}`)));
   };

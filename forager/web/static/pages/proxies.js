@@ -24,6 +24,14 @@ function healthView(health) {
     "Avg latency"], rows) : h("p", { class: "muted" }, "No domain has proxies mapped.")];
 }
 
+// Why a proxy is disabled; a re-test time is shown in the viewer's time zone.
+function disabledReason(proxy) {
+  if (!proxy.disabled_reason) return h("span", { class: "muted" }, "—");
+  const [why, retest] = proxy.disabled_reason.split("; re-test at ");
+  if (retest === undefined || !proxy.retest_at) return proxy.disabled_reason;
+  return h("span", {}, `${why}; re-test at `, time(proxy.retest_at));
+}
+
 function proxyRow(proxy, reload, testUrl) {
   const admin = isAdmin();
   const toggle = async () => {
@@ -50,7 +58,8 @@ function proxyRow(proxy, reload, testUrl) {
     h("td", { class: "num" }, proxy.avg_response_time_ms === null ? "—"
       : `${proxy.avg_response_time_ms} ms`),
     h("td", { class: "hide-narrow" }, time(proxy.last_failure_at)),
-    h("td", { class: "hide-narrow" }, proxy.disabled_reason || proxy.provider || ""),
+    h("td", { "data-testid": "disabled-reason" }, disabledReason(proxy)),
+    h("td", { class: "hide-narrow" }, proxy.provider || "—"),
     h("td", {}, admin ? h("button", { type: "button", onclick: toggle },
       proxy.is_active ? "Disable" : "Enable") : null,
     admin ? h("button", { type: "button", onclick: test }, "Test now") : null));
@@ -132,7 +141,7 @@ export async function render(view, _arg, current) {
     if (!current()) return;
     health.replaceChildren(...healthView(pool));
     list.replaceChildren(data.items.length ? table(["#", "Proxy", "State", "Success rate",
-      "EWMA latency", "Last failure", "Note", ""],
+      "EWMA latency", "Last failure", "Disabled reason", "Provider", ""],
     data.items.map((p) => proxyRow(p, load, () => testUrl.value)),
     { class: "stack", "aria-label": "Proxies" })
       : h("p", { class: "muted" }, "No proxies."),
