@@ -276,7 +276,7 @@ async def record_proxy_result(
     *,
     ok: bool,
     response_ms: int | None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> None:
     """Update the mapping's and the proxy's counters after a fetch through the proxy."""
     await record_mapping_health(
@@ -292,10 +292,10 @@ async def record_mapping_health(
     *,
     ok: bool,
     response_ms: int | None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> None:
     """The domain's own view of the proxy: success streak, failures, EWMA latency."""
-    limit = settings.mapping_failure_limit if settings else MAPPING_FAILURE_LIMIT
+    limit = settings.mapping_failure_limit
     m = DomainProxy
     values: dict[str, Any]
     if ok:
@@ -318,7 +318,7 @@ async def record_proxy_health(
     *,
     ok: bool,
     response_ms: int | None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> None:
     """The proxy's health across all domains; consecutive failures disable it.
 
@@ -326,7 +326,7 @@ async def record_proxy_health(
     (``forager.proxies.retest``) tries it then and enables it again when it works.
     """
     now = utcnow()
-    limit = settings.proxy_failure_limit if settings else PROXY_FAILURE_LIMIT
+    limit = settings.proxy_failure_limit
     values: dict[str, Any]
     if ok:
         values = {
@@ -338,13 +338,12 @@ async def record_proxy_health(
             values["avg_response_time_ms"] = _ewma(Proxy.avg_response_time_ms, response_ms)
     else:
         disables = and_(Proxy.is_active.is_(True), Proxy.failure_count + 1 >= limit)
-        retest = now + timedelta(seconds=settings.proxy_retest_base_seconds if settings else 60.0)
+        retest = now + timedelta(seconds=settings.proxy_retest_base_seconds)
         values = {
             "failure_count": Proxy.failure_count + 1,
             "last_failure_at": now,
             "is_active": case((disables, False), else_=Proxy.is_active),
             "retest_at": case((disables, retest), else_=Proxy.retest_at),
         }
-    if settings is not None:
-        values |= breakers.outcome_values(Proxy, settings, now, ok=ok)
+    values |= breakers.outcome_values(Proxy, settings, now, ok=ok)
     await session.execute(update(Proxy).where(Proxy.id == proxy_id).values(**values))

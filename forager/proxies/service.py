@@ -238,6 +238,7 @@ async def probe_proxy(
             proxy_id,
             ok=probe.ok or probe.error_type not in PROXY_FAULTS,
             response_ms=probe.response_time_ms,
+            settings=settings,
         )
         details = {"url": url, "ok": probe.ok, "error_type": probe.error_type}
         audit.record(session, "proxy", [proxy_id], "tested", details)
