@@ -523,6 +523,7 @@ async def test_health_reports_database_and_queue_depth(
         "queue_depth": {},
         "due_tasks": 0,
         "workers": [],
+        "circuit_breakers": [],
         "detail": None,
     }
     done = await _submit(api, site.url("/product/1"))

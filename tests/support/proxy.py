@@ -107,7 +107,7 @@ class TestProxy:
     ) -> None:
         self.username = username
         self.password = password
-        self.fail = fail  # when True, every connection is closed at once; toggle any time
+        self.fail = fail  # when True, each request is read and left unanswered; toggle any time
         self.requests: list[str] = []  # forwarded URLs, and "host:port" for CONNECT tunnels
         self.rejected = 0  # connections refused: fail mode, bad auth, non-loopback, errors
         self.port = 0
@@ -199,10 +199,12 @@ class TestProxy:
         self._handlers.add(task)
         self._writers.add(writer)
         try:
+            head = await reader.readuntil(b"\r\n\r\n")
             if self.fail:
+                # Read the request, then hang up without an answer: a clean close, never an
+                # RST (which a client would read as the site dropping it, not the proxy failing).
                 self.rejected += 1
                 return
-            head = await reader.readuntil(b"\r\n\r\n")
             method, target, headers = _parse_head(head)
             self._check_auth(headers)
             if method == "CONNECT":
