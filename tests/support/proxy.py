@@ -16,8 +16,10 @@ import base64
 import contextlib
 import ipaddress
 import socket
+import ssl
 import threading
 from types import TracebackType
+from typing import Self
 from urllib.parse import quote, urlsplit
 
 # Headers that describe one hop and are never forwarded.
@@ -97,20 +99,19 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
-class TestProxy:
-    """The proxy, served from a background thread with its own event loop."""
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 served from a thread with its own event loop.
+
+    Subclasses implement ``handle``; every open stream is closed on ``stop`` (closing them ends
+    every handler normally: cancelling instead makes Python 3.11's start_server log an error).
+    """
 
     __test__ = False  # not a pytest test class
+    name = "loopback-server"
 
-    def __init__(
-        self, username: str | None = None, password: str | None = None, *, fail: bool = False
-    ) -> None:
-        self.username = username
-        self.password = password
-        self.fail = fail  # when True, each request is read and left unanswered; toggle any time
-        self.requests: list[str] = []  # forwarded URLs, and "host:port" for CONNECT tunnels
-        self.rejected = 0  # connections refused: fail mode, bad auth, non-loopback, errors
+    def __init__(self) -> None:
         self.port = 0
+        self.ssl_context: ssl.SSLContext | None = None
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -118,6 +119,106 @@ class TestProxy:
         self._ready = threading.Event()
         self._handlers: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()  # every open stream, to close on stop
+
+    def start(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(256)
+        self.port = self._sock.getsockname()[1]
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
+        self._thread.name = self.name
+        self._thread.start()
+        if not self._ready.wait(10):
+            self.stop()
+            raise RuntimeError(f"{self.name} did not start")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+        if self._sock is not None:
+            self._sock.close()
+        self._thread = self._sock = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._run, sock=self._sock, ssl=self.ssl_context)
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.close()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+            await server.wait_closed()
+
+    async def _run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self._writers.add(writer)
+        try:
+            await self.handle(reader, writer)
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            ssl.SSLError,
+            OSError,
+        ):
+            pass
+        finally:
+            self._handlers.discard(task)
+            self._writers.discard(writer)
+            await _close(writer)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def relay(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, port: int
+    ) -> None:
+        """Pipe both ways between the client and ``host:port`` until both sides are done."""
+        up_reader, up_writer = await asyncio.open_connection(host, port)
+        self._writers.add(up_writer)
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            self._writers.discard(up_writer)
+            await _close(up_writer)
+
+
+class TestProxy(LoopbackServer):
+    """The proxy, served from a background thread with its own event loop."""
+
+    name = "test-proxy"
+
+    def __init__(
+        self, username: str | None = None, password: str | None = None, *, fail: bool = False
+    ) -> None:
+        super().__init__()
+        self.username = username
+        self.password = password
+        self.fail = fail  # when True, each request is read and left unanswered; toggle any time
+        self.requests: list[str] = []  # forwarded URLs, and "host:port" for CONNECT tunnels
+        self.rejected = 0  # connections refused: fail mode, bad auth, non-loopback, errors
 
     # addresses and records
 
@@ -138,66 +239,9 @@ class TestProxy:
         self.requests = []
         self.rejected = 0
 
-    # lifecycle
-
-    def start(self) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(256)
-        self.port = self._sock.getsockname()[1]
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
-        self._thread.name = "test-proxy"
-        self._thread.start()
-        if not self._ready.wait(10):
-            self.stop()
-            raise RuntimeError("test proxy did not start")
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            with contextlib.suppress(RuntimeError):  # loop already closed
-                self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(10)
-        if self._sock is not None:
-            self._sock.close()
-        self._thread = self._sock = None
-
-    def __enter__(self) -> TestProxy:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._handle, sock=self._sock)
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            server.close()
-            # Closing the streams ends every handler normally (their reads see EOF). Cancelling
-            # them instead makes Python 3.11's start_server log a spurious error.
-            for writer in list(self._writers):
-                writer.close()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
-            await server.wait_closed()
-
     # one client connection
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        self._writers.add(writer)
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             if self.fail:
@@ -214,12 +258,6 @@ class TestProxy:
         except _Refused as refused:
             self.rejected += 1
             await self._answer(writer, refused.status)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            self._handlers.discard(task)
-            self._writers.discard(writer)
-            await _close(writer)
 
     def _check_auth(self, headers: list[tuple[str, str]]) -> None:
         if self.username is None:

@@ -15,113 +15,18 @@ proxy. ``make_certificates`` writes a throwaway CA and a ``127.0.0.1`` certifica
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import ipaddress
 import socket
 import ssl
 import struct
-import threading
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import quote
 
-from tests.support.proxy import _close, _is_loopback, _pipe
+from tests.support.proxy import LoopbackServer, _is_loopback
 
 
-class _LoopbackServer:
-    """A TCP server on 127.0.0.1 served from a thread with its own event loop."""
-
-    name = "loopback-server"
-
-    def __init__(self) -> None:
-        self.port = 0
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._handlers: set[asyncio.Task[None]] = set()
-        self.ssl_context: ssl.SSLContext | None = None
-
-    def start(self) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(128)
-        self.port = self._sock.getsockname()[1]
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
-        self._thread.name = self.name
-        self._thread.start()
-        if not self._ready.wait(10):
-            self.stop()
-            raise RuntimeError(f"{self.name} did not start")
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(10)
-        if self._sock is not None:
-            self._sock.close()
-        self._thread = self._sock = None
-
-    def __enter__(self) -> _LoopbackServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._run, sock=self._sock, ssl=self.ssl_context)
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            server.close()
-            for writer in list(self._writers):
-                writer.close()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
-
-    async def _run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        self._writers.add(writer)
-        try:
-            await self.handle(reader, writer)
-        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError):
-            pass
-        finally:
-            self._handlers.discard(task)
-            self._writers.discard(writer)
-            await _close(writer)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raise NotImplementedError
-
-    async def relay(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, port: int
-    ) -> None:
-        up_reader, up_writer = await asyncio.open_connection(host, port)
-        self._writers.add(up_writer)
-        try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        finally:
-            self._writers.discard(up_writer)
-            await _close(up_writer)
-
-
-class TestSocksProxy(_LoopbackServer):
+class TestSocksProxy(LoopbackServer):
     """SOCKS5, CONNECT only; with ``username`` set, only that user/password gets through."""
 
     __test__ = False
@@ -190,7 +95,7 @@ class TestSocksProxy(_LoopbackServer):
         await self.relay(reader, writer, host, port)
 
 
-class TlsFront(_LoopbackServer):
+class TlsFront(LoopbackServer):
     """TLS on ``port``, relayed as plain bytes to ``127.0.0.1:target_port``."""
 
     __test__ = False
