@@ -19,7 +19,7 @@ from forager.queue.store import TaskQueue
 from forager.runtime import open_database
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
-from tests.support.crawling import crawl, submit, tasks_by_id
+from tests.support.crawling import add_proxy, crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
 
@@ -42,21 +42,6 @@ async def _domain(db: Database, domain_id: int) -> Domain:
 async def _set_domain(db: Database, domain_id: int, **values: Any) -> None:
     async with db.session() as session:
         await session.execute(update(Domain).where(Domain.id == domain_id).values(**values))
-
-
-async def _add_proxy(db: Database, box: SecretBox, proxy: TestProxy, domain_id: int) -> int:
-    async with db.session() as session:
-        row = Proxy(
-            proxy_url="127.0.0.1",
-            proxy_port=proxy.port,
-            proxy_protocol="http",
-            proxy_username=proxy.username,
-            proxy_password=box.encrypt(proxy.password) if proxy.password else None,
-        )
-        session.add(row)
-        await session.flush()
-        session.add(DomainProxy(domain_id=domain_id, proxy_id=row.id))
-        return row.id
 
 
 async def test_robots_txt_is_enforced_cached_and_refreshed(
@@ -105,12 +90,11 @@ async def test_ban_rotates_proxy_and_counts_for_that_domain_only(
     db: Database, make_settings: SettingsFactory, site: TestSite
 ) -> None:
     settings = make_settings(max_retries=2)
-    box = SecretBox(settings)
     [task_id] = await submit(db, settings, site.url("/flaky/ban?fail=1&code=403", host="127.0.0.2"))
     domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
     with TestProxy() as first, TestProxy(username="u", password="p@ss") as second:
-        first_id = await _add_proxy(db, box, first, domain_id)
-        second_id = await _add_proxy(db, box, second, domain_id)
+        first_id = await add_proxy(db, settings, first, domain_id)
+        second_id = await add_proxy(db, settings, second, domain_id)
         # Make the first the least recently used one for this domain.
         task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
     assert task.status == "completed"
@@ -202,7 +186,7 @@ async def test_disabled_proxy_is_retested_with_backoff_and_reenabled(
     [task_id] = await submit(db, settings, site.url("/product/7", host="127.0.0.5"))
     domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
     with TestProxy(username="retest", password="pw") as proxy:
-        proxy_id = await _add_proxy(db, box, proxy, domain_id)
+        proxy_id = await add_proxy(db, settings, proxy, domain_id)
         proxy.fail = True
         task = (await crawl(db, settings, [task_id]))[task_id]
         assert (task.status, task.error_type) == ("failed", "proxy")
@@ -273,14 +257,13 @@ async def test_exclusive_proxy_is_held_by_one_fetch_and_released(
     db: Database, make_settings: SettingsFactory, site: TestSite
 ) -> None:
     settings = make_settings()
-    box = SecretBox(settings)
     ids = await submit(
         db, settings, *[site.url(f"/slow/{200 + n}", host="127.0.0.4") for n in range(4)]
     )
     domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
     await _set_domain(db, domain_id, proxy_strategy="exclusive")
     with TestProxy() as proxy:
-        proxy_id = await _add_proxy(db, box, proxy, domain_id)
+        proxy_id = await add_proxy(db, settings, proxy, domain_id)
         tasks = await crawl(db, settings, ids, concurrency=4)
     assert {t.status for t in tasks.values()} == {"completed"}
     assert {t.retry_count for t in tasks.values()} == {0}  # waiting for the lease costs no retry
@@ -306,13 +289,12 @@ async def test_rate_limit_per_domain_and_proxy_spaces_requests(
     db: Database, make_settings: SettingsFactory, site: TestSite
 ) -> None:
     settings = make_settings()
-    box = SecretBox(settings)
     host = "127.0.0.5"
     ids = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in range(3)])
     domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
     await _set_domain(db, domain_id, proxy_rate_limit_rps=2.0)  # one request per 0.5 s
     with TestProxy() as proxy:
-        await _add_proxy(db, box, proxy, domain_id)
+        await add_proxy(db, settings, proxy, domain_id)
         # Two pools, each with its own database engine: the limit lives in the database.
         other = await open_database(settings)
         try:

@@ -12,7 +12,6 @@ import pytest
 from sqlalchemy import func, select, update
 
 from forager.config import Settings
-from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import (
     CrawlAttempt,
@@ -29,7 +28,7 @@ from forager.queue.store import TaskQueue
 from forager.store.pages import LocalPageStore
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
-from tests.support.crawling import crawl, submit, tasks_by_id
+from tests.support.crawling import add_proxy, crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
 
@@ -260,22 +259,6 @@ async def test_domain_user_agent_is_sent(db: Database, settings: Settings, site:
     assert headers["user-agent"] == settings.user_agent
 
 
-async def _add_proxy(db: Database, settings: Settings, proxy: TestProxy, domain_id: int) -> int:
-    box = SecretBox(settings)
-    async with db.session() as session:
-        row = Proxy(
-            proxy_url="127.0.0.1",
-            proxy_port=proxy.port,
-            proxy_protocol="http",
-            proxy_username=proxy.username,
-            proxy_password=box.encrypt(proxy.password) if proxy.password else None,
-        )
-        session.add(row)
-        await session.flush()
-        session.add(DomainProxy(domain_id=domain_id, proxy_id=row.id))
-        return row.id
-
-
 async def test_mapped_proxies_rotate_lru_and_track_health(
     db: Database, settings: Settings, site: TestSite, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -288,8 +271,8 @@ async def test_mapped_proxies_rotate_lru_and_track_health(
         TestProxy() as open_proxy,
         TestProxy(username="crawler", password="s3cr3t:@/") as auth_proxy,
     ):
-        open_id = await _add_proxy(db, settings, open_proxy, domain_id)
-        auth_id = await _add_proxy(db, settings, auth_proxy, domain_id)
+        open_id = await add_proxy(db, settings, open_proxy, domain_id)
+        auth_id = await add_proxy(db, settings, auth_proxy, domain_id)
         tasks = await crawl(db, settings, ids, concurrency=1)
         assert {t.status for t in tasks.values()} == {"completed"}
         assert (open_proxy.count, auth_proxy.count) == (2, 2)  # least recently used alternates
@@ -374,7 +357,7 @@ async def test_proxy_password_never_reaches_errors_or_logs(
     domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
     with TestProxy(username="crawler", password="hunter2-secret") as proxy:
         proxy.fail = True
-        await _add_proxy(db, settings, proxy, domain_id)
+        await add_proxy(db, settings, proxy, domain_id)
         task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
     assert (task.status, task.error_type) == ("failed", "proxy")
     texts = [task.error_message or ""] + [

@@ -9,11 +9,13 @@ from typing import Any
 from sqlalchemy import select
 
 from forager.config import Settings
+from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlTask
+from forager.db.models import CrawlTask, DomainProxy, Proxy
 from forager.queue.lifecycle import TERMINAL
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.worker.pool import WorkerPool
+from tests.support.proxy import TestProxy
 
 
 async def submit(db: Database, settings: Settings, *urls: str, **options: Any) -> list[int]:
@@ -56,3 +58,19 @@ async def crawl(
     finally:
         pool.stop()
         await runner
+
+
+async def add_proxy(db: Database, settings: Settings, proxy: TestProxy, domain_id: int) -> int:
+    """Store the loopback ``proxy`` (password encrypted) and map it to ``domain_id``; its id."""
+    async with db.session() as session:
+        row = Proxy(
+            proxy_url="127.0.0.1",
+            proxy_port=proxy.port,
+            proxy_protocol="http",
+            proxy_username=proxy.username,
+            proxy_password=SecretBox(settings).encrypt(proxy.password) if proxy.password else None,
+        )
+        session.add(row)
+        await session.flush()
+        session.add(DomainProxy(domain_id=domain_id, proxy_id=row.id))
+        return row.id
