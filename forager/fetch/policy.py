@@ -67,10 +67,10 @@ class FetchPolicy:
         """The lease owner of an exclusive proxy: this worker's session for this task."""
         return f"{self.worker_id}:{task.id}"
 
-    async def choose(self, session: AsyncSession, task: ClaimedTask) -> ProxyChoice | None:
-        domain = await session.scalar(select(Domain).where(Domain.id == task.domain_id))
-        if domain is None:
-            return None
+    async def choose(
+        self, session: AsyncSession, task: ClaimedTask, domain: Domain
+    ) -> ProxyChoice | None:
+        """The proxy for this fetch of ``task`` (``None``: go direct), by ``domain``'s policy."""
         last = (
             await session.execute(
                 select(CrawlAttempt.proxy_id, CrawlAttempt.error_type)

@@ -31,6 +31,14 @@ class Verdict:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _RobotsState:
+    domain_id: int
+    domain_name: str
+    ignore_robots: bool
+    last_fetched: datetime | None
+
+
 class RobotsRules:
     """Per-process cache of parsed robots.txt files; the database holds the text."""
 
@@ -41,45 +49,61 @@ class RobotsRules:
         self._failed_until: dict[int, datetime] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
-    async def _load(self, domain_id: int) -> Domain | None:
+    async def _state(self, domain_id: int) -> _RobotsState | None:
+        """What every check needs: a few columns, not the robots.txt text (read per page)."""
         async with self.db.reader() as session:
-            return await session.scalar(select(Domain).where(Domain.id == domain_id))
+            row = (
+                await session.execute(
+                    select(
+                        Domain.domain_name, Domain.ignore_robots, Domain.robots_txt_last_fetched
+                    ).where(Domain.id == domain_id)
+                )
+            ).one_or_none()
+        return None if row is None else _RobotsState(domain_id, *row)
 
-    def _stale(self, domain: Domain, now: datetime) -> bool:
-        if domain.robots_txt_last_fetched is None:
-            return now >= self._failed_until.get(domain.id, now)
-        age = now - domain.robots_txt_last_fetched
+    def _stale(self, state: _RobotsState, now: datetime) -> bool:
+        if state.last_fetched is None:
+            return now >= self._failed_until.get(state.domain_id, now)
+        age = now - state.last_fetched
         return age > timedelta(seconds=self.settings.robots_refresh_seconds)
 
     async def check(self, domain_id: int, url: str, user_agent: str) -> Verdict:
         """May ``url`` be fetched? Refreshes a missing or day-old robots.txt first."""
-        domain = await self._load(domain_id)
-        if domain is None or domain.ignore_robots:
+        state = await self._state(domain_id)
+        if state is None or state.ignore_robots:
             return Verdict(True, False)
         fetched = False
-        if self._stale(domain, utcnow()):
+        if self._stale(state, utcnow()):
             lock = self._locks.setdefault(domain_id, asyncio.Lock())
             async with lock:
-                domain = await self._load(domain_id)
-                if domain is None:
+                state = await self._state(domain_id)
+                if state is None:
                     return Verdict(True, False)
-                if self._stale(domain, utcnow()):
+                if self._stale(state, utcnow()):
                     fetched = True
-                    domain, error = await refresh_robots(self.db, self.settings, domain_id)
+                    _, error = await refresh_robots(self.db, self.settings, domain_id)
                     if error is not None:
                         self._failed_until[domain_id] = utcnow() + _RETRY_FAILED_FETCH
-        parser = self._parser(domain)
+                    state = await self._state(domain_id)
+                    if state is None:
+                        return Verdict(True, fetched)
+        parser = await self._parser(state)
         if parser is None or parser.can_fetch(user_agent, url):
             return Verdict(True, fetched)
-        return Verdict(False, fetched, f"robots.txt of {domain.domain_name} disallows {url}")
+        return Verdict(False, fetched, f"robots.txt of {state.domain_name} disallows {url}")
 
-    def _parser(self, domain: Domain) -> RobotFileParser | None:
-        cached = self._parsed.get(domain.id)
-        if cached is not None and cached[0] == domain.robots_txt_last_fetched:
+    async def _parser(self, state: _RobotsState) -> RobotFileParser | None:
+        """The parsed robots.txt, read from the database only when this version is new here."""
+        cached = self._parsed.get(state.domain_id)
+        if cached is not None and cached[0] == state.last_fetched:
             return cached[1]
+        async with self.db.reader() as session:
+            text = await session.scalar(
+                select(Domain.robots_txt_content).where(Domain.id == state.domain_id)
+            )
         parser: RobotFileParser | None = None
-        if domain.robots_txt_content:
+        if text:
             parser = RobotFileParser()
-            parser.parse(domain.robots_txt_content.splitlines())
-        self._parsed[domain.id] = (domain.robots_txt_last_fetched, parser)
+            parser.parse(text.splitlines())
+        self._parsed[state.domain_id] = (state.last_fetched, parser)
         return parser

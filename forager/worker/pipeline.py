@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
@@ -151,18 +152,20 @@ class Pipeline:
         async with self.db.session() as session:
             if not await self.queue.start_crawl(session, task, self.worker_id):
                 return None
+            # One read of the domain for the proxy policy and the fetcher (not its robots.txt).
+            domain = await session.scalar(
+                select(Domain)
+                .where(Domain.id == task.domain_id)
+                .options(defer(Domain.robots_txt_content))
+            )
+            if domain is None:  # deleted meanwhile (delete waits for in-flight tasks): drop it
+                return None
             try:
-                proxy = await self.policy.choose(session, task)
+                proxy = await self.policy.choose(session, task, domain)
             except NoProxyAvailable as exc:
                 await self._no_proxy(session, task, exc)
                 return None
-            fetcher_kind, wait_for_selector = (
-                await session.execute(
-                    select(Domain.fetcher, Domain.wait_for_selector).where(
-                        Domain.id == task.domain_id
-                    )
-                )
-            ).one()
+            fetcher_kind, wait_for_selector = domain.fetcher, domain.wait_for_selector
         started = utcnow()
         gate = _Gate(self, task)
         request = FetchRequest(
