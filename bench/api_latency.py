@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from bench.pg import pg_admin, scratch_url
+from bench.pg import scratch_database
 from forager.api.app import create_app
 from forager.apikeys import create_key
 from forager.config import load_settings
@@ -131,12 +131,8 @@ def main() -> None:
             url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
             out["sqlite"] = asyncio.run(run(url, Path(tmp)))
         if "postgresql" in engines:
-            asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench_api WITH (FORCE)"))
-            asyncio.run(pg_admin("CREATE DATABASE forager_bench_api"))
-            try:
-                out["postgresql"] = asyncio.run(run(scratch_url("forager_bench_api"), Path(tmp)))
-            finally:
-                asyncio.run(pg_admin("DROP DATABASE IF EXISTS forager_bench_api WITH (FORCE)"))
+            with scratch_database("forager_bench_api") as url:
+                out["postgresql"] = asyncio.run(run(url, Path(tmp)))
     print(json.dumps(out, indent=2))
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import text, update
 
 from bench.api_latency import TASKS, _fill_sql
-from bench.pg import pg_admin, scratch_url
+from bench.pg import scratch_database
 from forager.config import load_settings
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
@@ -107,13 +107,8 @@ def main() -> None:
             url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
             out["sqlite"] = asyncio.run(run(url, Path(tmp)))
         if "postgresql" in engines:
-            name = "forager_bench_dashboard"
-            asyncio.run(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            asyncio.run(pg_admin(f"CREATE DATABASE {name}"))
-            try:
-                out["postgresql"] = asyncio.run(run(scratch_url(name), Path(tmp)))
-            finally:
-                asyncio.run(pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            with scratch_database("forager_bench_dashboard") as url:
+                out["postgresql"] = asyncio.run(run(url, Path(tmp)))
     print(json.dumps(out, indent=2))
 
 
