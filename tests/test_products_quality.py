@@ -81,22 +81,25 @@ def _record(**changes: Any) -> ProductRecord:
     return ProductRecord(**{**fields, **changes})
 
 
+async def _domain(db: Database) -> int:
+    """A domain for products to belong to; its id."""
+    async with db.session() as session:
+        domain = Domain(
+            domain_name="shop.example",
+            base_url="https://shop.example",
+            parser_name="generic",
+            user_agent="Forager-test",
+        )
+        session.add(domain)
+        await session.flush()
+        return domain.id
+
+
 async def test_content_hash_covers_the_fields_so_unchanged_writes_nothing(db: Database) -> None:
     assert content_hash(_record()) == content_hash(_record(parser_version="2"))
     assert content_hash(_record()) != content_hash(_record(price=Decimal("10.01")))
     assert content_hash(_record()) != content_hash(_record(image_urls=[]))
-    async with db.session() as session:
-        session.add(
-            Domain(
-                domain_name="shop.example",
-                base_url="https://shop.example",
-                parser_name="generic",
-                user_agent="Forager-test",
-            )
-        )
-    async with db.reader() as session:
-        domain_id = await session.scalar(select(Domain.id))
-    assert domain_id is not None
+    domain_id = await _domain(db)
 
     async def save(record: ProductRecord) -> str:
         async with db.session() as session:
@@ -128,18 +131,7 @@ async def test_content_hash_covers_the_fields_so_unchanged_writes_nothing(db: Da
 async def test_a_price_no_column_can_hold_is_kept_as_an_issue_not_a_failed_save(
     db: Database,
 ) -> None:
-    async with db.session() as session:
-        session.add(
-            Domain(
-                domain_name="shop.example",
-                base_url="https://shop.example",
-                parser_name="generic",
-                user_agent="Forager-test",
-            )
-        )
-    async with db.reader() as session:
-        domain_id = await session.scalar(select(Domain.id))
-    assert domain_id is not None
+    domain_id = await _domain(db)
     record = _record(price=to_decimal("1.5e15"))
     record.quality_issues = validate(record)
     assert record.quality_issues == ["price 1.5E+15 is implausibly large"]
