@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -74,11 +75,26 @@ def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file that each test copies (migrating per test is most of its cost)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "forager.db"
+
+    async def migrate() -> None:
+        db = await open_database(load_settings(database_url=f"sqlite+aiosqlite:///{path}"))
+        await db.dispose()
+
+    asyncio.run(migrate())
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Every database test runs once per engine."""
+    """Every database test runs once per engine, on its own freshly migrated database."""
     if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'forager.db'}"
+        target = tmp_path / "forager.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+        return f"sqlite+aiosqlite:///{target}"
     url: str = request.getfixturevalue("pg_database")
     return url
 

@@ -11,23 +11,23 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
 from websockets.asyncio.client import ClientConnection, connect
 
 from forager.agents import protocol, service
 from forager.agents.client import AgentClient
 from forager.apikeys import create_key
 from forager.db.engine import Database
-from forager.db.models import Agent, Event
+from forager.db.models import Agent
 from tests.conftest import SettingsFactory
 from tests.support.agents import app_server
 from tests.support.crawling import submit, tasks_by_id
 from tests.support.site import TestSite
+from tests.support.waiting import entity_events, eventually
 
 TIMEOUT = 20
 BAN_HOST = "127.0.0.2"  # its own domain, so its failures touch no other task's domain
@@ -40,31 +40,11 @@ async def server(make_settings: SettingsFactory) -> AsyncIterator[tuple[str, Dat
         yield url, app.state.runtime.db
 
 
-async def _wait(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            while not await check():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}")
-
-
 async def _agent(db: Database, agent_id: int) -> Agent:
     async with db.reader() as session:
         row = await session.get(Agent, agent_id)
     assert row is not None
     return row
-
-
-async def _events(db: Database, agent_id: int) -> list[str]:
-    async with db.reader() as session:
-        return list(
-            await session.scalars(
-                select(Event.event)
-                .where(Event.entity_type == "agent", Event.entity_id == str(agent_id))
-                .order_by(Event.id)
-            )
-        )
 
 
 async def _all(db: Database, ids: list[int], status: str) -> bool:
@@ -92,7 +72,7 @@ async def test_a_403_block_page_blocks_the_agent_until_reset(
     [ban_id] = await submit(db, settings, site.url("/status/403", host=BAN_HOST), max_retries=0)
     client, runner = _start(url, token)
     try:
-        await _wait(lambda: _blocked(db, agent.id), "the agent to be blocked")
+        await eventually(lambda: _blocked(db, agent.id), "the agent to be blocked")
         row = await _agent(db, agent.id)
         assert row.blocked_reason is not None and row.blocked_reason.startswith("blocked:")
         task = (await tasks_by_id(db, [ban_id]))[ban_id]
@@ -108,7 +88,7 @@ async def test_a_403_block_page_blocks_the_agent_until_reset(
             current = (await _agent(db, agent.id)).last_heartbeat_at
             return current is not None and (current - seen).total_seconds() >= 1
 
-        await _wait(heartbeats_went_on, "more heartbeats")
+        await eventually(heartbeats_went_on, "more heartbeats")
         assert await _all(db, later, "pending")
         assert not [r for r in site.requests() if r.path.startswith("/product/")]
         assert (await _agent(db, agent.id)).status == "blocked"
@@ -118,10 +98,10 @@ async def test_a_403_block_page_blocks_the_agent_until_reset(
                 f"{url}/api/agents/{agent.id}/reset", headers={"Authorization": f"Bearer {key}"}
             )
         assert response.status_code == 200 and response.json()["status"] == "connected"
-        await _wait(lambda: _all(db, later, "completed"), "the tasks after the reset")
+        await eventually(lambda: _all(db, later, "completed"), "the tasks after the reset")
     finally:
         await _stop(client, runner)
-    events = await _events(db, agent.id)
+    events = await entity_events(db, "agent", agent.id)
     assert events[:5] == ["created", "connected", "busy", "blocked", "reset"]
     assert (await _agent(db, agent.id)).tasks_completed_count == 2
 
@@ -135,9 +115,9 @@ async def test_a_plain_404_does_not_block_the_agent(
     [missing_id] = await submit(db, settings, site.url("/status/404", host=BAN_HOST))
     client, runner = _start(url, token)
     try:
-        await _wait(lambda: _all(db, [missing_id], "failed"), "the 404 to fail")
+        await eventually(lambda: _all(db, [missing_id], "failed"), "the 404 to fail")
         [after_id] = await submit(db, settings, site.url("/product/3"))
-        await _wait(lambda: _all(db, [after_id], "completed"), "the next task")
+        await eventually(lambda: _all(db, [after_id], "completed"), "the next task")
     finally:
         await _stop(client, runner)
     task = (await tasks_by_id(db, [missing_id]))[missing_id]
@@ -145,7 +125,7 @@ async def test_a_plain_404_does_not_block_the_agent(
     row = await _agent(db, agent.id)
     assert row.blocked_reason is None
     assert (row.tasks_completed_count, row.tasks_failed_count) == (1, 1)
-    assert "blocked" not in await _events(db, agent.id)
+    assert "blocked" not in await entity_events(db, "agent", agent.id)
 
 
 async def test_the_ban_is_retried_by_another_agent_and_old_agents_still_work(

@@ -9,7 +9,8 @@ from sqlalchemy import select, text, update
 
 from forager.agents import service
 from forager.api.deps import Runtime
-from forager.db.models import Agent, Event
+from forager.db.models import Agent
+from tests.support.waiting import entity_events
 
 
 def _runtime(api: httpx.AsyncClient) -> Runtime:
@@ -29,16 +30,6 @@ async def _create(api: httpx.AsyncClient, name: str = "home-1") -> dict[str, Any
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
     return body
-
-
-async def _events(api: httpx.AsyncClient, agent_id: int) -> list[str]:
-    async with _runtime(api).db.reader() as session:
-        rows = await session.scalars(
-            select(Event.event)
-            .where(Event.entity_type == "agent", Event.entity_id == str(agent_id))
-            .order_by(Event.id)
-        )
-        return list(rows)
 
 
 async def test_create_shows_the_token_once_and_stores_only_its_hash(api: httpx.AsyncClient) -> None:
@@ -65,7 +56,7 @@ async def test_create_shows_the_token_once_and_stores_only_its_hash(api: httpx.A
     other = await _create(api, "home-2")
     assert other["token"] != token
     assert await service.authenticate(_runtime(api).db, token) is not None
-    assert await _events(api, created["id"]) == ["created"]
+    assert await entity_events(_runtime(api).db, "agent", created["id"]) == ["created"]
 
 
 async def test_bad_names_and_duplicates_are_refused(api: httpx.AsyncClient) -> None:
@@ -126,7 +117,12 @@ async def test_revoke_rotate_and_reset_follow_the_lifecycle(api: httpx.AsyncClie
     filtered = await api.get("/api/agents?status=disconnected")
     assert [a["id"] for a in filtered.json()["items"]] == [agent_id]
 
-    assert await _events(api, agent_id) == ["created", "token_rotated", "reset", "revoked"]
+    assert await entity_events(_runtime(api).db, "agent", agent_id) == [
+        "created",
+        "token_rotated",
+        "reset",
+        "revoked",
+    ]
 
 
 async def test_agent_operations_are_in_the_openapi_document(api: httpx.AsyncClient) -> None:

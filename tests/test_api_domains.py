@@ -9,10 +9,11 @@ import pytest
 from sqlalchemy import func, select, update
 
 from forager.api.deps import Runtime
-from forager.db.models import CrawlAttempt, CrawlTask, Event, Product
+from forager.db.models import CrawlAttempt, CrawlTask, Product
 from forager.queue.store import TaskQueue
 from tests.support.crawling import crawl
 from tests.support.site import TestSite
+from tests.support.waiting import event_details
 
 ROBOTS = "User-agent: *\nCrawl-delay: 3\nDisallow: /private/\n"
 
@@ -42,16 +43,6 @@ async def _domain_id(api: httpx.AsyncClient, name: str) -> int:
     return domain_id
 
 
-async def _events(api: httpx.AsyncClient, domain_id: int) -> list[tuple[str, Any]]:
-    async with _runtime(api).db.reader() as session:
-        rows = await session.scalars(
-            select(Event)
-            .where(Event.entity_type == "domain", Event.entity_id == str(domain_id))
-            .order_by(Event.id)
-        )
-        return [(e.event, e.details) for e in rows]
-
-
 def _invalid(response: httpx.Response, field: str) -> None:
     assert response.status_code == 422, response.text
     assert response.headers["content-type"] == "application/problem+json"
@@ -75,7 +66,9 @@ async def test_create_with_defaults_and_get(api: httpx.AsyncClient) -> None:
     got = await api.get(f"/api/domains/{created['id']}")
     assert got.status_code == 200
     assert got.json() == created
-    assert await _events(api, created["id"]) == [("created", {"by": "api"})]
+    assert await event_details(_runtime(api).db, "domain", created["id"]) == [
+        ("created", {"by": "api"})
+    ]
 
 
 async def test_create_with_every_setting(api: httpx.AsyncClient) -> None:
@@ -188,7 +181,7 @@ async def test_update(api: httpx.AsyncClient) -> None:
     assert (body["crawl_delay_seconds"], body["parser_name"]) == (1.5, "amazon")
     assert body["base_url"] == created["base_url"]  # untouched
     assert (await api.get(f"/api/domains/{created['id']}")).json() == body
-    assert (await _events(api, created["id"]))[-1] == (
+    assert (await event_details(_runtime(api).db, "domain", created["id"]))[-1] == (
         "updated",
         {"fields": ["crawl_delay_seconds", "parser_name"]},
     )
@@ -248,7 +241,7 @@ async def test_delete_is_refused_while_a_task_is_in_flight(api: httpx.AsyncClien
     assert (await api.get(f"/api/domains/{domain_id}")).status_code == 404
     async with runtime.db.reader() as session:
         assert await session.scalar(select(func.count()).select_from(CrawlTask)) == 0
-    [*_, (event, details)] = await _events(api, domain_id)
+    [*_, (event, details)] = await event_details(_runtime(api).db, "domain", domain_id)
     assert (event, details) == ("deleted", {"by": "api", "domain_name": "shop.example", "tasks": 2})
 
 
@@ -277,7 +270,7 @@ async def test_deactivated_domains_are_not_claimed(api: httpx.AsyncClient) -> No
     assert (on.status_code, on.json()["is_active"]) == (200, True)
     [claimed] = await queue.claim("w")
     assert claimed.id == task_id
-    events = [e for e, _ in await _events(api, domain_id)]
+    events = [e for e, _ in await event_details(_runtime(api).db, "domain", domain_id)]
     assert events == ["created", "deactivated", "activated"]  # a repeat changes nothing
 
 
@@ -295,7 +288,7 @@ async def test_refresh_robots(api: httpx.AsyncClient, site: TestSite) -> None:
     assert body["crawl_delay_seconds"] == 3
     assert [r.path for r in site.requests()] == ["/robots.txt"]
     assert (await api.get(f"/api/domains/{created['id']}")).json()["crawl_delay_seconds"] == 3
-    event, details = (await _events(api, created["id"]))[-1]
+    event, details = (await event_details(_runtime(api).db, "domain", created["id"]))[-1]
     assert event == "robots_refreshed"
     assert details["crawl_delay_seconds"] == {"from": 1.0, "to": 3.0}
 
@@ -329,7 +322,9 @@ async def test_refresh_robots_network_error(api: httpx.AsyncClient, site: TestSi
     assert "Connect" in body["robots_error"]
     for key in ("robots_txt_url", "robots_txt_content", "robots_txt_last_fetched"):
         assert body[key] == fetched[key]
-    assert (await _events(api, created["id"]))[-1][0] == "robots_refresh_failed"
+    assert (await event_details(_runtime(api).db, "domain", created["id"]))[-1][
+        0
+    ] == "robots_refresh_failed"
 
 
 async def test_stats_then_delete_with_products(api: httpx.AsyncClient, site: TestSite) -> None:

@@ -7,16 +7,17 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from forager.api.deps import Runtime
 from forager.crypto import SecretBox
-from forager.db.models import Domain, DomainProxy, Event, Proxy
+from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.fetch.proxies import PROXY_FAILURE_LIMIT
 from forager.proxies.retest import retest_due
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
+from tests.support.waiting import entity_events
 
 PASSWORD = "hunter2-s3cr3t:@/"
 
@@ -67,16 +68,6 @@ async def _stored(api: httpx.AsyncClient, proxy_id: int) -> Proxy:
     return proxy
 
 
-async def _events(api: httpx.AsyncClient, entity_type: str, entity_id: int) -> list[str]:
-    async with _runtime(api).db.reader() as session:
-        rows = await session.scalars(
-            select(Event.event)
-            .where(Event.entity_type == entity_type, Event.entity_id == str(entity_id))
-            .order_by(Event.id)
-        )
-        return list(rows)
-
-
 async def test_proxy_crud_never_shows_the_password(api: httpx.AsyncClient) -> None:
     api = api
     created = await _create(
@@ -124,7 +115,7 @@ async def test_proxy_crud_never_shows_the_password(api: httpx.AsyncClient) -> No
 
     assert (await api.delete(f"/api/proxies/{proxy_id}")).status_code == 204
     _problem(await api.get(f"/api/proxies/{proxy_id}"), 404)
-    events = await _events(api, "proxy", proxy_id)
+    events = await entity_events(_runtime(api).db, "proxy", proxy_id)
     assert events == ["created", "updated", "updated", "updated", "deleted"]
 
 
@@ -236,7 +227,7 @@ async def test_enable_resets_failures_and_stats(api: httpx.AsyncClient) -> None:
     disabled = (await api.post(f"/api/proxies/{b['id']}/disable")).json()
     assert disabled["is_active"] is False
     assert (await api.get("/api/proxies", params={"is_active": False})).json()["total"] == 1
-    assert (await _events(api, "proxy", a["id"]))[-1] == "enabled"
+    assert (await entity_events(_runtime(api).db, "proxy", a["id"]))[-1] == "enabled"
     for action in ("enable", "disable", "test"):
         _problem(await api.post(f"/api/proxies/999/{action}", json={"url": "http://x/"}), 404)
     _problem(await api.patch("/api/proxies/999", json={"city": "x"}), 404)
@@ -282,7 +273,7 @@ async def test_test_endpoint_fetches_through_the_proxy(
     assert ok_row.last_success_at is not None and ok_row.avg_response_time_ms is not None
     assert (bad_row.success_count, bad_row.failure_count) == (0, 1)
     assert bad_row.last_failure_at is not None
-    assert "tested" in await _events(api, "proxy", bad_id)
+    assert "tested" in await entity_events(_runtime(api).db, "proxy", bad_id)
 
 
 async def test_mappings_assign_list_enable_remove(api: httpx.AsyncClient) -> None:
@@ -321,7 +312,7 @@ async def test_mappings_assign_list_enable_remove(api: httpx.AsyncClient) -> Non
     await api.delete(f"/api/proxies/{ids[2]}")
     assert [m["proxy_id"] for m in (await api.get(path)).json()] == [ids[0]]
 
-    events = await _events(api, "domain", domain_id)
+    events = await entity_events(_runtime(api).db, "domain", domain_id)
     assert events == [
         "proxies_assigned",
         "proxies_assigned",

@@ -12,7 +12,7 @@ from sqlalchemy import func, select, update
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, Domain, DomainProxy, Event, Proxy
+from forager.db.models import Domain, DomainProxy, Event, Proxy
 from forager.db.types import utcnow
 from forager.proxies.retest import retest_due
 from forager.queue.store import TaskQueue
@@ -22,14 +22,7 @@ from tests.conftest import SettingsFactory
 from tests.support.crawling import add_proxy, crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
-
-
-async def _attempts(db: Database, task_id: int) -> list[CrawlAttempt]:
-    async with db.reader() as session:
-        rows = await session.scalars(
-            select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
-        )
-        return list(rows)
+from tests.support.waiting import task_attempts
 
 
 async def _domain(db: Database, domain_id: int) -> Domain:
@@ -59,7 +52,7 @@ async def test_robots_txt_is_enforced_cached_and_refreshed(
     paths = [r.path for r in site.requests()]
     assert "/private/secret" not in paths  # denied without a request
     assert paths.count("/robots.txt") == 1  # fetched once, then cached
-    assert await _attempts(db, denied) == []
+    assert await task_attempts(db, denied) == []
     domain_id = tasks[allowed].domain_id
     domain = await _domain(db, domain_id)
     assert domain.crawl_delay_seconds == 0.2  # Crawl-delay raised the domain's delay
@@ -98,7 +91,7 @@ async def test_ban_rotates_proxy_and_counts_for_that_domain_only(
         # Make the first the least recently used one for this domain.
         task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
     assert task.status == "completed"
-    attempts = [(a.proxy_id, a.status_code, a.error_type) for a in await _attempts(db, task_id)]
+    attempts = [(a.proxy_id, a.status_code, a.error_type) for a in await task_attempts(db, task_id)]
     assert attempts[0] == (first_id, 403, "blocked")  # a block page, not a plain 4xx
     assert attempts[1][0] == second_id and attempts[1][2] is None  # retried through the other
     async with db.reader() as session:
@@ -125,7 +118,7 @@ async def test_retry_after_is_obeyed_and_throttle_rises_then_decays(
     [limited] = await submit(db, settings, site.url("/status/429", host=host))
     task = (await crawl(db, settings, [limited]))[limited]
     assert (task.status, task.error_type) == ("failed", "rate_limited")
-    first, second = await _attempts(db, limited)
+    first, second = await task_attempts(db, limited)
     assert first.finished_at is not None
     # Retry-After: 1 — the retry waited at least that long (not the 10 ms test backoff).
     assert (second.started_at - first.finished_at).total_seconds() >= 0.95

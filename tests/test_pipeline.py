@@ -14,7 +14,6 @@ from sqlalchemy import func, select, update
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import (
-    CrawlAttempt,
     CrawlTask,
     DomainProxy,
     Event,
@@ -31,14 +30,7 @@ from tests.conftest import SettingsFactory
 from tests.support.crawling import add_proxy, crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
-
-
-async def _attempts(db: Database, task_id: int) -> list[CrawlAttempt]:
-    async with db.reader() as session:
-        rows = await session.scalars(
-            select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
-        )
-        return list(rows)
+from tests.support.waiting import task_attempts
 
 
 async def _product(db: Database, task_id: int) -> Product | None:
@@ -93,7 +85,7 @@ async def test_product_page_end_to_end(db: Database, settings: Settings, site: T
         "parsing",
         "completed",
     ]
-    [attempt] = await _attempts(db, task_id)
+    [attempt] = await task_attempts(db, task_id)
     assert (attempt.outcome, attempt.status_code, attempt.phase) == ("success", 200, "fetch")
     assert attempt.bytes_received and attempt.bytes_received > 10_000
     assert attempt.page_path == task.html_path
@@ -141,7 +133,7 @@ async def test_recrawl_appends_history_only_on_change(
         (Decimal("7.99"), True),
         (Decimal("12.50"), False),
     ]
-    assert len(await _attempts(db, task_id)) == 3
+    assert len(await task_attempts(db, task_id)) == 3
     task = (await tasks_by_id(db, [task_id]))[task_id]
     assert task.recrawl_count == 2
     assert task.next_crawl_at and task.next_crawl_at > utcnow() + timedelta(minutes=59)
@@ -184,7 +176,7 @@ async def test_captcha_is_retried_then_failed_never_stored(
     assert (task.status, task.error_type, task.retry_count) == ("failed", "captcha", 2)
     assert "robot check" in (task.error_message or "")
     assert await _product(db, task_id) is None
-    attempts = await _attempts(db, task_id)
+    attempts = await task_attempts(db, task_id)
     assert [a.outcome for a in attempts] == ["retry", "retry", "failed"]
     assert {a.error_type for a in attempts} == {"captcha"}
 
@@ -206,9 +198,9 @@ async def test_http_errors(db: Database, make_settings: SettingsFactory, site: T
         0,
     )
     assert (tasks[flaky].status, tasks[flaky].retry_count) == ("completed", 1)
-    assert [a.status_code for a in await _attempts(db, flaky)] == [500, 200]
+    assert [a.status_code for a in await task_attempts(db, flaky)] == [500, 200]
     assert (tasks[limited].status, tasks[limited].error_type) == ("failed", "rate_limited")
-    assert len(await _attempts(db, limited)) == 2
+    assert len(await task_attempts(db, limited)) == 2
     assert (tasks[not_product].status, tasks[not_product].error_type) == ("failed", "parse")
     assert "not a product page" in (tasks[not_product].error_message or "")
 
@@ -237,7 +229,7 @@ async def test_redirects_are_followed_and_bounded(
     ok, loop = await submit(db, settings, site.url("/redirect/3"), site.url("/redirect-loop"))
     tasks = await crawl(db, settings, [ok, loop])
     assert tasks[ok].status == "completed"
-    [attempt] = await _attempts(db, ok)
+    [attempt] = await task_attempts(db, ok)
     assert attempt.final_url == site.url("/product/1")
     assert (tasks[loop].status, tasks[loop].error_type) == ("failed", "http_4xx")
     assert "redirects" in (tasks[loop].error_message or "")
@@ -253,7 +245,7 @@ async def test_timeouts(db: Database, make_settings: SettingsFactory, site: Test
 async def test_domain_user_agent_is_sent(db: Database, settings: Settings, site: TestSite) -> None:
     [task_id] = await submit(db, settings, site.url("/echo-headers"))
     await crawl(db, settings, [task_id])
-    [attempt] = await _attempts(db, task_id)
+    [attempt] = await task_attempts(db, task_id)
     page = await LocalPageStore(settings.pages_dir).get(attempt.page_path or "")
     headers = {k.lower(): v for k, v in json.loads(page).items()}
     assert headers["user-agent"] == settings.user_agent
@@ -292,7 +284,7 @@ async def test_mapped_proxies_rotate_lru_and_track_health(
     assert task.status == "completed"
     assert task.proxy_id == auth_id
     assert "s3cr3t" not in caplog.text
-    outcomes = [(a.proxy_id, a.error_type) for a in await _attempts(db, again)]
+    outcomes = [(a.proxy_id, a.error_type) for a in await task_attempts(db, again)]
     assert outcomes == [(open_id, "proxy"), (auth_id, None)]
     async with db.reader() as session:
         mapping = await session.scalar(select(DomainProxy).where(DomainProxy.proxy_id == open_id))
@@ -320,7 +312,7 @@ async def test_cancelled_while_crawling_is_left_cancelled(
         pool.stop()
         await runner
     assert (await tasks_by_id(db, [task_id]))[task_id].status == "cancelled"
-    [attempt] = await _attempts(db, task_id)
+    [attempt] = await task_attempts(db, task_id)
     assert attempt.outcome == "discarded"
     assert await _product(db, task_id) is None
 
@@ -361,7 +353,7 @@ async def test_proxy_password_never_reaches_errors_or_logs(
         task = (await crawl(db, settings, [task_id], concurrency=1))[task_id]
     assert (task.status, task.error_type) == ("failed", "proxy")
     texts = [task.error_message or ""] + [
-        a.error_message or "" for a in await _attempts(db, task_id)
+        a.error_message or "" for a in await task_attempts(db, task_id)
     ]
     async with db.reader() as session:
         texts += [str(e.details) for e in await session.scalars(select(Event))]

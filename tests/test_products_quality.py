@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from forager.api.deps import Runtime
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, Domain, PriceHistory, Product
+from forager.db.models import Domain, PriceHistory, Product
 from forager.parse.base import ProductRecord
 from forager.parse.generic import GenericParser
 from forager.parse.prices import to_decimal
@@ -21,6 +21,7 @@ from forager.parse.quality import validate
 from forager.products.persist import content_hash, save_product
 from tests.support.crawling import crawl, submit
 from tests.support.site import TestSite
+from tests.support.waiting import task_attempts
 
 
 def _runtime(api: httpx.AsyncClient) -> Runtime:
@@ -35,14 +36,6 @@ async def _product(db: Database, task_id: int) -> Product:
     return product
 
 
-async def _attempts(db: Database, task_id: int) -> list[CrawlAttempt]:
-    async with db.reader() as session:
-        rows = await session.scalars(
-            select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
-        )
-        return list(rows)
-
-
 async def test_a_result_breaking_a_rule_is_kept_with_its_violations(
     db: Database, settings: Settings, site: TestSite
 ) -> None:
@@ -53,7 +46,7 @@ async def test_a_result_breaking_a_rule_is_kept_with_its_violations(
     product = await _product(db, bad)
     assert product.price == Decimal("-5.00")  # as extracted, never "fixed"
     assert product.quality_issues == ["price -5.00 is not positive"]
-    attempts = await _attempts(db, bad)
+    attempts = await task_attempts(db, bad)
     assert [(a.phase, a.outcome, a.error_type) for a in attempts] == [
         ("fetch", "success", None),
         ("parse", "validation", "validation"),
@@ -64,7 +57,7 @@ async def test_a_result_breaking_a_rule_is_kept_with_its_violations(
     assert clean.field_confidence is not None
     assert clean.field_confidence["price"] == pytest.approx(0.9)  # JSON-LD offer
     assert clean.field_confidence["product_name"] == pytest.approx(0.95)  # matches the <h1>
-    assert [(a.phase, a.outcome) for a in await _attempts(db, good)] == [("fetch", "success")]
+    assert [(a.phase, a.outcome) for a in await task_attempts(db, good)] == [("fetch", "success")]
 
 
 def _record(**changes: Any) -> ProductRecord:

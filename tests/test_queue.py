@@ -9,22 +9,13 @@ from sqlalchemy import select, update
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Domain, Event
+from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.queue.submit import SubmitSpec, submit_urls
 from tests.conftest import SettingsFactory
 from tests.support.crawling import submit, tasks_by_id
-
-
-async def _events(db: Database, task_id: int) -> list[str]:
-    async with db.reader() as session:
-        rows = await session.scalars(
-            select(Event.event)
-            .where(Event.entity_type == "task", Event.entity_id == str(task_id))
-            .order_by(Event.id)
-        )
-        return list(rows)
+from tests.support.waiting import entity_events
 
 
 async def _set(db: Database, model: type, row_id: int, **values: object) -> None:
@@ -60,7 +51,7 @@ async def test_submit_dedups_and_creates_domains(db: Database, settings: Setting
     assert domains["www.amazon.com.br"].parser_name == "amazon"
     assert domains["shop.example"].parser_name == "generic"
     assert domains["shop.example"].base_url == "https://shop.example"
-    assert await _events(db, outcomes[0].task_id or 0) == ["created"]
+    assert await entity_events(db, "task", outcomes[0].task_id or 0) == ["created"]
 
 
 async def test_submit_refuses_bad_options_per_url(db: Database, settings: Settings) -> None:
@@ -201,7 +192,7 @@ async def test_retryable_failures_back_off_then_fail(
             assert row.error_type == "http_5xx"
             assert row.error_message == "HTTP 503"
             assert row.completed_at is not None
-    assert (await _events(db, task_id)).count("retry_scheduled") == 2
+    assert (await entity_events(db, "task", task_id)).count("retry_scheduled") == 2
 
 
 @pytest.mark.parametrize("error_type", ["http_4xx", "too_large", "parse", "robots_denied"])
@@ -236,7 +227,7 @@ async def test_expired_lease_requeues_once_and_locks_out_the_old_worker(
             is None
         )
     assert (await tasks_by_id(db, [task_id]))[task_id].retry_count == 1
-    assert "lease_expired" in await _events(db, task_id)
+    assert "lease_expired" in await entity_events(db, "task", task_id)
 
 
 async def test_expired_parse_lease_goes_back_to_downloaded(
@@ -329,7 +320,7 @@ async def test_recurring_tasks_come_back_when_due(db: Database, settings: Settin
     row = (await tasks_by_id(db, [task_id]))[task_id]
     assert (row.status, row.recrawl_count) == ("pending", 1)
     assert (await tasks_by_id(db, [once]))[once].status == "completed"
-    assert (await _events(db, task_id))[-1] == "recrawl_due"
+    assert (await entity_events(db, "task", task_id))[-1] == "recrawl_due"
 
 
 async def test_every_transition_writes_an_event(db: Database, settings: Settings) -> None:
@@ -339,4 +330,9 @@ async def test_every_transition_writes_an_event(db: Database, settings: Settings
     async with db.session() as session:
         await queue.start_crawl(session, task, "w")
         await queue.fail(session, task, "w", error_type="timeout", message="slow")
-    assert await _events(db, task_id) == ["created", "queued", "crawling", "retry_scheduled"]
+    assert await entity_events(db, "task", task_id) == [
+        "created",
+        "queued",
+        "crawling",
+        "retry_scheduled",
+    ]
