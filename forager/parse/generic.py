@@ -58,8 +58,13 @@ _OTHER_PRODUCT_KEYS = frozenset(
 _STRUCTURED_FIELDS = tuple(name for name in EXTRACTED_FIELDS if name != "asin")
 _WORD = re.compile(r"\w+")
 _DIGIT = re.compile(r"\d")
-_TAGS = re.compile(r"<[^>]+>")
-_SITE_SUFFIX = re.compile(r"\s+[|–—-]\s+[^|–—-]{2,40}$")
+# A tag starts with a name, "/" or "!" and never spans another "<": each match attempt stops at
+# the next "<", so a run of "<" is scanned once (``<[^>]+>`` rescanned the rest from each "<").
+_TAGS = re.compile(r"<[a-zA-Z/!][^<>]*>")
+_SITE_SEPARATORS = "|–—-"
+# How far up from an element a "related products" container is looked for: a product card sits a
+# few levels below its carousel, and the bound keeps every walk O(1) on 10,000-deep documents.
+_ANCESTOR_LEVELS = 40
 
 
 @dataclass(slots=True)
@@ -219,8 +224,11 @@ def _name_score(name: str | None, references: list[str]) -> float:
 
 
 def _in_other_products_block(node: LexborNode | None) -> bool:
+    """Whether ``node`` sits in a recommendations / related-products container."""
     current = node.parent if node is not None else None
-    while current is not None and current.tag not in {"body", "html"}:
+    for _ in range(_ANCESTOR_LEVELS):
+        if current is None or current.tag in {"body", "html"}:
+            break
         marker = f"{current.attributes.get('id') or ''} {current.attributes.get('class') or ''}"
         if _OTHER_PRODUCTS.search(marker):
             return True
@@ -282,7 +290,21 @@ def _title(
     if headings:
         return headings[0]
     node = tree.css_first("title")
-    return clean(_SITE_SUFFIX.sub("", node.text())) if node is not None else None
+    return clean(_without_site_suffix(node.text())) if node is not None else None
+
+
+def _without_site_suffix(title: str) -> str:
+    """``title`` without a trailing " | Shop" / " - Shop" part (2-40 characters after the mark).
+
+    Plain string operations: the regex this replaces backtracked quadratically on whitespace.
+    """
+    mark = max(title.rfind(sep) for sep in _SITE_SEPARATORS)
+    if mark <= 0 or not title[mark - 1].isspace():
+        return title
+    suffix = title[mark + 1 :]
+    if not suffix[:1].isspace() or not 2 <= len(suffix.lstrip()) <= 40 or len(suffix) < 3:
+        return title
+    return title[:mark].rstrip()
 
 
 def _page_titles(meta: dict[str, str]) -> list[str]:
@@ -291,7 +313,7 @@ def _page_titles(meta: dict[str, str]) -> list[str]:
     for key in ("og:title", "twitter:title"):
         title = clean(meta.get(key))
         if title:
-            short = clean(_SITE_SUFFIX.sub("", title))
+            short = clean(_without_site_suffix(title))
             titles.extend(t for t in (short, title) if t and t not in titles)
     return titles
 
@@ -395,7 +417,9 @@ _SCRIPT_LIST_PRICE = re.compile(
 def _marked_struck(node: LexborNode, stop: LexborNode) -> bool:
     """Whether ``node`` or an ancestor below ``stop`` is styled or named as a former price."""
     current: LexborNode | None = node
-    while current is not None and current.mem_id != stop.mem_id:
+    for _ in range(_ANCESTOR_LEVELS):
+        if current is None or current.mem_id == stop.mem_id:
+            break
         if current.tag in _STRUCK_TAGS:
             return True
         attrs = current.attributes
