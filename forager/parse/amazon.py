@@ -33,6 +33,8 @@ _PRICE_SELECTORS = (
     "#newBuyBoxPrice",
     "#kindle-price",
     "#price .a-color-price",
+    # Media pages (music, books, video) without a buy-box price: the selected format's price.
+    ".top-level.selected-row .dp-price-col .a-color-price",
 )
 # Struck-through list prices ("List Price", "De:", "RRP", "UVP", "Prix conseillé").
 _LIST_PRICE_SELECTORS = (
@@ -132,7 +134,8 @@ class AmazonParser:
 
 
 def _title(tree: LexborHTMLParser) -> str | None:
-    for selector in ("#productTitle", "#title", "#btAsinTitle"):
+    # Digital music / e-book pages name their title block after the store.
+    for selector in ("#productTitle", "#title", "#btAsinTitle", "[id$=ProductTitle_feature_div]"):
         node = tree.css_first(selector)
         if node is not None and (text := clean(node.text())):
             return text

@@ -13,8 +13,9 @@ from urllib.parse import urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.errors import NotProductPage
+from forager.parse import crosscheck, visible
 from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
-from forager.parse.classify import raise_if_blocked
+from forager.parse.classify import not_product_reason, raise_if_blocked
 from forager.parse.prices import (
     currency_for_url,
     detect_currency,
@@ -82,7 +83,7 @@ class GenericParser:
     """Extracts the page's main product; no rules for particular shops."""
 
     name = "generic"
-    version = "2"
+    version = "3"
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
@@ -92,15 +93,17 @@ class GenericParser:
         headings = [t for n in tree.css("h1") if (t := clean(n.text(separator=" ")))]
         candidates = _candidates(tree)
         main = _pick_main(candidates, headings, meta)
+        page_title = clean(node.text()) if (node := tree.css_first("title")) else None
+        references = [t for t in (*_page_titles(meta), page_title) if t]
+        if main is not None:
+            references.insert(0, _text(main.data.get("name")) or "")
+        seen = visible.read(tree, url, references)
         if main is None and not _meta_is_product(meta):
-            raise NotProductPage(
-                f"{url} has no product data (no schema.org Product in JSON-LD, microdata or "
-                "RDFa, and no product meta tags): not a product page"
-            )
+            _refuse_or_accept(url, page_title, seen)
         data = main.data if main is not None else {}
-        kind = main.source if main is not None else "meta"
+        kind = main.source if main is not None else ("meta" if _meta_is_product(meta) else "visible")
         sources = dict.fromkeys(_STRUCTURED_FIELDS, kind)
-        title = _title(data, headings, meta, tree)
+        title = _title(data, headings if seen.heading is None else [seen.heading, *headings], meta, tree)
         if title is None:
             raise NotProductPage(f"{url} has product markup but no product name")
         if title in headings:
@@ -110,11 +113,16 @@ class GenericParser:
         _apply_meta_prices(offers, meta)
         if offers.price is not None and offers.price != structured_price:
             sources["price"] = "meta"
+        if crosscheck.visible_price(offers, seen):
+            sources["price"] = "visible"
         currency = offers.currency or normalize_currency(
             meta.get("product:price:currency") or meta.get("og:price:currency")
         )
         if currency is not None and offers.currency is None:
             sources["currency"] = "meta"
+        if currency is None and sources["price"] == "visible" and seen.price is not None:
+            currency = seen.price.currency
+            sources["currency"] = "visible"
         if offers.price is not None and not _is_discount(offers):
             offers.list_price = _visible_list_price(tree, main, offers.price, offers.currency)
             sources["original_price"] = "visible"
@@ -143,20 +151,18 @@ class GenericParser:
         if currency is None and offers.price is not None:
             currency = currency_for_url(url)
             sources["currency"] = "url"
-        is_available = _is_available(availability)
-        if is_available is None and _has_buy_button(tree):
-            is_available = True  # no stock data, but the page offers to add it to the cart
-            sources["is_available"] = "derived"
+        is_available, stock_source = crosscheck.availability(
+            _is_available(availability), seen, offers.price
+        )
+        if stock_source is not None:
+            sources["is_available"] = stock_source
+            if availability is None or stock_source == "visible":
+                availability = "InStock" if is_available else "OutOfStock"
+                sources["availability"] = stock_source
         if rating is None:
             rating = _visible_rating(tree, html)
             sources["rating"] = "visible"
-        sku = _sku(data, ("sku", "productID"))
-        if sku is None:
-            sku = _script_item_id(tree, html, url)
-            sources["sku"] = "script"
-        if sku is None:
-            sku = _sku(data, ("mpn",))
-            sources["sku"] = kind
+        sku, sources["sku"] = crosscheck.sku(data, seen, html, url, _canonical(tree), kind)
         brand = _brand(data.get("brand")) or _brand(data.get("manufacturer"))
         if brand is None:
             brand = _script_brand(html, title, sku)
@@ -173,7 +179,7 @@ class GenericParser:
             availability=availability,
             is_available=is_available,
             brand=brand,
-            category=_category(data.get("category")),
+            category=_category(data.get("category")) or seen.breadcrumb,
             sku=sku,
             image_urls=images,
             parser_name=self.name,
@@ -198,6 +204,26 @@ def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
                 source = "rdfa" if rdfa else "microdata"
                 found.append(_Candidate(item, node, nested, len(found), source))
     return found
+
+
+def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) -> None:
+    """Raise ``NotProductPage`` unless the visible page shows one product: heading, price, offer."""
+    prices = {p.value for p in seen.prices if not p.struck and p.currency}
+    reason = not_product_reason(url, page_title, seen.heading, len(prices))
+    if reason is None and (seen.heading is None or seen.price is None):
+        reason = "no heading with a price next to it"
+    if reason is None and not (seen.buy_button or seen.sku or seen.price.score >= 6.0):  # type: ignore[union-attr]
+        reason = "no add-to-cart button or item number next to its price"
+    if reason is not None:
+        raise NotProductPage(
+            f"{url} has no product data (no schema.org Product, no product meta tags) and the "
+            f"page itself does not show one product ({reason}): not a product page"
+        )
+
+
+def _canonical(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first('link[rel="canonical"]')
+    return node.attributes.get("href") if node is not None else None
 
 
 def _words(text: str | None) -> tuple[str, ...]:
@@ -380,16 +406,6 @@ def _category(value: Any) -> str | None:
     return _text(value) if isinstance(value, str) else None
 
 
-def _sku(data: dict[str, Any], keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        value = data.get(key)
-        if isinstance(value, list):
-            value = value[0] if value else None
-        if isinstance(value, int | str) and (text := str(value).strip()):
-            return text.removeprefix("sku:")
-    return None
-
-
 # A struck-through / former price: markup (<del>, line-through, "old", "was" ...) or a label.
 _STRUCK_TAGS = frozenset({"del", "s", "strike"})
 _STRUCK_MARK = re.compile(
@@ -516,32 +532,6 @@ def _alt_gallery(tree: LexborHTMLParser, title: str, url: str) -> list[str]:
     return found
 
 
-# "Add to cart" in the languages of the shops we see (the button exists only when it can be bought).
-_BUY_WORDS = re.compile(
-    r"\b(?:add to (?:cart|basket|bag|trolley)|buy now|buy it now|in den warenkorb|jetzt kaufen"
-    r"|ajouter au panier|acheter|adicionar ao carrinho|comprar(?: agora| ahora)?"
-    r"|añadir al carrito|agregar al carrito|aggiungi al carrello|in winkelwagen"
-    r"|lisa ostukorvi|adaugă în coș|adauga in cos|dodaj do koszyka|lägg i varukorgen)\b",
-    re.IGNORECASE,
-)
-_DISABLED = re.compile(r"disabled|unavailable|sold-?out|out-?of-?stock|notify", re.IGNORECASE)
-
-
-def _has_buy_button(tree: LexborHTMLParser) -> bool:
-    """An enabled add-to-cart button for the page's product (not in a recommendations block)."""
-    for node in tree.css("button, input[type=submit], input[type=button], a[role=button]"):
-        attrs = node.attributes
-        label = attrs.get("value") if node.tag == "input" else node.text(separator=" ")
-        label = clean(label or attrs.get("aria-label") or attrs.get("title")) or ""
-        if len(label) > 60 or not _BUY_WORDS.search(label):
-            continue
-        marker = " ".join(v or "" for k, v in attrs.items() if k in {"class", "id"})
-        if "disabled" in attrs or _DISABLED.search(marker) or _in_other_products_block(node):
-            continue
-        return True
-    return False
-
-
 # "4.7 out of 5", "4,5 de 5", "4,5 von 5", "4,5 sur 5", "4,5 su 5" (screen-reader text included).
 _RATING_WORDS = ("out of", "de", "von", "sur", "su", "di", "z", "av", "van")
 _RATING_TEXT = re.compile(
@@ -566,20 +556,6 @@ def _visible_rating(tree: LexborHTMLParser, html: str) -> Decimal | None:
         if parent is None or parent.tag in {"script", "style"} or _in_other_products_block(node):
             continue
         return Decimal(match.group(1).replace(",", "."))
-    return None
-
-
-_ID_KEYS = r"(?:\w*_?id|\w*Id|sku|\w*_?number|\w*Number)"
-
-
-def _script_item_id(tree: LexborHTMLParser, html: str, url: str) -> str | None:
-    """The item number in the product's canonical URL, when the page's data names it as an id."""
-    canonical = tree.css_first('link[rel="canonical"]')
-    address = (canonical.attributes.get("href") if canonical is not None else None) or url
-    tokens: list[str] = re.findall(r"(?<![\w])\d{6,20}(?![\w])", urlsplit(address).path)
-    for token in reversed(tokens):
-        if re.search(rf'"{_ID_KEYS}"\s*:\s*"?{token}(?!\d)', html):
-            return token
     return None
 
 

@@ -1,0 +1,129 @@
+"""Words and markers that product pages share across shops and languages.
+
+Every pattern here is a flat alternation of literals (optionally with bounded gaps), so each runs
+in linear time on any text; none names one shop.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Containers of other products, carts, shipping notes and site chrome: a price or button inside
+# one is not the page's product's.
+ASIDE_MARK = re.compile(
+    r"recommend|related|similar|carousel|upsell|up-sell|cross-?sell|also-?(?:bought|viewed|like)"
+    r"|recently|sponsored|compar(?:e-?(?:list|products|bar|box|table)|ison)|bundle|accessor|mini-?cart|cart-?(?:total|summary|drawer|popup)"
+    r"|basket-?box|(?:site|page|main|global|top)-?header|header-?(?:nav|top|bar|menu|wrap|inner)"
+    r"|footer|navbar|megamenu|newsletter|cookie|shipping|delivery-cost"
+    r"|installment|financ|klarna|credit|leasing|review|comment|banner|promo-bar|other-offers"
+    r"|spec-similar|crosssell|you-may",
+    re.IGNORECASE,
+)
+ASIDE_TAGS = frozenset({"header", "footer", "nav", "aside", "select", "option", "dialog"})
+
+# An element named as a price (class / id / itemprop), in the languages shops use in markup.
+PRICE_MARK = re.compile(
+    r"price|prix|preis|prezzo|precio|preco|preço|cena|cijena|cena|hind|kaina|pret|fiyat|цена"
+    r"|amount|cost",
+    re.IGNORECASE,
+)
+# Former / struck prices, and amounts that are not the product's price.
+STRUCK_MARK = re.compile(
+    r"line-?through|strike|old|was|list|regular|original|before|compare|rrp|uvp|msrp"
+    r"|suggested|crossed|previous|antes|statt|retail|barr|full-?price|initial|instead|durchgestrichen"
+    r"|prezzo-?pieno|pvp|precio-?anterior|de-?preco",
+    re.IGNORECASE,
+)
+NOT_A_PRICE = re.compile(
+    r"save|saving|economi|desconto|discount|rabatt|spar|sconto|\d\s*%|\bx\s*de\b|/\s*m[eê]s"
+    r"|per month|/\s*mo\b|monthly|shipping|delivery|frete|versand|doprava|dostava|poštovné"
+    r"|\bfrom\b|\bab\b|a partir|\bod\b|\bот\b|\bdès\b|\bda\b|\bvon\b|\bbis\b|per\s+(?:kg|l|m)"
+    r"|/\s*(?:kg|l|m|ks|pc|pcs|stk)\b|\bmin\b|\bmax\b|rating|review|bez dph|brez ddv|netto"
+    r"|excl|zzgl|ohne mwst|sans tva|\bht\b|risparmi|économ|econom|ahorr|ušetr|oszczęd|bespaar"
+    r"|prihran|uštedi|sutaupy|ietaup|sääst|spor|besparing",
+    re.IGNORECASE,
+)
+
+# "Add to cart" / "buy" in many languages (a button is shown only when the product can be bought).
+BUY_WORDS = re.compile(
+    r"\b(?:add to (?:cart|basket|bag|trolley)|add to shopping (?:cart|bag)|buy now|buy it now"
+    r"|buy\b|purchase|order now|in den warenkorb|in den einkaufswagen|jetzt kaufen|kaufen"
+    r"|ajouter au panier|acheter|adicionar ao carrinho|comprar|añadir al carrito"
+    r"|agregar al carrito|aggiungi al carrello|acquista|in winkelwagen|in winkelmandje|bestellen"
+    r"|lisa ostukorvi|ostukorvi|osta|adaugă în coș|adauga in cos|cumpără|dodaj do koszyka|kup"
+    r"|lägg i varukorgen|köp|læg i kurv|kjøp|legg i handlekurv|do košíka|do košíku|kúpiť"
+    r"|koupit|vložit do košíku|objednať|v košarico|dodaj v košarico|naroči|kupi|dodaj u košaricu"
+    r"|u košaricu|ielikt grozā|pirkt|į krepšelį|pirkti|kosárba|megveszem|sepete ekle|satın al"
+    r"|в корзину|купить|加入購物車|加入购物车|立即購買|立即购买|カートに入れる|購入)",
+    re.IGNORECASE,
+)
+BUY_MARK = re.compile(
+    r"add-?to-?cart|addtocart|add_to_cart|add-?to-?basket|addtobasket|add-?to-?bag|buy-?now"
+    r"|buy-?button|buy_button|btn-?cart|button-?cart|cart-?add|to-?basket|tobasket|buy-?btn"
+    r"|purchase",
+    re.IGNORECASE,
+)
+DISABLED_MARK = re.compile(r"disabled|unavailable|sold-?out|out-?of-?stock|notify", re.IGNORECASE)
+
+# An element that states stock (class / id / itemprop).
+STOCK_MARK = re.compile(
+    r"availab|stock|dostupn|sklad|lager|dispon|inventory|verfueg|verfüg|voorraad|zalog|zalih"
+    r"|pieejam|saadaval|magazyn|estoque|existencia",
+    re.IGNORECASE,
+)
+SOLD_OUT = re.compile(
+    r"out of stock|sold out|currently unavailable|no longer available|not available"
+    r"|unavailable|cannot be (?:bought|ordered|purchased)|not in stock"
+    r"|nicht (?:mehr )?(?:verfügbar|lieferbar|auf lager|vorrätig)|ausverkauft|vergriffen"
+    r"|épuisé|rupture de stock|indisponible|plus disponible|esaurito|non disponibile"
+    r"|agotado|sin stock|no disponible|esgotado|indisponível|sem estoque|niedostępny"
+    r"|brak w magazynie|wyprzedany|uitverkocht|niet (?:meer )?leverbaar|niet op voorraad"
+    r"|nedostupn|vypredan|vyprodan|není skladem|nie je skladom|nie je možné .{0,20}kúpiť"
+    r"|nelze koupit|nije dostupn|nema na zalihi|ni na zalogi|razprodano|rasprodano"
+    r"|nav pieejams|izpārdots|laost otsas|ei ole saadaval|stoc epuizat|indisponibil"
+    r"|elfogyott|nem elérhető|ei saatavilla|loppuunmyyty|slutsåld|ej i lager|udsolgt|utsolgt"
+    r"|ikke på lager|нет в наличии|распродано|tükendi|stokta yok|缺貨|售完|缺货|在庫切れ|売り切れ",
+    re.IGNORECASE,
+)
+# A sold-out notice about another way to get the product (pickup, a store, delivery), or about
+# something else on the page (chat, gift wrap), says nothing about the product's stock.
+OTHER_CHANNEL = re.compile(
+    r"pick ?up|store|collect|deliver|shipping|chat|packag|wrap|abholung|filiale|retrait"
+    r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn",
+    re.IGNORECASE,
+)
+IN_STOCK = re.compile(
+    r"in stock|available|ships (?:in|within|today)|auf lager|lieferbar|sofort|en stock"
+    r"|disponible|disponibile|em estoque|en existencia|op voorraad|skladom|na sklade|skladem"
+    r"|dostępny|na zalogi|na zalihi|dostupno|dostupné|noliktavā|laos|raktáron|på lager|i lager"
+    r"|varastossa|в наличии|stokta|有貨|有货|在庫あり",
+    re.IGNORECASE,
+)
+
+# Labels before an item number: the shop's own id first (SKU, item / product / article number),
+# then global ids (EAN, GTIN, ISBN) that the benchmark also accepts.
+SKU_LABEL = re.compile(
+    r"^(?:sku|item\s*(?:number|no\.?|#|code|id)|product\s*(?:code|number|no\.?|id|#)|article"
+    r"\s*(?:number|no\.?)|art\.?\s*-?\s*nr\.?|artikel-?\s*(?:nr\.?|nummer)|bestellnummer"
+    r"|model\s*(?:number|no\.?)|part\s*(?:number|no\.?)|catalog(?:ue)?\s*(?:number|no\.?)"
+    r"|ref\.?|référence|reference|r[ée]f[ée]rence produit|codice(?:\s*(?:articolo|prodotto))?"
+    r"|cod\.?|c[óo]digo(?:\s*(?:do produto|de producto|del producto))?|k[óo]d(?:\s*(?:produktu|tovaru|zboží|výrobku))?"
+    r"|katal[óo]gov[ée] [čc][íi]slo|produktov[ée] [čc][íi]slo|šifra(?:\s*(?:artikla|proizvoda))?"
+    r"|koda(?:\s*izdelka)?|oznaka|kataloški broj|numer katalogowy|kod produktu|indeks"
+    r"|artikla kods|preces kods|tootekood|varenummer|varenr\.?|artikelnr\.?|tuotenumero"
+    r"|cikkszám|post id|ad id|listing id|ad no\.?|anzeigennummer|商品編號|商品代碼|商品编号|型番)"
+    r"\s*[:#.]?\s*",
+    re.IGNORECASE,
+)
+GLOBAL_ID_LABEL = re.compile(r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code)\s*[:#.]?\s*", re.I)
+SKU_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_/.]{0,39}")
+
+# Page kinds that are not a product page, said by their title / heading.
+ERROR_TITLE = re.compile(
+    r"\b404\b|page not found|not found|nicht gefunden|introuvable|no encontrad|non trovat"
+    r"|não encontrad|niet gevonden|nie znaleziono|nenájden|nenalezen|stránka neexistuje"
+    r"|error page|page doesn.t exist|page does not exist",
+    re.IGNORECASE,
+)
+SEARCH_KEYS = frozenset({"q", "query", "search", "s", "k", "keyword", "keywords", "term", "text"})
+SEARCH_PATH = re.compile(r"/(?:search|suche|recherche|busca|buscar|ricerca|szukaj|zoeken|hledat)\b")

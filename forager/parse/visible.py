@@ -1,0 +1,344 @@
+"""What a shopper sees of the product: heading, the price tied to it, stock, item number.
+
+The generic parser reads this when a page has no structured data, and to cross-check structured
+data that disagrees with the page. Everything is found from the page's own shape — the main
+heading, the text that follows it, how elements are named — never from rules for one shop.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from urllib.parse import unquote, urlsplit
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from forager.parse import signals
+from forager.parse.prices import detect_currency, parse_price
+from forager.parse.structured import clean
+
+# Text nodes read after the main heading (and before it) when looking for the product's price,
+# stock and item number: the buy box sits next to the heading on every layout we know.
+_AFTER_HEADING = 400
+_BEFORE_HEADING = 60
+_PRICE_CHARS = 40  # a price text is short ("R$ 1.299,90", "Now £36.50")
+_PRICE_NEIGHBOURS = 8  # text nodes between a struck price and the current price beside it
+_ANCESTOR_LEVELS = 12  # how far up an element's name (class / id) says what it is
+_INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
+
+
+@dataclass(slots=True)
+class PriceSeen:
+    """One price text on the page and how strongly it belongs to the product."""
+
+    value: Decimal
+    currency: str | None
+    text: str
+    score: float
+    struck: bool
+    position: int
+
+    def near(self, other: PriceSeen) -> bool:
+        """Whether the two prices sit in one price block (a few texts apart)."""
+        return abs(self.position - other.position) <= _PRICE_NEIGHBOURS
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What the visible page says about its product (None: the page does not say)."""
+
+    heading: str | None = None
+    price: PriceSeen | None = None
+    prices: list[PriceSeen] = field(default_factory=list)  # every price near the heading
+    sold_out: bool = False  # a short "sold out" text next to the heading
+    sold_out_stated: bool = False  # ... inside an element named as the stock / availability
+    in_stock_text: bool = False
+    buy_button: bool = False
+    sku: str | None = None
+    global_id: str | None = None
+    breadcrumb: str | None = None
+
+    @property
+    def in_stock(self) -> bool | None:
+        """False when the page says sold out; True when it offers the product; else None."""
+        if self.sold_out:
+            return False
+        if self.buy_button or self.in_stock_text:
+            return True
+        return None
+
+
+class _Names:
+    """Per page: the class / id / itemprop "name" of elements and whether they are aside blocks."""
+
+    def __init__(self) -> None:
+        self._aside: dict[int, bool] = {}
+
+    @staticmethod
+    def marker(node: LexborNode) -> str:
+        attrs = node.attributes
+        return " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "itemprop"})
+
+    def aside(self, node: LexborNode) -> bool:
+        """Whether ``node`` sits in a related-products / cart / header / footer block."""
+        path: list[int] = []
+        current: LexborNode | None = node
+        found = False
+        for _ in range(40):
+            if current is None or current.tag in {"body", "html"}:
+                break
+            key = current.mem_id
+            if key in self._aside:
+                found = self._aside[key]
+                break
+            path.append(key)
+            if (
+                current.tag in signals.ASIDE_TAGS
+                or signals.ASIDE_MARK.search(self.marker(current))
+                or _hidden(current)
+            ):
+                found = True
+                break
+            current = current.parent
+        for key in path:
+            self._aside[key] = found
+        return found
+
+    def named(self, node: LexborNode, pattern: re.Pattern[str], levels: int = 3) -> bool:
+        current: LexborNode | None = node
+        for _ in range(levels):
+            if current is None or current.tag == "body":
+                return False
+            if pattern.search(self.marker(current)):
+                return True
+            current = current.parent
+        return False
+
+
+_HIDDEN_CLASSES = frozenset({"hidden", "hide", "d-none", "is-hidden", "invisible", "display-none"})
+
+
+def _hidden(node: LexborNode) -> bool:
+    """Hidden by the markup itself (``hidden``, ``display:none``, a "hidden" class)."""
+    attrs = node.attributes
+    if "hidden" in attrs:
+        return True
+    style = (attrs.get("style") or "").replace(" ", "").lower()
+    if "display:none" in style or "visibility:hidden" in style:
+        return True
+    return not _HIDDEN_CLASSES.isdisjoint((attrs.get("class") or "").lower().split())
+
+
+def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | None:
+    """The product's heading: the <h1> most like the page title (the first one on a tie)."""
+    from forager.parse.generic import _name_score  # one name-likeness measure for the parser
+
+    best: tuple[float, LexborNode] | None = None
+    for node in tree.css("h1"):
+        text = clean(node.text(separator=" "))
+        if not text or len(text) > 300:
+            continue
+        score = _name_score(text, references) if references else 1.0
+        if best is None or score > best[0]:
+            best = (score, node)
+    if best is not None:
+        return best[1]
+    for node in tree.css("h2, [itemprop=name], [class*=product-title], [class*=product-name]"):
+        text = clean(node.text(separator=" "))
+        if text and len(text) <= 300 and _name_score(text, references) >= 2.0:
+            return node
+    return None
+
+
+def _texts(body: LexborNode) -> tuple[list[LexborNode], dict[int, int]]:
+    """Visible text nodes in page order, and each element's index (the first text inside it)."""
+    nodes: list[LexborNode] = []
+    first: dict[int, int] = {}
+    for node in body.traverse(include_text=True):
+        if node.is_text_node:
+            parent = node.parent
+            if parent is not None and parent.tag not in _INVISIBLE:
+                nodes.append(node)
+        else:
+            first.setdefault(node.mem_id, len(nodes))
+    return nodes, first
+
+
+def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> PriceSeen | None:
+    """The price a text node shows (with its element's text when split in spans), scored."""
+    element = node.parent
+    if element is None:
+        return None
+    text = clean(node.text(deep=False)) or ""
+    if not text or len(text) > _PRICE_CHARS or not any(c.isdigit() for c in text):
+        return None
+    # The currency and the label may sit in the element around the number ("€ <span>17,10</span>",
+    # "Brez DDV: <span>36.53€</span>"): read up to two levels of short element text.
+    context = text
+    around: LexborNode | None = element
+    for _ in range(2):
+        if around is None or around.tag == "body":
+            break
+        whole = clean(around.text(separator=" ")) or ""
+        if len(whole) > 60:
+            break
+        context = whole
+        if detect_currency(whole, url) and not detect_currency(text) and len(whole) <= _PRICE_CHARS:
+            text = whole  # "3,56" + "<span>€</span>"
+        around = around.parent
+    # Labels before the number count ("Brez DDV: 36.53€"); a "-5%" badge after it does not.
+    label = context[: context.find(text)] if text in context else context
+    if signals.NOT_A_PRICE.search(label + " " + text):
+        return None
+    value = parse_price(text)
+    if value is None or value <= 0:
+        return None
+    currency = detect_currency(text, url)
+    named = names.named(element, signals.PRICE_MARK)
+    if currency is None and not named:
+        return None
+    digits = sum(c.isdigit() for c in text)
+    if currency is None and digits < 2:
+        return None
+    struck = element.tag in {"del", "s", "strike"} or names.named(element, signals.STRUCK_MARK, 2)
+    score = (3.0 if currency else 0.0) + (2.0 if named else 0.0)
+    # A bare number text ("49") reads less like a price than "€ 49.90".
+    score += 0.5 if len(text) - digits <= 6 else 0.0
+    return PriceSeen(value, currency, text, score, struck, position)
+
+
+def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
+    """The item number after a label: on the label's own text, else the next short text."""
+    for text in [label_end, *following[:2]]:
+        text = text.strip()
+        if not text:
+            continue
+        match = signals.SKU_VALUE.match(text)
+        value = match.group(0).rstrip(".") if match else ""
+        rest = text[match.end() :].strip() if match else text
+        if value and any(c.isdigit() for c in value) and len(rest) <= 2:
+            return None if value.lower() in title.lower() else value
+        return None
+    return None
+
+
+def read(tree: LexborHTMLParser, url: str, references: list[str]) -> Evidence:
+    """The visible evidence of ``tree``'s product (``references``: names the page gives it)."""
+    found = Evidence()
+    body = tree.body
+    if body is None:
+        return found
+    heading = main_heading(tree, references)
+    nodes, first = _texts(body)
+    names = _Names()
+    title = clean(heading.text(separator=" ")) if heading is not None else None
+    found.heading = title
+    start = first.get(heading.mem_id, 0) if heading is not None else 0
+    low = max(0, start - _BEFORE_HEADING) if heading is not None else 0
+    high = min(len(nodes), start + _AFTER_HEADING)
+    texts = [node.text(deep=False) for node in nodes[low:high]]
+    for offset, node in enumerate(nodes[low:high]):
+        position = low + offset
+        raw = texts[offset]
+        if not raw.strip() or names.aside(node.parent or node):
+            continue
+        seen = _price_at(node, names, position, url)
+        if seen is not None:
+            # Prices after the heading belong to it; closer ones more.
+            distance = position - start
+            seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
+            found.prices.append(seen)
+        short = clean(raw) or ""
+        if len(short) <= 150 and node.parent is not None:
+            stock_named = names.named(node.parent, signals.STOCK_MARK, 4)
+            sold_out = signals.SOLD_OUT.search(short)
+            if sold_out and not signals.OTHER_CHANNEL.search(short) and (
+                stock_named or len(short) - len(sold_out.group(0)) <= 15
+            ):
+                found.sold_out = True
+                found.sold_out_stated = found.sold_out_stated or stock_named
+            elif stock_named and signals.IN_STOCK.search(short):
+                found.in_stock_text = True
+        if found.sku is None and len(short) <= 80:
+            _read_label(found, short, texts[offset + 1 : offset + 3], title or "")
+    _unstrike_lone_prices(found.prices)
+    main = [p for p in found.prices if not p.struck]
+    if main:
+        found.price = max(main, key=lambda p: (p.score, -p.position))
+    found.buy_button = has_buy_button(tree, names)
+    found.breadcrumb = breadcrumb(tree)
+    return found
+
+
+def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
+    """A price named "old" with no current price beside it is the price (names mislead)."""
+    for seen in prices:
+        if seen.struck and not any(not other.struck and other.near(seen) for other in prices):
+            seen.struck = False
+
+
+def _read_label(found: Evidence, text: str, following: list[str], title: str) -> None:
+    if match := signals.SKU_LABEL.match(text):
+        found.sku = _sku_after(text[match.end() :], following, title)
+    elif found.global_id is None and (match := signals.GLOBAL_ID_LABEL.match(text)):
+        value = _sku_after(text[match.end() :], following, title)
+        found.global_id = value if value and value.isdigit() else None
+
+
+def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
+    """An enabled add-to-cart / buy button for the page's product (not in an aside block)."""
+    names = names or _Names()
+    selector = "button, input[type=submit], input[type=button], a[role=button], a[class*=btn]"
+    for node in tree.css(selector):
+        attrs = node.attributes
+        label = attrs.get("value") if node.tag == "input" else node.text(separator=" ")
+        label = clean(label or attrs.get("aria-label") or attrs.get("title")) or ""
+        marker = " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "name"})
+        if len(label) > 60 or not (signals.BUY_WORDS.search(label) or signals.BUY_MARK.search(marker)):
+            continue
+        if "disabled" in attrs or signals.DISABLED_MARK.search(marker) or names.aside(node):
+            continue
+        return True
+    return False
+
+
+def breadcrumb(tree: LexborHTMLParser) -> str | None:
+    """The breadcrumb trail ("Home > Lighting > Lamps") without the product itself."""
+    node = tree.css_first(
+        '[class*=breadcrumb], [id*=breadcrumb], [aria-label*=readcrumb], [itemtype$="BreadcrumbList"]'
+    )
+    if node is None:
+        return None
+    crumbs = [t for a in node.css("a") if (t := clean(a.text(separator=" "))) and len(t) < 80]
+    return " > ".join(dict.fromkeys(crumbs)) or None
+
+
+# A number of 6+ digits in the URL path; the page's data confirms it when it sits under an id-like
+# key or attribute ("productId": 123456, data-adno="123456", postingID=123456, "post id: 123456").
+_URL_NUMBER = re.compile(r"(?<!\d)\d{6,20}(?!\d)")
+_ID_BEFORE = re.compile(r"(?:id|no|nr|sku|number|code)[\"']?\s{0,3}[:=]\s{0,3}[\"']?$", re.I)
+_OCCURRENCES = 200
+
+
+def url_item_id(html: str, url: str, canonical: str | None) -> str | None:
+    """The item number of the product's URL, when the page names it as an id somewhere."""
+    path = unquote(urlsplit(canonical or url).path)
+    tokens = _URL_NUMBER.findall(path)
+    for token in reversed(tokens):
+        at, seen = html.find(token), 0
+        while at >= 0 and seen < _OCCURRENCES:
+            if not html[at + len(token) : at + len(token) + 1].isdigit() and _ID_BEFORE.search(
+                html[max(0, at - 24) : at]
+            ):
+                return token
+            at, seen = html.find(token, at + 1), seen + 1
+    return None
+
+
+def url_tail_id(url: str) -> str | None:
+    """The number ending the URL's last path segment ("…/anpix-adapter-114768289"), if any."""
+    segment = unquote(urlsplit(url).path).rstrip("/").rsplit("/", 1)[-1]
+    stem = segment.rsplit(".", 1)[0] if "." in segment else segment
+    match = re.search(r"(?:^|[-_])(\d{6,20})$", stem[-40:])
+    return match.group(1) if match else None
