@@ -78,12 +78,15 @@ def sku(
     canonical: str | None,
     kind: str,
 ) -> tuple[str | None, str]:
-    """(item number, source): structured sku, a labelled number, the URL's id, EAN, then MPN."""
+    """(item number, source): structured sku, a labelled number, the cart form's id field, the
+    URL's id, an EAN, then MPN / GTIN from structured data."""
     found = _structured_id(data, ("sku", "productID"))
     if found is not None:
         return found, kind
     if seen.sku is not None:
         return seen.sku, "visible"
+    if seen.form_id is not None:
+        return seen.form_id, "visible"
     found = visible.url_item_id(html, url, canonical)
     if found is not None:
         return found, "script"

@@ -25,6 +25,7 @@ _BEFORE_HEADING = 60
 _PRICE_CHARS = 40  # a price text is short ("R$ 1.299,90", "Now £36.50")
 _PRICE_NEIGHBOURS = 8  # text nodes between a struck price and the current price beside it
 _ANCESTOR_LEVELS = 12  # how far up an element's name (class / id) says what it is
+_FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
 
 
@@ -57,6 +58,7 @@ class Evidence:
     buy_button: bool = False
     sku: str | None = None
     global_id: str | None = None
+    form_id: str | None = None  # a hidden sku / product_id field of the page's form
     breadcrumb: str | None = None
 
     @property
@@ -144,9 +146,11 @@ def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | 
             best = (score, node)
     if best is not None:
         return best[1]
-    for node in tree.css("h2, [itemprop=name], [class*=product-title], [class*=product-name]"):
+    # No <h1>: the first heading-like element named like the page title.
+    selector = "h2, h3, [itemprop=name], [class*=title], [class*=name], [id*=title]"
+    for node in tree.css(selector)[:_FALLBACK_HEADINGS]:
         text = clean(node.text(separator=" "))
-        if text and len(text) <= 300 and _name_score(text, references) >= 2.0:
+        if text and len(text) <= 300 and _name_score(text, references) >= 3.0:
             return node
     return None
 
@@ -184,8 +188,11 @@ def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> Price
         if len(whole) > 60:
             break
         context = whole
-        if detect_currency(whole, url) and not detect_currency(text) and len(whole) <= _PRICE_CHARS:
-            text = whole  # "3,56" + "<span>€</span>"
+        if len(whole) <= _PRICE_CHARS and (
+            (detect_currency(whole, url) and not detect_currency(text))
+            or (whole.startswith(text) and _is_cents(whole[len(text) :]))
+        ):
+            text = whole  # "3,56" + "<span>€</span>", "$229" + "<sup>99</sup>"
         around = around.parent
     # Labels before the number count ("Brez DDV: 36.53€"); a "-5%" badge after it does not.
     label = context[: context.find(text)] if text in context else context
@@ -206,6 +213,11 @@ def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> Price
     # A bare number text ("49") reads less like a price than "€ 49.90".
     score += 0.5 if len(text) - digits <= 6 else 0.0
     return PriceSeen(value, currency, text, score, struck, position)
+
+
+def _is_cents(tail: str) -> bool:
+    """Whether ``tail`` is the superscript cents after a whole amount (" 99")."""
+    return tail[:1].isspace() and tail.strip().isdigit() and len(tail.strip()) == 2
 
 
 def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
@@ -266,6 +278,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str]) -> Evidence:
     main = [p for p in found.prices if not p.struck]
     if main:
         found.price = max(main, key=lambda p: (p.score, -p.position))
+    found.form_id = _form_id(tree)
     found.buy_button = has_buy_button(tree, names)
     found.breadcrumb = breadcrumb(tree)
     return found
@@ -284,6 +297,17 @@ def _read_label(found: Evidence, text: str, following: list[str], title: str) ->
     elif found.global_id is None and (match := signals.GLOBAL_ID_LABEL.match(text)):
         value = _sku_after(text[match.end() :], following, title)
         found.global_id = value if value and value.isdigit() else None
+
+
+def _form_id(tree: LexborHTMLParser) -> str | None:
+    """The value of the first hidden ``sku`` / ``product_id`` field that looks like an id."""
+    for node in tree.css("input[type=hidden][name]")[:200]:
+        attrs = node.attributes
+        value = (attrs.get("value") or "").strip()
+        if signals.ID_FIELD.match(attrs.get("name") or "") and signals.SKU_VALUE.fullmatch(value):
+            if any(c.isdigit() for c in value):
+                return value
+    return None
 
 
 def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
