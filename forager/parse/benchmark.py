@@ -64,7 +64,8 @@ def predict(record: ProductRecord | ParseError) -> dict[str, str | None]:
     """A record as the benchmark's prediction: one value (or None) per attribute."""
     if isinstance(record, ParseError):
         return dict.fromkeys(ATTRIBUTES)
-    availability = {True: "InStock", False: "OutOfStock"}.get(record.is_available)  # type: ignore[call-overload]
+    stock = record.is_available
+    availability = None if stock is None else ("InStock" if stock else "OutOfStock")
     return {
         "price": str(record.price) if record.price is not None else None,
         "sku": record.asin or record.sku,
@@ -185,8 +186,10 @@ def report(pages: Path, verbose: bool = False) -> str:
         for name in sorted(truth):
             for attribute in ATTRIBUTES:
                 got = ours[name][attribute]
-                tp, fp, fn = counts(attribute, truth[name].get(attribute, []), got)
+                _, fp, fn = counts(attribute, truth[name].get(attribute, []), got)
                 if fp or fn:
                     want = truth[name].get(attribute)
-                    lines.append(f"    miss [{half_of(name)}] {name} {attribute}: got {got!r}, want {want!r}")
+                    lines.append(
+                        f"    miss [{half_of(name)}] {name} {attribute}: got {got!r}, want {want!r}"
+                    )
     return "\n".join(lines)

@@ -22,9 +22,11 @@ def visible_price(offers: OfferFacts, seen: visible.Evidence) -> bool:
     shown = seen.price
     if shown is None or offers.price == shown.value:
         return False
+    former = [p.value for p in seen.prices if p.struck and p.near(shown) and p.value > shown.value]
     if offers.price is None:
         offers.price = shown.value
         offers.currency = offers.currency or shown.currency
+        offers.list_price = offers.list_price or (former[0] if former else None)
         return True
     struck = {p.value for p in seen.prices if p.struck and p.near(shown)}
     if offers.price in struck and shown.value < offers.price:

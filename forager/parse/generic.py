@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
 from typing import Any
-from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -39,6 +38,7 @@ from forager.parse.structured import (
     rating_facts,
     walk_json,
 )
+from forager.parse.visible import name_score, words
 
 # Blocks that hold other products: their structured data is never the page's product.
 _OTHER_PRODUCTS = re.compile(
@@ -57,7 +57,6 @@ _OTHER_PRODUCT_KEYS = frozenset(
     }
 )
 _STRUCTURED_FIELDS = tuple(name for name in EXTRACTED_FIELDS if name != "asin")
-_WORD = re.compile(r"\w+")
 _DIGIT = re.compile(r"\d")
 # A tag starts with a name, "/" or "!" and never spans another "<": each match attempt stops at
 # the next "<", so a run of "<" is scanned once (``<[^>]+>`` rescanned the rest from each "<").
@@ -101,9 +100,13 @@ class GenericParser:
         if main is None and not _meta_is_product(meta):
             _refuse_or_accept(url, page_title, seen)
         data = main.data if main is not None else {}
-        kind = main.source if main is not None else ("meta" if _meta_is_product(meta) else "visible")
+        kind = (
+            main.source if main is not None else ("meta" if _meta_is_product(meta) else "visible")
+        )
         sources = dict.fromkeys(_STRUCTURED_FIELDS, kind)
-        title = _title(data, headings if seen.heading is None else [seen.heading, *headings], meta, tree)
+        title = _title(
+            data, headings if seen.heading is None else [seen.heading, *headings], meta, tree
+        )
         if title is None:
             raise NotProductPage(f"{url} has product markup but no product name")
         if title in headings:
@@ -226,29 +229,6 @@ def _canonical(tree: LexborHTMLParser) -> str | None:
     return node.attributes.get("href") if node is not None else None
 
 
-def _words(text: str | None) -> tuple[str, ...]:
-    return tuple(_WORD.findall(unescape(text or "").lower()))
-
-
-def _name_score(name: str | None, references: list[str]) -> float:
-    """How well a product name matches the page's heading / title texts (0..4)."""
-    words = _words(name)
-    if not words:
-        return 0.0
-    best = 0.0
-    for reference in references:
-        ref = _words(reference)
-        if not ref:
-            continue
-        if ref == words:
-            return 4.0
-        if " ".join(words) in " ".join(ref) or " ".join(ref) in " ".join(words):
-            best = max(best, 3.0)
-        overlap = len(set(words) & set(ref)) / len(set(words) | set(ref))
-        best = max(best, 3.0 * overlap)
-    return best
-
-
 def _in_other_products_block(node: LexborNode | None) -> bool:
     """Whether ``node`` sits in a recommendations / related-products container."""
     current = node.parent if node is not None else None
@@ -272,7 +252,7 @@ def _pick_main(
 
     def score(candidate: _Candidate) -> float:
         data = candidate.data
-        value = _name_score(_text(data.get("name")), references)
+        value = name_score(_text(data.get("name")), references)
         value += 2.0 if data.get("offers") else 0.0
         value += 0.5 if data.get("image") else 0.0
         value -= 3.0 if candidate.nested else 0.0
@@ -301,14 +281,14 @@ def _title(
     titles = _page_titles(meta)
     for title in titles:
         for heading in headings:
-            if _words(heading) == _words(title):
+            if words(heading) == words(title):
                 return heading  # heading and og:title agree: the shop's own title
-        words = _words(title)
-        if name and len(_words(name)) > len(words) and _words(name)[-len(words) :] == words:
+        said = words(title)
+        if name and len(words(name)) > len(said) and words(name)[-len(said) :] == said:
             return title  # the name carries a prefix ("Details about ...") the title lacks
     if name:
         for heading in headings:
-            if _words(heading) == _words(name):
+            if words(heading) == words(name):
                 return heading  # same words, the visible punctuation
         return name
     if titles:
@@ -524,7 +504,7 @@ def _alt_gallery(tree: LexborHTMLParser, title: str, url: str) -> list[str]:
     for node in body.css("img[alt], img[title]"):
         attrs = node.attributes
         label = attrs.get("alt") or attrs.get("title")
-        if not label or _name_score(label, [title]) < 2.5:
+        if not label or name_score(label, [title]) < 2.5:
             continue
         source = next((v for a in _IMAGE_SOURCE_ATTRS if (v := attrs.get(a))), None)
         if source and not source.strip().startswith("data:") and "logo" not in source.lower():

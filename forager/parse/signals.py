@@ -107,7 +107,8 @@ SKU_LABEL = re.compile(
     r"\s*(?:number|no\.?)|art\.?\s*-?\s*nr\.?|artikel-?\s*(?:nr\.?|nummer)|bestellnummer"
     r"|web\s*code|item\s*code|style\s*(?:number|no\.?|#)|catalog(?:ue)?\s*(?:number|no\.?)"
     r"|ref\.?|référence|reference|r[ée]f[ée]rence produit|codice(?:\s*(?:articolo|prodotto))?"
-    r"|cod\.?|c[óo]digo(?:\s*(?:do produto|de producto|del producto))?|k[óo]d(?:\s*(?:produktu|tovaru|zboží|výrobku))?"
+    r"|cod\.?|c[óo]digo(?:\s*(?:do produto|de producto|del producto))?"
+    r"|k[óo]d(?:\s*(?:produktu|tovaru|zboží|výrobku))?"
     r"|katal[óo]gov[ée] [čc][íi]slo|produktov[ée] [čc][íi]slo|šifra(?:\s*(?:artikla|proizvoda))?"
     r"|koda(?:\s*izdelka)?|oznaka|kataloški broj|numer katalogowy|kod produktu|indeks"
     r"|artikla kods|preces kods|tootekood|varenummer|varenr\.?|artikelnr\.?|tuotenumero"
@@ -116,7 +117,9 @@ SKU_LABEL = re.compile(
     re.IGNORECASE,
 )
 # Hidden form fields that carry the product's id when the page adds it to the cart.
-ID_FIELD = re.compile(r"^(?:sku|product_?id|productid|item_?id|itemid|pid|article_?id|variant_?id)$", re.I)
+ID_FIELD = re.compile(
+    r"^(?:sku|product_?id|productid|item_?id|itemid|pid|article_?id|variant_?id)$", re.I
+)
 GLOBAL_ID_LABEL = re.compile(r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code)\s*[:#.]?\s*", re.I)
 SKU_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_/.]{0,39}")
 

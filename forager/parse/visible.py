@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from html import unescape
 from urllib.parse import unquote, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -25,6 +26,7 @@ _BEFORE_HEADING = 60
 _PRICE_CHARS = 40  # a price text is short ("R$ 1.299,90", "Now £36.50")
 _PRICE_NEIGHBOURS = 8  # text nodes between a struck price and the current price beside it
 _ANCESTOR_LEVELS = 12  # how far up an element's name (class / id) says what it is
+_WORD = re.compile(r"\w+")
 _FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
 
@@ -132,16 +134,38 @@ def _hidden(node: LexborNode) -> bool:
     return not _HIDDEN_CLASSES.isdisjoint((attrs.get("class") or "").lower().split())
 
 
+def words(text: str | None) -> tuple[str, ...]:
+    """Lower-case words of a text (entities decoded), for comparing names."""
+    return tuple(_WORD.findall(unescape(text or "").lower()))
+
+
+def name_score(name: str | None, references: list[str]) -> float:
+    """How well a product name matches the page's heading / title texts (0..4)."""
+    mine = words(name)
+    if not mine:
+        return 0.0
+    best = 0.0
+    for reference in references:
+        ref = words(reference)
+        if not ref:
+            continue
+        if ref == mine:
+            return 4.0
+        if " ".join(mine) in " ".join(ref) or " ".join(ref) in " ".join(mine):
+            best = max(best, 3.0)
+        overlap = len(set(mine) & set(ref)) / len(set(mine) | set(ref))
+        best = max(best, 3.0 * overlap)
+    return best
+
+
 def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | None:
     """The product's heading: the <h1> most like the page title (the first one on a tie)."""
-    from forager.parse.generic import _name_score  # one name-likeness measure for the parser
-
     best: tuple[float, LexborNode] | None = None
     for node in tree.css("h1"):
         text = clean(node.text(separator=" "))
         if not text or len(text) > 300:
             continue
-        score = _name_score(text, references) if references else 1.0
+        score = name_score(text, references) if references else 1.0
         if best is None or score > best[0]:
             best = (score, node)
     if best is not None:
@@ -150,7 +174,7 @@ def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | 
     selector = "h2, h3, [itemprop=name], [class*=title], [class*=name], [id*=title]"
     for node in tree.css(selector)[:_FALLBACK_HEADINGS]:
         text = clean(node.text(separator=" "))
-        if text and len(text) <= 300 and _name_score(text, references) >= 3.0:
+        if text and len(text) <= 300 and name_score(text, references) >= 3.0:
             return node
     return None
 
@@ -265,8 +289,10 @@ def read(tree: LexborHTMLParser, url: str, references: list[str]) -> Evidence:
         if len(short) <= 150 and node.parent is not None:
             stock_named = names.named(node.parent, signals.STOCK_MARK, 4)
             sold_out = signals.SOLD_OUT.search(short)
-            if sold_out and not signals.OTHER_CHANNEL.search(short) and (
-                stock_named or len(short) - len(sold_out.group(0)) <= 15
+            if (
+                sold_out
+                and not signals.OTHER_CHANNEL.search(short)
+                and (stock_named or len(short) - len(sold_out.group(0)) <= 15)
             ):
                 found.sold_out = True
                 found.sold_out_stated = found.sold_out_stated or stock_named
@@ -304,9 +330,13 @@ def _form_id(tree: LexborHTMLParser) -> str | None:
     for node in tree.css("input[type=hidden][name]")[:200]:
         attrs = node.attributes
         value = (attrs.get("value") or "").strip()
-        if signals.ID_FIELD.match(attrs.get("name") or "") and signals.SKU_VALUE.fullmatch(value):
-            if any(c.isdigit() for c in value):
-                return value
+        name = attrs.get("name") or ""
+        if (
+            signals.ID_FIELD.match(name)
+            and signals.SKU_VALUE.fullmatch(value)
+            and any(c.isdigit() for c in value)
+        ):
+            return value
     return None
 
 
@@ -319,7 +349,9 @@ def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
         label = attrs.get("value") if node.tag == "input" else node.text(separator=" ")
         label = clean(label or attrs.get("aria-label") or attrs.get("title")) or ""
         marker = " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "name"})
-        if len(label) > 60 or not (signals.BUY_WORDS.search(label) or signals.BUY_MARK.search(marker)):
+        if len(label) > 60 or not (
+            signals.BUY_WORDS.search(label) or signals.BUY_MARK.search(marker)
+        ):
             continue
         if "disabled" in attrs or signals.DISABLED_MARK.search(marker) or names.aside(node):
             continue
@@ -330,7 +362,8 @@ def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
 def breadcrumb(tree: LexborHTMLParser) -> str | None:
     """The breadcrumb trail ("Home > Lighting > Lamps") without the product itself."""
     node = tree.css_first(
-        '[class*=breadcrumb], [id*=breadcrumb], [aria-label*=readcrumb], [itemtype$="BreadcrumbList"]'
+        "[class*=breadcrumb], [id*=breadcrumb], [aria-label*=readcrumb], "
+        '[itemtype$="BreadcrumbList"]'
     )
     if node is None:
         return None
@@ -348,7 +381,7 @@ _OCCURRENCES = 200
 def url_item_id(html: str, url: str, canonical: str | None) -> str | None:
     """The item number of the product's URL, when the page names it as an id somewhere."""
     path = unquote(urlsplit(canonical or url).path)
-    tokens = _URL_NUMBER.findall(path)
+    tokens: list[str] = _URL_NUMBER.findall(path)
     for token in reversed(tokens):
         at, seen = html.find(token), 0
         while at >= 0 and seen < _OCCURRENCES:
