@@ -96,7 +96,7 @@ class GenericParser:
         references = [t for t in (*_page_titles(meta), page_title) if t]
         if main is not None:
             references.insert(0, _text(main.data.get("name")) or "")
-        seen = visible.read(tree, url, references)
+        seen = visible.read(tree, url, references, full=not _complete(main))
         if main is None and not _meta_is_product(meta):
             _refuse_or_accept(url, page_title, seen)
         data = main.data if main is not None else {}
@@ -222,6 +222,15 @@ def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) 
             f"{url} has no product data (no schema.org Product, no product meta tags) and the "
             f"page itself does not show one product ({reason}): not a product page"
         )
+
+
+def _complete(main: _Candidate | None) -> bool:
+    """Whether the structured product names its price, stock and item number."""
+    if main is None:
+        return False
+    offers = offer_facts(main.data.get("offers"))
+    named = any(main.data.get(key) for key in ("sku", "productID"))
+    return bool(offers.price is not None and offers.availability and named)
 
 
 def _canonical(tree: LexborHTMLParser) -> str | None:

@@ -8,6 +8,7 @@ heading, the text that follows it, how elements are named — never from rules f
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from decimal import Decimal
 from html import unescape
@@ -22,11 +23,18 @@ from forager.parse.structured import clean
 # Text nodes read after the main heading (and before it) when looking for the product's price,
 # stock and item number: the buy box sits next to the heading on every layout we know.
 _AFTER_HEADING = 400
+_CHECK_AFTER_HEADING = 150  # enough to cross-check complete structured data (its buy box)
 _BEFORE_HEADING = 60
 _PRICE_CHARS = 40  # a price text is short ("R$ 1.299,90", "Now £36.50")
 _PRICE_NEIGHBOURS = 8  # text nodes between a struck price and the current price beside it
 _ANCESTOR_LEVELS = 12  # how far up an element's name (class / id) says what it is
 _WORD = re.compile(r"\w+")
+# A text that may start with an item-number label (checked before the full label patterns).
+_DIGIT = re.compile(r"\d")
+_LETTERS = re.compile(r"[^\W\d_]")
+# A money sign or an upper-case code ("€", "$", "EUR", "Kč"): cheap test before reading currency.
+_MONEY = re.compile(r"[$€£¥₹₩₺₽₴]|\b[A-Z]{3}\b|\b(?i:lei|zł|kč|ft|kr|kn)\b")
+_LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
 _FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
 
@@ -78,11 +86,25 @@ class _Names:
 
     def __init__(self) -> None:
         self._aside: dict[int, bool] = {}
+        # Class strings repeat all over a page: each (name, pattern) is searched once.
+        self._found: dict[tuple[str, str], bool] = {}
 
     @staticmethod
     def marker(node: LexborNode) -> str:
         attrs = node.attributes
         return " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "itemprop"})
+
+    def says(self, node: LexborNode, words: tuple[str, ...]) -> bool:
+        """Whether ``node``'s name (class / id / itemprop) contains one of ``words``."""
+        marker = self.marker(node)
+        if not marker.strip():
+            return False
+        key = (marker, words[0])
+        found = self._found.get(key)
+        if found is None:
+            low = marker.lower()
+            found = self._found[key] = any(word in low for word in words)
+        return found
 
     def aside(self, node: LexborNode) -> bool:
         """Whether ``node`` sits in a related-products / cart / header / footer block."""
@@ -99,7 +121,7 @@ class _Names:
             path.append(key)
             if (
                 current.tag in signals.ASIDE_TAGS
-                or signals.ASIDE_MARK.search(self.marker(current))
+                or self.says(current, signals.ASIDE_NAMES)
                 or _hidden(current)
             ):
                 found = True
@@ -109,12 +131,12 @@ class _Names:
             self._aside[key] = found
         return found
 
-    def named(self, node: LexborNode, pattern: re.Pattern[str], levels: int = 3) -> bool:
+    def named(self, node: LexborNode, words: tuple[str, ...], levels: int = 3) -> bool:
         current: LexborNode | None = node
         for _ in range(levels):
             if current is None or current.tag == "body":
                 return False
-            if pattern.search(self.marker(current)):
+            if self.says(current, words):
                 return True
             current = current.parent
         return False
@@ -179,18 +201,33 @@ def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | 
     return None
 
 
-def _texts(body: LexborNode) -> tuple[list[LexborNode], dict[int, int]]:
-    """Visible text nodes in page order, and each element's index (the first text inside it)."""
-    nodes: list[LexborNode] = []
-    first: dict[int, int] = {}
+def _window(
+    body: LexborNode, heading: LexborNode | None, reach: int
+) -> tuple[list[LexborNode], int]:
+    """Visible text nodes around the heading in page order, and where the heading starts.
+
+    The walk stops once enough text after the heading is read, so a long page costs no more
+    than its top part.
+    """
+    before: deque[LexborNode] = deque(maxlen=_BEFORE_HEADING)
+    after: list[LexborNode] = []
+    target = heading.mem_id if heading is not None else None
+    started = target is None
     for node in body.traverse(include_text=True):
-        if node.is_text_node:
-            parent = node.parent
-            if parent is not None and parent.tag not in _INVISIBLE:
-                nodes.append(node)
+        if not node.is_text_node:
+            if not started and node.mem_id == target:
+                started = True
+            continue
+        parent = node.parent
+        if parent is None or parent.tag in _INVISIBLE:
+            continue
+        if not started:
+            before.append(node)
         else:
-            first.setdefault(node.mem_id, len(nodes))
-    return nodes, first
+            after.append(node)
+            if len(after) >= reach:
+                break
+    return [*before, *after], len(before)
 
 
 def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> PriceSeen | None:
@@ -199,11 +236,16 @@ def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> Price
     if element is None:
         return None
     text = clean(node.text(deep=False)) or ""
-    if not text or len(text) > _PRICE_CHARS or not any(c.isdigit() for c in text):
+    if not text or len(text) > _PRICE_CHARS or not _DIGIT.search(text):
         return None
+    if len(_LETTERS.findall(text)) > 5 and not _MONEY.search(text):
+        return None  # "Category 12", "Size 42 (EU)": words with a number and no money sign
     # The currency and the label may sit in the element around the number ("€ <span>17,10</span>",
     # "Brez DDV: <span>36.53€</span>"): read up to two levels of short element text.
     context = text
+    currency = detect_currency(text, url)
+    if currency is None and len(_LETTERS.findall(text)) > 3:
+        return None  # words with a number, no currency
     around: LexborNode | None = element
     for _ in range(2):
         if around is None or around.tag == "body":
@@ -212,11 +254,11 @@ def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> Price
         if len(whole) > 60:
             break
         context = whole
-        if len(whole) <= _PRICE_CHARS and (
-            (detect_currency(whole, url) and not detect_currency(text))
-            or (whole.startswith(text) and _is_cents(whole[len(text) :]))
-        ):
-            text = whole  # "3,56" + "<span>€</span>", "$229" + "<sup>99</sup>"
+        if len(whole) <= _PRICE_CHARS and whole != text:
+            if currency is None and (found := detect_currency(whole, url)):
+                text, currency = whole, found  # "3,56" + "<span>€</span>"
+            elif whole.startswith(text) and _is_cents(whole[len(text) :]):
+                text = whole  # "$229" + "<sup>99</sup>"
         around = around.parent
     # Labels before the number count ("Brez DDV: 36.53€"); a "-5%" badge after it does not.
     label = context[: context.find(text)] if text in context else context
@@ -225,14 +267,13 @@ def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> Price
     value = parse_price(text)
     if value is None or value <= 0:
         return None
-    currency = detect_currency(text, url)
-    named = names.named(element, signals.PRICE_MARK)
+    named = names.named(element, signals.PRICE_NAMES)
     if currency is None and not named:
         return None
     digits = sum(c.isdigit() for c in text)
     if currency is None and digits < 2:
         return None
-    struck = element.tag in {"del", "s", "strike"} or names.named(element, signals.STRUCK_MARK, 2)
+    struck = element.tag in {"del", "s", "strike"} or names.named(element, signals.STRUCK_NAMES, 2)
     score = (3.0 if currency else 0.0) + (2.0 if named else 0.0)
     # A bare number text ("49") reads less like a price than "€ 49.90".
     score += 0.5 if len(text) - digits <= 6 else 0.0
@@ -259,55 +300,72 @@ def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
     return None
 
 
-def read(tree: LexborHTMLParser, url: str, references: list[str]) -> Evidence:
-    """The visible evidence of ``tree``'s product (``references``: names the page gives it)."""
+def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = True) -> Evidence:
+    """The visible evidence of ``tree``'s product (``references``: names the page gives it).
+
+    ``full=False`` (structured data already names price, stock and item number) reads only the
+    buy box next to the heading, for the cross-checks: price, sold-out notice and buy button.
+    """
     found = Evidence()
     body = tree.body
     if body is None:
         return found
     heading = main_heading(tree, references)
-    nodes, first = _texts(body)
+    nodes, start = _window(body, heading, _AFTER_HEADING if full else _CHECK_AFTER_HEADING)
     names = _Names()
     title = clean(heading.text(separator=" ")) if heading is not None else None
     found.heading = title
-    start = first.get(heading.mem_id, 0) if heading is not None else 0
-    low = max(0, start - _BEFORE_HEADING) if heading is not None else 0
-    high = min(len(nodes), start + _AFTER_HEADING)
-    texts = [node.text(deep=False) for node in nodes[low:high]]
-    for offset, node in enumerate(nodes[low:high]):
-        position = low + offset
-        raw = texts[offset]
-        if not raw.strip() or names.aside(node.parent or node):
+    texts = [node.text(deep=False) for node in nodes]
+    # Cheap text tests first; whether the text sits in an aside block is asked only of texts
+    # that could be evidence.
+    for position, node in enumerate(nodes):
+        short = texts[position].strip()
+        parent = node.parent
+        if not short or parent is None:
             continue
-        seen = _price_at(node, names, position, url)
-        if seen is not None:
-            # Prices after the heading belong to it; closer ones more.
-            distance = position - start
-            seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
-            found.prices.append(seen)
-        short = clean(raw) or ""
-        if len(short) <= 150 and node.parent is not None:
-            stock_named = names.named(node.parent, signals.STOCK_MARK, 4)
-            sold_out = signals.SOLD_OUT.search(short)
-            if (
-                sold_out
-                and not signals.OTHER_CHANNEL.search(short)
-                and (stock_named or len(short) - len(sold_out.group(0)) <= 15)
-            ):
-                found.sold_out = True
-                found.sold_out_stated = found.sold_out_stated or stock_named
-            elif stock_named and signals.IN_STOCK.search(short):
-                found.in_stock_text = True
-        if found.sku is None and len(short) <= 80:
-            _read_label(found, short, texts[offset + 1 : offset + 3], title or "")
+        if len(short) <= _PRICE_CHARS and _DIGIT.search(short):
+            seen = _price_at(node, names, position, url)
+            if seen is not None and not names.aside(parent):
+                # Prices after the heading belong to it; closer ones more.
+                distance = position - start
+                seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
+                found.prices.append(seen)
+        if len(short) > 100:
+            continue  # stock notices and item-number labels are short
+        short = clean(short) or ""
+        if position >= start:  # stock notices follow the heading; menus come before it
+            _read_stock(found, short, parent, names)
+        labelled = full and found.sku is None and len(short) <= 80 and _LABEL_START.match(short)
+        if labelled and not names.aside(parent):
+            _read_label(found, short, texts[position + 1 : position + 3], title or "")
     _unstrike_lone_prices(found.prices)
     main = [p for p in found.prices if not p.struck]
     if main:
         found.price = max(main, key=lambda p: (p.score, -p.position))
-    found.form_id = _form_id(tree)
-    found.buy_button = has_buy_button(tree, names)
     found.breadcrumb = breadcrumb(tree)
+    if full:
+        found.form_id = _form_id(tree)
+    if full or found.sold_out:
+        found.buy_button = has_buy_button(tree, names)
     return found
+
+
+def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -> None:
+    """Note a sold-out or in-stock statement in ``text`` (short, or in a stock-named element)."""
+    sold_out = signals.sold_out_phrase(text)
+    if sold_out:
+        if signals.OTHER_CHANNEL.search(text) or names.aside(parent):
+            return
+        stock_named = names.named(parent, signals.STOCK_NAMES, 4)
+        if stock_named or len(text) - len(sold_out) <= 15:
+            found.sold_out = True
+            found.sold_out_stated = found.sold_out_stated or stock_named
+    elif (
+        signals.IN_STOCK.search(text)
+        and names.named(parent, signals.STOCK_NAMES, 4)
+        and not names.aside(parent)
+    ):
+        found.in_stock_text = True
 
 
 def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
