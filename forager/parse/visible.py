@@ -202,14 +202,14 @@ def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | 
 
 
 def _window(
-    body: LexborNode, heading: LexborNode | None, reach: int
+    body: LexborNode, heading: LexborNode | None, reach: int, back: int
 ) -> tuple[list[LexborNode], int]:
     """Visible text nodes around the heading in page order, and where the heading starts.
 
     The walk stops once enough text after the heading is read, so a long page costs no more
     than its top part.
     """
-    before: deque[LexborNode] = deque(maxlen=_BEFORE_HEADING)
+    before: deque[LexborNode] = deque(maxlen=back)
     after: list[LexborNode] = []
     target = heading.mem_id if heading is not None else None
     started = target is None
@@ -222,7 +222,8 @@ def _window(
         if parent is None or parent.tag in _INVISIBLE:
             continue
         if not started:
-            before.append(node)
+            if back:
+                before.append(node)
         else:
             after.append(node)
             if len(after) >= reach:
@@ -311,7 +312,10 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     if body is None:
         return found
     heading = main_heading(tree, references)
-    nodes, start = _window(body, heading, _AFTER_HEADING if full else _CHECK_AFTER_HEADING)
+    if full:
+        nodes, start = _window(body, heading, _AFTER_HEADING, _BEFORE_HEADING)
+    else:
+        nodes, start = _window(body, heading, _CHECK_AFTER_HEADING, 0)
     names = _Names()
     title = clean(heading.text(separator=" ")) if heading is not None else None
     found.heading = title
