@@ -9,9 +9,9 @@ attribute, with at most one predicted value against a set of accepted values:
 
 Precision is tp / (tp + fp), recall tp / (tp + fn) (both 1 when fp = fn = 0), F1 their harmonic
 mean; prices are compared as decimals, sku and availability as exact strings. Availability is
-"InStock" / "OutOfStock"; the benchmark filled the empty availability of Zyte and extruct with
-"InStock" (so the other systems' outputs here are filled); Forager is scored as it answers, and
-also with that fill, for a like-for-like column.
+"InStock" / "OutOfStock"; the benchmark says it filled empty availability with "InStock" (the
+Zyte output stored here is filled, the extruct one is not). Forager is scored as it answers, and
+also with that fill ("F1 filled"), for a like-for-like column.
 
 The 40 pages of ``../shared/pages/zyte-bench-train`` are split by shop into a dev half and a
 held-out half: sha256 of the shop part of the file name (before the last "_"), read as an integer,
@@ -158,6 +158,10 @@ def forager_predictions(pages: Path, truth: dict[str, Any]) -> dict[str, dict[st
     return {name: predict(parse_page(pages, name, entry["url"])) for name, entry in truth.items()}
 
 
+def _triple(score: Score) -> str:
+    return f"{score.precision:.3f}/{score.recall:.3f}/{score.f1:.3f}".rjust(17)
+
+
 def report(pages: Path, verbose: bool = False) -> str:
     """The benchmark table per half: Forager P/R/F1 per attribute next to the others' F1."""
     truth, others = load(pages)
@@ -170,7 +174,7 @@ def report(pages: Path, verbose: bool = False) -> str:
         lines.append(f"{half} ({len(files)} pages)")
         lines.append(
             f"  {'attribute':<13} {'P':>6} {'R':>6} {'F1':>6}  {'F1 filled':>9}  "
-            + "  ".join(f"{s:>8}" for s in SYSTEMS)
+            + "  ".join(f"{s + ' P/R/F1':>17}" for s in SYSTEMS)
         )
         mine = score_predictions(truth, ours, files)
         mine_filled = score_predictions(truth, filled(ours), files)
@@ -180,7 +184,7 @@ def report(pages: Path, verbose: bool = False) -> str:
             lines.append(
                 f"  {attribute:<13} {row.precision:6.3f} {row.recall:6.3f} {row.f1:6.3f}  "
                 f"{mine_filled[attribute].f1:9.3f}  "
-                + "  ".join(f"{theirs[s][attribute].f1:8.3f}" for s in SYSTEMS)
+                + "  ".join(_triple(theirs[s][attribute]) for s in SYSTEMS)
             )
     if verbose:
         for name in sorted(truth):

@@ -79,8 +79,8 @@ def test_report_over_a_small_benchmark_folder(tmp_path: Path) -> None:
     text = benchmark.report(tmp_path, verbose=True)
     half = benchmark.half_of("shop-a_0000000001.html")
     assert f"{half} (1 pages)" in text
-    assert "  price          1.000  1.000  1.000      1.000     1.000     0.000     0.000" in text
-    assert "  sku            0.000  0.000  0.000      0.000     0.000" in text  # wrong; Zyte: none
+    assert "  price          1.000  1.000  1.000      1.000  1.000/1.000/1.000" in text
+    assert "  sku            0.000  0.000  0.000      0.000  0.000/0.000/0.000" in text  # wrong
     assert "miss [" in text and "sku: got 'DL-1', want ['DL-2']" in text
 
 
