@@ -22,6 +22,8 @@ def visible_price(offers: OfferFacts, seen: visible.Evidence) -> bool:
     shown = seen.price
     if shown is None or offers.price == shown.value:
         return False
+    if offers.price is not None and offers.price <= 0:
+        return False  # kept as extracted: validation names it, nothing "fixes" it
     former = [p.value for p in seen.prices if p.struck and p.near(shown) and p.value > shown.value]
     if offers.price is None:
         offers.price = shown.value
