@@ -54,7 +54,8 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.fetchers
 	$(RUN)/python -m bench.dashboard
 
-# Parser accuracy against ../shared/pages/truth.json (skips when the pages are absent).
+# Parser accuracy against ../shared/pages/truth.json, then the Zyte benchmark's P/R/F1 on
+# zyte-bench-train (dev and held-out halves) beside the other systems (skips without the pages).
 accuracy: $(STAMP)
 	$(RUN)/python -m forager.parse.accuracy
 

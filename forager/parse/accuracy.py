@@ -1,4 +1,5 @@
-"""Parser accuracy against hand-checked truth (``../shared/pages/truth.json``).
+"""Parser accuracy against hand-checked truth (``../shared/pages/truth.json``), then the
+Zyte benchmark's own scoring of ``zyte-bench-train`` (``forager.parse.benchmark``).
 
 One scoring helper for ``make accuracy`` (``python -m forager.parse.accuracy``) and for
 tests/parse/test_parse_real_pages.py: how a record's field is read, how it is compared with the
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from forager.errors import ParseError
+from forager.parse import benchmark
 from forager.parse.base import ProductRecord
 from forager.parse.registry import get_parser, parser_name_for_host
 
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"accuracy over {len(entries)} pages in {pages}")
     print(report(score(entries, pages), verbose="-v" in args))
+    print()
+    print(benchmark.report(pages, verbose="-v" in args))
     return 0
 
 

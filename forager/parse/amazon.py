@@ -33,6 +33,8 @@ _PRICE_SELECTORS = (
     "#newBuyBoxPrice",
     "#kindle-price",
     "#price .a-color-price",
+    # Media pages (music, books, video) without a buy-box price: the selected format's price.
+    ".top-level.selected-row .dp-price-col .a-color-price",
 )
 # Struck-through list prices ("List Price", "De:", "RRP", "UVP", "Prix conseillé").
 _LIST_PRICE_SELECTORS = (
@@ -132,7 +134,8 @@ class AmazonParser:
 
 
 def _title(tree: LexborHTMLParser) -> str | None:
-    for selector in ("#productTitle", "#title", "#btAsinTitle"):
+    # Digital music / e-book pages name their title block after the store.
+    for selector in ("#productTitle", "#title", "#btAsinTitle", "[id$=ProductTitle_feature_div]"):
         node = tree.css_first(selector)
         if node is not None and (text := clean(node.text())):
             return text
@@ -168,7 +171,7 @@ def _a_price_text(node: LexborNode) -> str | None:
         # The decimal mark sits inside .a-price-whole ("303 ,"): keep which one it is.
         mark = "," if whole_text.endswith(",") else "."
         text = (clean(symbol.text()) or "") if symbol is not None else ""
-        text += re.sub(r"[\s.,]+$", "", whole_text)
+        text += whole_text.rstrip(" .,")  # clean() left single spaces only
         if fraction is not None and (digits := clean(fraction.text())):
             text += mark + digits
         return text
@@ -305,7 +308,7 @@ def _gallery(html: str) -> list[str]:
         return []
     try:
         entries, _ = json.JSONDecoder().raw_decode(html, bracket)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     urls: list[str] = []
     for entry in entries if isinstance(entries, list) else []:
@@ -325,7 +328,7 @@ def _landing_image(tree: LexborHTMLParser) -> tuple[str | None, bool]:
     if attrs.get("data-old-hires"):
         return attrs["data-old-hires"], True
     dynamic: Any = None
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, RecursionError):
         dynamic = json.loads(attrs.get("data-a-dynamic-image") or "{}")
     if isinstance(dynamic, dict) and dynamic:
         # The largest rendition: sizes are [width, height].

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from forager.errors import BlockedPage, CaptchaPage
+from forager.parse import signals
 
 Kind = Literal["captcha", "blocked"]
 
@@ -41,8 +43,14 @@ _STRONG_MARKERS: tuple[tuple[str, Kind, str], ...] = (
 # Widgets that real pages also embed (login forms, reviews): they count only on small pages
 # that also talk about robots / verification.
 _WIDGET_MARKERS = ("g-recaptcha", "google.com/recaptcha", "h-captcha", "hcaptcha.com")
+# A robot-check page links almost nowhere; a shop page with a CAPTCHA-protected form has menus.
+_FEW_LINKS = 25
 _ROBOT_WORDS = re.compile(r"captcha|robot|human|verify|verif|security check|just a moment")
-_ACCESS_DENIED = re.compile(r"<title[^>]*>\s*(access denied|403 forbidden|forbidden)\s*</title>")
+# Bounded repetitions keep every match attempt O(1): with ``[^>]*`` a page of repeated "<title"
+# rescanned the rest of the page from each one (120 KB took 2.3 s).
+_ACCESS_DENIED = re.compile(
+    r"<title[^<>]{0,200}>\s{0,100}(?:access denied|403 forbidden|forbidden)\s{0,100}</title>"
+)
 
 # Signs of a real product page; a page showing one of them is never a block page.
 _PRODUCT_SIGNS = (
@@ -51,7 +59,8 @@ _PRODUCT_SIGNS = (
     'property="og:type" content="product',
     "product:price:amount",
 )
-_JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*\[?\s*"(?:https?://schema\.org/)?Product"')
+# ``(?:\[\s*)?`` rather than ``\[?\s*``: two adjacent ``\s*`` split a run of spaces every way.
+_JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"(?:https?://schema\.org/)?Product"')
 
 
 def looks_like_product(html: str) -> bool:
@@ -72,6 +81,7 @@ def classify(html: str) -> tuple[Kind, str] | None:
     if (
         found is None
         and len(html) < _SMALL_PAGE_CHARS
+        and head.count("<a ") < _FEW_LINKS
         and any(marker in head for marker in _WIDGET_MARKERS)
         and _ROBOT_WORDS.search(head)
     ):
@@ -90,3 +100,28 @@ def raise_if_blocked(html: str, url: str) -> None:
     if kind == "captcha":
         raise CaptchaPage(f"{url} returned {what} instead of the product page")
     raise BlockedPage(f"{url} returned {what}: the site refused this request")
+
+
+# Distinct prices next to a page's heading from which it is a list of products, not one.
+_LISTING_PRICES = 6
+_HOME_PATHS = frozenset({"", "/", "/index.html", "/index.php", "/home", "/default.aspx"})
+
+
+def not_product_reason(
+    url: str, title: str | None, heading: str | None, prices_near_heading: int
+) -> str | None:
+    """Why a page without product data is not a product page (error, search, home, listing)."""
+    for text in (title, heading):
+        if text and signals.ERROR_TITLE.search(text):
+            return f"an error page ({text[:80]!r})"
+    parts = urlsplit(url)
+    path = parts.path.lower()
+    if signals.SEARCH_PATH.search(path) or any(
+        key.lower() in signals.SEARCH_KEYS for key, _ in parse_qsl(parts.query)
+    ):
+        return "a search results page"
+    if path in _HOME_PATHS:
+        return "the site's home page"
+    if prices_near_heading >= _LISTING_PRICES:
+        return f"a listing: {prices_near_heading} different prices next to its heading"
+    return None

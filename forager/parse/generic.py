@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
 from typing import Any
-from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.errors import NotProductPage
+from forager.parse import crosscheck, visible
 from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
-from forager.parse.classify import raise_if_blocked
+from forager.parse.classify import not_product_reason, raise_if_blocked
 from forager.parse.prices import (
     currency_for_url,
     detect_currency,
@@ -38,6 +38,7 @@ from forager.parse.structured import (
     rating_facts,
     walk_json,
 )
+from forager.parse.visible import name_score, words
 
 # Blocks that hold other products: their structured data is never the page's product.
 _OTHER_PRODUCTS = re.compile(
@@ -56,10 +57,14 @@ _OTHER_PRODUCT_KEYS = frozenset(
     }
 )
 _STRUCTURED_FIELDS = tuple(name for name in EXTRACTED_FIELDS if name != "asin")
-_WORD = re.compile(r"\w+")
 _DIGIT = re.compile(r"\d")
-_TAGS = re.compile(r"<[^>]+>")
-_SITE_SUFFIX = re.compile(r"\s+[|–—-]\s+[^|–—-]{2,40}$")
+# A tag starts with a name, "/" or "!" and never spans another "<": each match attempt stops at
+# the next "<", so a run of "<" is scanned once (``<[^>]+>`` rescanned the rest from each "<").
+_TAGS = re.compile(r"<[a-zA-Z/!][^<>]*>")
+_SITE_SEPARATORS = "|–—-"
+# How far up from an element a "related products" container is looked for: a product card sits a
+# few levels below its carousel, and the bound keeps every walk O(1) on 10,000-deep documents.
+_ANCESTOR_LEVELS = 40
 
 
 @dataclass(slots=True)
@@ -77,7 +82,7 @@ class GenericParser:
     """Extracts the page's main product; no rules for particular shops."""
 
     name = "generic"
-    version = "2"
+    version = "3"
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
@@ -87,15 +92,21 @@ class GenericParser:
         headings = [t for n in tree.css("h1") if (t := clean(n.text(separator=" ")))]
         candidates = _candidates(tree)
         main = _pick_main(candidates, headings, meta)
+        page_title = clean(node.text()) if (node := tree.css_first("title")) else None
+        references = [t for t in (*_page_titles(meta), page_title) if t]
+        if main is not None:
+            references.insert(0, _text(main.data.get("name")) or "")
+        seen = visible.read(tree, url, references, full=not _complete(main))
         if main is None and not _meta_is_product(meta):
-            raise NotProductPage(
-                f"{url} has no product data (no schema.org Product in JSON-LD, microdata or "
-                "RDFa, and no product meta tags): not a product page"
-            )
+            _refuse_or_accept(url, page_title, seen)
         data = main.data if main is not None else {}
-        kind = main.source if main is not None else "meta"
+        kind = (
+            main.source if main is not None else ("meta" if _meta_is_product(meta) else "visible")
+        )
         sources = dict.fromkeys(_STRUCTURED_FIELDS, kind)
-        title = _title(data, headings, meta, tree)
+        title = _title(
+            data, headings if seen.heading is None else [seen.heading, *headings], meta, tree
+        )
         if title is None:
             raise NotProductPage(f"{url} has product markup but no product name")
         if title in headings:
@@ -105,11 +116,16 @@ class GenericParser:
         _apply_meta_prices(offers, meta)
         if offers.price is not None and offers.price != structured_price:
             sources["price"] = "meta"
+        if crosscheck.visible_price(offers, seen):
+            sources["price"] = "visible"
         currency = offers.currency or normalize_currency(
             meta.get("product:price:currency") or meta.get("og:price:currency")
         )
         if currency is not None and offers.currency is None:
             sources["currency"] = "meta"
+        if currency is None and sources["price"] == "visible" and seen.price is not None:
+            currency = seen.price.currency
+            sources["currency"] = "visible"
         if offers.price is not None and not _is_discount(offers):
             offers.list_price = _visible_list_price(tree, main, offers.price, offers.currency)
             sources["original_price"] = "visible"
@@ -138,20 +154,18 @@ class GenericParser:
         if currency is None and offers.price is not None:
             currency = currency_for_url(url)
             sources["currency"] = "url"
-        is_available = _is_available(availability)
-        if is_available is None and _has_buy_button(tree):
-            is_available = True  # no stock data, but the page offers to add it to the cart
-            sources["is_available"] = "derived"
+        is_available, stock_source = crosscheck.availability(
+            _is_available(availability), seen, offers.price
+        )
+        if stock_source is not None:
+            sources["is_available"] = stock_source
+            if availability is None or stock_source == "visible":
+                availability = "InStock" if is_available else "OutOfStock"
+                sources["availability"] = stock_source
         if rating is None:
             rating = _visible_rating(tree, html)
             sources["rating"] = "visible"
-        sku = _sku(data, ("sku", "productID"))
-        if sku is None:
-            sku = _script_item_id(tree, html, url)
-            sources["sku"] = "script"
-        if sku is None:
-            sku = _sku(data, ("mpn",))
-            sources["sku"] = kind
+        sku, sources["sku"] = crosscheck.sku(data, seen, html, url, _canonical(tree), kind)
         brand = _brand(data.get("brand")) or _brand(data.get("manufacturer"))
         if brand is None:
             brand = _script_brand(html, title, sku)
@@ -168,7 +182,7 @@ class GenericParser:
             availability=availability,
             is_available=is_available,
             brand=brand,
-            category=_category(data.get("category")),
+            category=_category(data.get("category")) or seen.breadcrumb,
             sku=sku,
             image_urls=images,
             parser_name=self.name,
@@ -195,32 +209,41 @@ def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
     return found
 
 
-def _words(text: str | None) -> tuple[str, ...]:
-    return tuple(_WORD.findall(unescape(text or "").lower()))
+def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) -> None:
+    """Raise ``NotProductPage`` unless the visible page shows one product: heading, price, offer."""
+    prices = {p.value for p in seen.prices if not p.struck and p.currency}
+    reason = not_product_reason(url, page_title, seen.heading, len(prices))
+    if reason is None and (seen.heading is None or seen.price is None):
+        reason = "no heading with a price next to it"
+    if reason is None and not (seen.buy_button or seen.sku or seen.price.score >= 5.0):  # type: ignore[union-attr]
+        reason = "no add-to-cart button, item number or priced offer right after its heading"
+    if reason is not None:
+        raise NotProductPage(
+            f"{url} has no product data (no schema.org Product, no product meta tags) and the "
+            f"page itself does not show one product ({reason}): not a product page"
+        )
 
 
-def _name_score(name: str | None, references: list[str]) -> float:
-    """How well a product name matches the page's heading / title texts (0..4)."""
-    words = _words(name)
-    if not words:
-        return 0.0
-    best = 0.0
-    for reference in references:
-        ref = _words(reference)
-        if not ref:
-            continue
-        if ref == words:
-            return 4.0
-        if " ".join(words) in " ".join(ref) or " ".join(ref) in " ".join(words):
-            best = max(best, 3.0)
-        overlap = len(set(words) & set(ref)) / len(set(words) | set(ref))
-        best = max(best, 3.0 * overlap)
-    return best
+def _complete(main: _Candidate | None) -> bool:
+    """Whether the structured product names its price, stock and item number."""
+    if main is None:
+        return False
+    offers = offer_facts(main.data.get("offers"))
+    named = any(main.data.get(key) for key in ("sku", "productID"))
+    return bool(offers.price is not None and offers.availability and named)
+
+
+def _canonical(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first('link[rel="canonical"]')
+    return node.attributes.get("href") if node is not None else None
 
 
 def _in_other_products_block(node: LexborNode | None) -> bool:
+    """Whether ``node`` sits in a recommendations / related-products container."""
     current = node.parent if node is not None else None
-    while current is not None and current.tag not in {"body", "html"}:
+    for _ in range(_ANCESTOR_LEVELS):
+        if current is None or current.tag in {"body", "html"}:
+            break
         marker = f"{current.attributes.get('id') or ''} {current.attributes.get('class') or ''}"
         if _OTHER_PRODUCTS.search(marker):
             return True
@@ -238,7 +261,7 @@ def _pick_main(
 
     def score(candidate: _Candidate) -> float:
         data = candidate.data
-        value = _name_score(_text(data.get("name")), references)
+        value = name_score(_text(data.get("name")), references)
         value += 2.0 if data.get("offers") else 0.0
         value += 0.5 if data.get("image") else 0.0
         value -= 3.0 if candidate.nested else 0.0
@@ -267,14 +290,14 @@ def _title(
     titles = _page_titles(meta)
     for title in titles:
         for heading in headings:
-            if _words(heading) == _words(title):
+            if words(heading) == words(title):
                 return heading  # heading and og:title agree: the shop's own title
-        words = _words(title)
-        if name and len(_words(name)) > len(words) and _words(name)[-len(words) :] == words:
+        said = words(title)
+        if name and len(words(name)) > len(said) and words(name)[-len(said) :] == said:
             return title  # the name carries a prefix ("Details about ...") the title lacks
     if name:
         for heading in headings:
-            if _words(heading) == _words(name):
+            if words(heading) == words(name):
                 return heading  # same words, the visible punctuation
         return name
     if titles:
@@ -282,7 +305,21 @@ def _title(
     if headings:
         return headings[0]
     node = tree.css_first("title")
-    return clean(_SITE_SUFFIX.sub("", node.text())) if node is not None else None
+    return clean(_without_site_suffix(node.text())) if node is not None else None
+
+
+def _without_site_suffix(title: str) -> str:
+    """``title`` without a trailing " | Shop" / " - Shop" part (2-40 characters after the mark).
+
+    Plain string operations: the regex this replaces backtracked quadratically on whitespace.
+    """
+    mark = max(title.rfind(sep) for sep in _SITE_SEPARATORS)
+    if mark <= 0 or not title[mark - 1].isspace():
+        return title
+    suffix = title[mark + 1 :]
+    if not suffix[:1].isspace() or not 2 <= len(suffix.lstrip()) <= 40 or len(suffix) < 3:
+        return title
+    return title[:mark].rstrip()
 
 
 def _page_titles(meta: dict[str, str]) -> list[str]:
@@ -291,7 +328,7 @@ def _page_titles(meta: dict[str, str]) -> list[str]:
     for key in ("og:title", "twitter:title"):
         title = clean(meta.get(key))
         if title:
-            short = clean(_SITE_SUFFIX.sub("", title))
+            short = clean(_without_site_suffix(title))
             titles.extend(t for t in (short, title) if t and t not in titles)
     return titles
 
@@ -358,16 +395,6 @@ def _category(value: Any) -> str | None:
     return _text(value) if isinstance(value, str) else None
 
 
-def _sku(data: dict[str, Any], keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        value = data.get(key)
-        if isinstance(value, list):
-            value = value[0] if value else None
-        if isinstance(value, int | str) and (text := str(value).strip()):
-            return text.removeprefix("sku:")
-    return None
-
-
 # A struck-through / former price: markup (<del>, line-through, "old", "was" ...) or a label.
 _STRUCK_TAGS = frozenset({"del", "s", "strike"})
 _STRUCK_MARK = re.compile(
@@ -395,7 +422,9 @@ _SCRIPT_LIST_PRICE = re.compile(
 def _marked_struck(node: LexborNode, stop: LexborNode) -> bool:
     """Whether ``node`` or an ancestor below ``stop`` is styled or named as a former price."""
     current: LexborNode | None = node
-    while current is not None and current.mem_id != stop.mem_id:
+    for _ in range(_ANCESTOR_LEVELS):
+        if current is None or current.mem_id == stop.mem_id:
+            break
         if current.tag in _STRUCK_TAGS:
             return True
         attrs = current.attributes
@@ -484,38 +513,12 @@ def _alt_gallery(tree: LexborHTMLParser, title: str, url: str) -> list[str]:
     for node in body.css("img[alt], img[title]"):
         attrs = node.attributes
         label = attrs.get("alt") or attrs.get("title")
-        if not label or _name_score(label, [title]) < 2.5:
+        if not label or name_score(label, [title]) < 2.5:
             continue
         source = next((v for a in _IMAGE_SOURCE_ATTRS if (v := attrs.get(a))), None)
         if source and not source.strip().startswith("data:") and "logo" not in source.lower():
             found.append(absolute_url(unescape(source), url))
     return found
-
-
-# "Add to cart" in the languages of the shops we see (the button exists only when it can be bought).
-_BUY_WORDS = re.compile(
-    r"\b(?:add to (?:cart|basket|bag|trolley)|buy now|buy it now|in den warenkorb|jetzt kaufen"
-    r"|ajouter au panier|acheter|adicionar ao carrinho|comprar(?: agora| ahora)?"
-    r"|añadir al carrito|agregar al carrito|aggiungi al carrello|in winkelwagen"
-    r"|lisa ostukorvi|adaugă în coș|adauga in cos|dodaj do koszyka|lägg i varukorgen)\b",
-    re.IGNORECASE,
-)
-_DISABLED = re.compile(r"disabled|unavailable|sold-?out|out-?of-?stock|notify", re.IGNORECASE)
-
-
-def _has_buy_button(tree: LexborHTMLParser) -> bool:
-    """An enabled add-to-cart button for the page's product (not in a recommendations block)."""
-    for node in tree.css("button, input[type=submit], input[type=button], a[role=button]"):
-        attrs = node.attributes
-        label = attrs.get("value") if node.tag == "input" else node.text(separator=" ")
-        label = clean(label or attrs.get("aria-label") or attrs.get("title")) or ""
-        if len(label) > 60 or not _BUY_WORDS.search(label):
-            continue
-        marker = " ".join(v or "" for k, v in attrs.items() if k in {"class", "id"})
-        if "disabled" in attrs or _DISABLED.search(marker) or _in_other_products_block(node):
-            continue
-        return True
-    return False
 
 
 # "4.7 out of 5", "4,5 de 5", "4,5 von 5", "4,5 sur 5", "4,5 su 5" (screen-reader text included).
@@ -542,20 +545,6 @@ def _visible_rating(tree: LexborHTMLParser, html: str) -> Decimal | None:
         if parent is None or parent.tag in {"script", "style"} or _in_other_products_block(node):
             continue
         return Decimal(match.group(1).replace(",", "."))
-    return None
-
-
-_ID_KEYS = r"(?:\w*_?id|\w*Id|sku|\w*_?number|\w*Number)"
-
-
-def _script_item_id(tree: LexborHTMLParser, html: str, url: str) -> str | None:
-    """The item number in the product's canonical URL, when the page's data names it as an id."""
-    canonical = tree.css_first('link[rel="canonical"]')
-    address = (canonical.attributes.get("href") if canonical is not None else None) or url
-    tokens: list[str] = re.findall(r"(?<![\w])\d{6,20}(?![\w])", urlsplit(address).path)
-    for token in reversed(tokens):
-        if re.search(rf'"{_ID_KEYS}"\s*:\s*"?{token}(?!\d)', html):
-            return token
     return None
 
 

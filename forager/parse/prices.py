@@ -161,11 +161,13 @@ def _from_groups(groups: list[str], separators: list[str], comma_decimal: bool |
     return head + "." + "".join(groups[decimal_at + 1 :])
 
 
-def _space_continues(groups: list[str], index: int) -> bool:
-    """Whether a space after ``groups[index]`` is inside the number (thousands or "173 34")."""
-    if index + 1 >= len(groups) or len(groups[0]) > 3:
-        return False
-    if any(len(g) != 3 for g in groups[1 : index + 1]):
+def _space_continues(groups: list[str], index: int, grouped: bool) -> bool:
+    """Whether a space after ``groups[index]`` is inside the number (thousands or "173 34").
+
+    ``grouped``: every group from the second up to ``index`` has 3 digits (the caller keeps it,
+    so a long run of "111 111 ..." is read in one pass).
+    """
+    if index + 1 >= len(groups) or len(groups[0]) > 3 or not grouped:
         return False
     nxt = len(groups[index + 1])
     return nxt == 3 or (index == 0 and nxt == 2 and len(groups) == 2)
@@ -184,12 +186,15 @@ def parse_price(text: str, locale_hint: str | None = None) -> Decimal | None:
     parts = _GROUPS.findall(match.group(0))
     groups = [p for p in parts if p[0].isdigit()]
     separators: list[str] = []
+    grouped = True  # groups[1 : len(separators) + 1] all have 3 digits
     for sep in parts[1::2]:
         mark = sep.strip(_SPACES)
         if len(set(mark)) > 1:
             break  # "1.,2" is two numbers (or junk): keep the groups before it
+        index = len(separators)
+        grouped = grouped and (index == 0 or len(groups[index]) == 3)
         # " , " (text joined from split price spans) is a comma; pure whitespace is a space.
-        if not mark and not _space_continues(groups, len(separators)):
+        if not mark and not _space_continues(groups, index, grouped):
             break  # "48.99 12": the space ends the number
         separators.append(mark[0] if mark else " ")
     groups = groups[: len(separators) + 1]
@@ -201,7 +206,15 @@ def parse_price(text: str, locale_hint: str | None = None) -> Decimal | None:
 
 
 def to_decimal(value: object) -> Decimal | None:
-    """A structured-data number (Decimal, int, "1299.9", "1.299,90") as Decimal; floats via repr."""
+    """A structured-data number (Decimal, int, "1299.9", "1.299,90") as Decimal; floats via repr.
+
+    NaN and infinities (JSON-LD may hold them: Python's JSON decoder accepts them) are None.
+    """
+    number = _to_decimal(value)
+    return number if number is None or number.is_finite() else None
+
+
+def _to_decimal(value: object) -> Decimal | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, Decimal):

@@ -61,8 +61,8 @@ def json_ld_blocks(tree: LexborHTMLParser) -> list[tuple[LexborNode, Any]]:
             text = text.removeprefix("<!--").removesuffix("-->").strip()
         try:
             blocks.append((node, json.loads(text, parse_float=Decimal, strict=False)))
-        except ValueError:
-            continue
+        except (ValueError, RecursionError):
+            continue  # broken, or nested deeper than the JSON decoder recurses
     return blocks
 
 
@@ -97,7 +97,7 @@ def meta_content(tree: LexborHTMLParser) -> dict[str, str]:
     return found
 
 
-def _prop_value(node: LexborNode, attr: str) -> Any:
+def _prop_value(node: LexborNode, text_budget: int) -> Any:
     """A microdata/RDFa property's value: content attribute, URL attribute or text."""
     attrs = node.attributes
     if attrs.get("content") is not None:
@@ -113,12 +113,18 @@ def _prop_value(node: LexborNode, attr: str) -> Any:
         return attrs.get("datetime")
     if tag in {"data", "meter"} and attrs.get("value") is not None:
         return attrs.get("value")
-    return clean(visible_text(node))
+    return clean(visible_text(node)) if text_budget > 0 else None
 
 
 def _local_name(value: str) -> str:
     """ "http://schema.org/Product" / "schema:Product" -> "Product"."""
     return value.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit("#", 1)[-1]
+
+
+# Text read from microdata/RDFa property elements, in characters per page. Nested property
+# elements each hold their descendants' text, so 10,000 nested ones would read the page 10,000
+# times; past this budget text values are left out (a real page reads a few kilobytes).
+_PROPERTY_TEXT_BUDGET = 2_000_000
 
 
 def embedded_items(tree: LexborHTMLParser, rdfa: bool = False) -> list[tuple[LexborNode, Any]]:
@@ -137,16 +143,20 @@ def embedded_items(tree: LexborHTMLParser, rdfa: bool = False) -> list[tuple[Lex
     for scope in scopes:
         kind = scope.attributes.get(type_attr) or ""
         items[scope.mem_id] = {"@type": [_local_name(t) for t in kind.split()] or None}
+    owner_of = _OwnerLookup(items)
+    budget = _PROPERTY_TEXT_BUDGET
     for node in tree.css(f"[{prop_attr}]"):
-        owner = node.parent
-        while owner is not None and owner.mem_id not in items:
-            owner = owner.parent
+        owner = owner_of(node)
         if owner is None:
             continue  # e.g. <meta property="og:title">: not inside any item
-        value = items[node.mem_id] if node.mem_id in items else _prop_value(node, prop_attr)
+        if node.mem_id in items:
+            value = items[node.mem_id]
+        else:
+            value = _prop_value(node, budget)
+            budget -= len(value) if isinstance(value, str) else 0
         for name in (node.attributes.get(prop_attr) or "").split():
             key = _local_name(name)
-            target = items[owner.mem_id]
+            target = items[owner]
             if key in target:
                 existing = target[key]
                 target[key] = (
@@ -155,6 +165,32 @@ def embedded_items(tree: LexborHTMLParser, rdfa: bool = False) -> list[tuple[Lex
             else:
                 target[key] = value
     return [(scope, items[scope.mem_id]) for scope in scopes]
+
+
+class _OwnerLookup:
+    """The nearest enclosing item of an element, each ancestor walked once per page."""
+
+    def __init__(self, items: dict[int, dict[str, Any]]) -> None:
+        self._items = items
+        self._owner: dict[int, int | None] = {}  # element id -> its nearest item's id
+
+    def __call__(self, node: LexborNode) -> int | None:
+        path: list[int] = []
+        found: int | None = None
+        current = node.parent
+        while current is not None:
+            key = current.mem_id
+            if key in self._items:
+                found = key
+                break
+            if key in self._owner:
+                found = self._owner[key]
+                break
+            path.append(key)
+            current = current.parent
+        for key in path:
+            self._owner[key] = found
+        return found
 
 
 @dataclass(slots=True)

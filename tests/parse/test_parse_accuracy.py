@@ -51,7 +51,7 @@ def test_report_over_a_pages_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
         "list_price": None,
         "rating": None,
         "review_count": None,
-        "in_stock": None,
+        "in_stock": True,  # offered at a price, no sold-out notice
         "sku": "DL-1",
         "brand": "Lumo",  # the page does not say: one miss
         "main_image_id": "lamp",

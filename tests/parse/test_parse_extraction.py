@@ -197,11 +197,10 @@ def test_image_identity_ignores_renditions() -> None:
 
 
 def test_stock_from_an_add_to_cart_button_when_the_data_says_nothing() -> None:
-    page = """{"@type": "Product", "name": "Desk Lamp", "offers": {"price": 10,
-        "priceCurrency": "EUR"}}"""
+    page = """{"@type": "Product", "name": "Desk Lamp"}"""
     buyable = _generic(_ld(page, body="<h1>Desk Lamp</h1><button>In den Warenkorb</button>"))
     assert buyable.is_available is True
-    assert buyable.field_confidence["is_available"] == pytest.approx(0.6)
+    assert buyable.field_confidence["is_available"] == pytest.approx(0.7)
     disabled = _generic(_ld(page, body="<h1>Desk Lamp</h1><button disabled>Add to cart</button>"))
     assert disabled.is_available is None
     other = _generic(
@@ -212,6 +211,23 @@ def test_stock_from_an_add_to_cart_button_when_the_data_says_nothing() -> None:
         )
     )
     assert other.is_available is None
+
+
+def test_stock_from_the_price_or_a_sold_out_notice() -> None:
+    page = """{"@type": "Product", "name": "Desk Lamp", "offers": {"price": 10,
+        "priceCurrency": "EUR"}}"""
+    offered = _generic(_ld(page, body="<h1>Desk Lamp</h1><p>10,00 €</p>"))
+    assert (offered.is_available, offered.availability) == (True, "InStock")
+    assert offered.field_confidence["is_available"] == pytest.approx(0.6)  # derived
+    sold_out = _generic(_ld(page, body="<h1>Desk Lamp</h1><p>10,00 €</p><p>Ausverkauft</p>"))
+    assert (sold_out.is_available, sold_out.availability) == (False, "OutOfStock")
+    stated = page.replace('"EUR"', '"EUR", "availability": "InStock"')
+    notice = '<h1>Desk Lamp</h1><div class="stock-info">Momentálne vypredané</div>'
+    assert _generic(_ld(stated, body=notice)).is_available is False  # the page wins
+    pickup = '<h1>Desk Lamp</h1><div class="availability">Unavailable for store pickup</div>'
+    assert _generic(_ld(stated, body=pickup)).is_available is True
+    hidden = '<h1>Desk Lamp</h1><p style="display: none">Sold out</p>'
+    assert _generic(_ld(stated, body=hidden)).is_available is True
 
 
 def test_visible_rating_text_when_there_is_no_aggregate_rating() -> None:

@@ -89,7 +89,7 @@ def test_open_graph_only_page() -> None:
     assert (record.price, record.currency) == (Decimal("45.00"), "GBP")
     assert record.image_urls == ["https://shop.example/images/board.jpg"]
     assert record.rating is None
-    assert record.is_available is None
+    assert record.is_available is True  # offered at a price, nothing says sold out
 
 
 def test_article_with_og_title_is_not_a_product() -> None:

@@ -1,0 +1,308 @@
+"""Words and markers that product pages share across shops and languages.
+
+Every pattern here is a flat alternation of literals (optionally with bounded gaps), so each runs
+in linear time on any text; none names one shop.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Element names (class / id / itemprop, lower-cased) are matched as plain substrings: a page has
+# thousands of class strings, and ``in`` reads each once, faster than an alternation regex.
+
+# Containers of other products, carts, shipping notes and site chrome: a price or button inside
+# one is not the page's product's.
+ASIDE_NAMES = (
+    "recommend",
+    "related",
+    "similar",
+    "carousel",
+    "upsell",
+    "up-sell",
+    "crosssell",
+    "cross-sell",
+    "also-bought",
+    "alsobought",
+    "also-viewed",
+    "also-like",
+    "recently",
+    "sponsored",
+    "compare-list",
+    "compare-products",
+    "comparison",
+    "bundle",
+    "accessor",
+    "minicart",
+    "mini-cart",
+    "cart-total",
+    "cart-summary",
+    "cart-drawer",
+    "cart-popup",
+    "basket-box",
+    "basketbox",
+    "site-header",
+    "page-header",
+    "main-header",
+    "global-header",
+    "top-header",
+    "header-nav",
+    "header-top",
+    "header-bar",
+    "header-menu",
+    "footer",
+    "navbar",
+    "megamenu",
+    "mega-menu",
+    "newsletter",
+    "cookie",
+    "shipping",
+    "delivery-cost",
+    "installment",
+    "financ",
+    "klarna",
+    "leasing",
+    "review",
+    "comment",
+    "banner",
+    "other-offers",
+    "you-may",
+)
+ASIDE_TAGS = frozenset({"header", "footer", "nav", "aside", "select", "option", "dialog"})
+
+# An element named as a price, in the languages shops use in markup.
+PRICE_NAMES = (
+    "price",
+    "prix",
+    "preis",
+    "prezzo",
+    "precio",
+    "preco",
+    "preço",
+    "cena",
+    "cijena",
+    "hind",
+    "kaina",
+    "pret",
+    "fiyat",
+    "цена",
+    "amount",
+    "cost",
+)
+# An element named as a former / struck price.
+STRUCK_NAMES = (
+    "line-through",
+    "linethrough",
+    "strike",
+    "old",
+    "was",
+    "list",
+    "regular",
+    "original",
+    "before",
+    "compare",
+    "rrp",
+    "uvp",
+    "msrp",
+    "suggested",
+    "crossed",
+    "previous",
+    "antes",
+    "statt",
+    "retail",
+    "barr",
+    "full-price",
+    "fullprice",
+    "initial",
+    "instead",
+    "durchgestrichen",
+    "pvp",
+)
+# An element that states stock.
+STOCK_NAMES = (
+    "availab",
+    "stock",
+    "dostupn",
+    "sklad",
+    "lager",
+    "dispon",
+    "inventory",
+    "verfueg",
+    "verfüg",
+    "voorraad",
+    "zalog",
+    "zalih",
+    "pieejam",
+    "saadaval",
+    "magazyn",
+    "estoque",
+    "existencia",
+)
+
+# Amounts that are not the product's price (savings, instalments, shipping, per unit, net).
+NOT_A_PRICE = re.compile(
+    r"save|saving|economi|desconto|discount|rabatt|spar|sconto|\d\s*%|\bx\s*de\b|/\s*m[eê]s"
+    r"|per month|/\s*mo\b|monthly|shipping|delivery|frete|versand|doprava|dostava|poštovné"
+    r"|\bfrom\b|\bab\b|a partir|\bod\b|\bот\b|\bdès\b|\bda\b|\bvon\b|\bbis\b|per\s+(?:kg|l|m)"
+    r"|/\s*(?:kg|l|m|ks|pc|pcs|stk)\b|\bmin\b|\bmax\b|rating|review|bez dph|brez ddv|netto"
+    r"|excl|zzgl|ohne mwst|sans tva|\bht\b|risparmi|économ|econom|ahorr|ušetr|oszczęd|bespaar"
+    r"|prihran|uštedi|sutaupy|ietaup|sääst|spor|besparing",
+    re.IGNORECASE,
+)
+
+# "Add to cart" / "buy" in many languages (a button is shown only when the product can be bought).
+BUY_WORDS = re.compile(
+    r"\b(?:add to (?:cart|basket|bag|trolley)|add to shopping (?:cart|bag)|buy now|buy it now"
+    r"|buy\b|purchase|order now|in den warenkorb|in den einkaufswagen|jetzt kaufen|kaufen"
+    r"|ajouter au panier|acheter|adicionar ao carrinho|comprar|añadir al carrito"
+    r"|agregar al carrito|aggiungi al carrello|acquista|in winkelwagen|in winkelmandje|bestellen"
+    r"|lisa ostukorvi|ostukorvi|osta|adaugă în coș|adauga in cos|cumpără|dodaj do koszyka|kup"
+    r"|lägg i varukorgen|köp|læg i kurv|kjøp|legg i handlekurv|do košíka|do košíku|kúpiť"
+    r"|koupit|vložit do košíku|objednať|v košarico|dodaj v košarico|naroči|kupi|dodaj u košaricu"
+    r"|u košaricu|ielikt grozā|pirkt|į krepšelį|pirkti|kosárba|megveszem|sepete ekle|satın al"
+    r"|в корзину|купить|加入購物車|加入购物车|立即購買|立即购买|カートに入れる|購入)",
+    re.IGNORECASE,
+)
+BUY_MARK = re.compile(
+    r"add-?to-?cart|addtocart|add_to_cart|add-?to-?basket|addtobasket|add-?to-?bag|buy-?now"
+    r"|buy-?button|buy_button|btn-?cart|button-?cart|cart-?add|to-?basket|tobasket|buy-?btn"
+    r"|purchase",
+    re.IGNORECASE,
+)
+DISABLED_MARK = re.compile(r"disabled|unavailable|sold-?out|out-?of-?stock|notify", re.IGNORECASE)
+
+# Sold-out statements, lower-case (matched as substrings of the lower-cased text).
+SOLD_OUT = (
+    "out of stock",
+    "sold out",
+    "currently unavailable",
+    "no longer available",
+    "not available",
+    "unavailable",
+    "cannot be bought",
+    "cannot be ordered",
+    "cannot be purchased",
+    "not in stock",
+    "nicht verfügbar",
+    "nicht mehr verfügbar",
+    "nicht lieferbar",
+    "nicht mehr lieferbar",
+    "nicht auf lager",
+    "nicht vorrätig",
+    "ausverkauft",
+    "vergriffen",
+    "épuisé",
+    "rupture de stock",
+    "indisponible",
+    "plus disponible",
+    "esaurito",
+    "non disponibile",
+    "agotado",
+    "sin stock",
+    "no disponible",
+    "esgotado",
+    "indisponível",
+    "sem estoque",
+    "niedostępny",
+    "brak w magazynie",
+    "wyprzedany",
+    "uitverkocht",
+    "niet leverbaar",
+    "niet meer leverbaar",
+    "niet op voorraad",
+    "nedostupn",
+    "vypredan",
+    "vyprodan",
+    "není skladem",
+    "nie je skladom",
+    "nelze koupit",
+    "nije dostupn",
+    "nema na zalihi",
+    "ni na zalogi",
+    "razprodano",
+    "rasprodano",
+    "nav pieejams",
+    "izpārdots",
+    "laost otsas",
+    "ei ole saadaval",
+    "stoc epuizat",
+    "indisponibil",
+    "elfogyott",
+    "nem elérhető",
+    "ei saatavilla",
+    "loppuunmyyty",
+    "slutsåld",
+    "ej i lager",
+    "udsolgt",
+    "utsolgt",
+    "ikke på lager",
+    "нет в наличии",
+    "распродано",
+    "tükendi",
+    "stokta yok",
+    "缺貨",
+    "售完",
+    "缺货",
+    "在庫切れ",
+    "売り切れ",
+)
+# "nie je možné … kúpiť" (Slovak: "cannot be bought"): two words around the product's name.
+SOLD_OUT_PAIRS = (("nie je možné", "kúpiť"), ("není možné", "koupit"))
+
+
+def sold_out_phrase(text: str) -> str | None:
+    """The sold-out statement ``text`` makes, if any (lower-case)."""
+    low = text.lower()
+    found = next((phrase for phrase in SOLD_OUT if phrase in low), None)
+    if found is None:
+        found = next((f"{a} {b}" for a, b in SOLD_OUT_PAIRS if a in low and b in low), None)
+    return found
+
+
+# A sold-out notice about another way to get the product (pickup, a store, delivery), or about
+# something else on the page (chat, gift wrap), says nothing about the product's stock.
+OTHER_CHANNEL = re.compile(
+    r"pick ?up|store|collect|deliver|shipping|chat|packag|wrap|abholung|filiale|retrait"
+    r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn",
+    re.IGNORECASE,
+)
+IN_STOCK = re.compile(
+    r"in stock|available|ships (?:in|within|today)|auf lager|lieferbar|sofort|en stock"
+    r"|disponible|disponibile|em estoque|en existencia|op voorraad|skladom|na sklade|skladem"
+    r"|dostępny|na zalogi|na zalihi|dostupno|dostupné|noliktavā|laos|raktáron|på lager|i lager"
+    r"|varastossa|в наличии|stokta|有貨|有货|在庫あり",
+    re.IGNORECASE,
+)
+
+# Labels before an item number: the shop's own id first (SKU, item / product / article number),
+# then global ids (EAN, GTIN, ISBN) that the benchmark also accepts.
+SKU_LABEL = re.compile(
+    r"^(?:sku|item\s*(?:number|no\.?|#|code|id)|product\s*(?:code|number|no\.?|id|#)|article"
+    r"\s*(?:number|no\.?)|art\.?\s*-?\s*nr\.?|artikel-?\s*(?:nr\.?|nummer)|bestellnummer"
+    r"|web\s*code|item\s*code|style\s*(?:number|no\.?|#)|catalog(?:ue)?\s*(?:number|no\.?)"
+    r"|ref\.?|référence|reference|r[ée]f[ée]rence produit|codice(?:\s*(?:articolo|prodotto))?"
+    r"|cod\.?|c[óo]digo(?:\s*(?:do produto|de producto|del producto))?"
+    r"|k[óo]d(?:\s*(?:produktu|tovaru|zboží|výrobku))?"
+    r"|katal[óo]gov[ée] [čc][íi]slo|produktov[ée] [čc][íi]slo|šifra(?:\s*(?:artikla|proizvoda))?"
+    r"|koda(?:\s*izdelka)?|oznaka|kataloški broj|numer katalogowy|kod produktu|indeks"
+    r"|artikla kods|preces kods|tootekood|varenummer|varenr\.?|artikelnr\.?|tuotenumero"
+    r"|cikkszám|post id|ad id|listing id|ad no\.?|anzeigennummer|商品編號|商品代碼|商品编号|型番)"
+    r"\s*[:#.]?\s*",
+    re.IGNORECASE,
+)
+# Hidden form fields that carry the product's id when the page adds it to the cart.
+ID_FIELD = re.compile(
+    r"^(?:sku|product_?id|productid|item_?id|itemid|pid|article_?id|variant_?id)$", re.I
+)
+GLOBAL_ID_LABEL = re.compile(r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code)\s*[:#.]?\s*", re.I)
+SKU_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_/.]{0,39}")
+
+# Page kinds that are not a product page, said by their title / heading.
+ERROR_TITLE = re.compile(
+    r"\b404\b|page not found|not found|nicht gefunden|introuvable|no encontrad|non trovat"
+    r"|não encontrad|niet gevonden|nie znaleziono|nenájden|nenalezen|stránka neexistuje"
+    r"|error page|page doesn.t exist|page does not exist",
+    re.IGNORECASE,
+)
+SEARCH_KEYS = frozenset({"q", "query", "search", "s", "k", "keyword", "keywords", "term", "text"})
+SEARCH_PATH = re.compile(r"/(?:search|suche|recherche|busca|buscar|ricerca|szukaj|zoeken|hledat)\b")

@@ -1,0 +1,463 @@
+"""What a shopper sees of the product: heading, the price tied to it, stock, item number.
+
+The generic parser reads this when a page has no structured data, and to cross-check structured
+data that disagrees with the page. Everything is found from the page's own shape — the main
+heading, the text that follows it, how elements are named — never from rules for one shop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from decimal import Decimal
+from html import unescape
+from urllib.parse import unquote, urlsplit
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from forager.parse import signals
+from forager.parse.prices import detect_currency, parse_price
+from forager.parse.structured import clean
+
+# Text nodes read after the main heading (and before it) when looking for the product's price,
+# stock and item number: the buy box sits next to the heading on every layout we know.
+_AFTER_HEADING = 400
+_CHECK_AFTER_HEADING = 150  # enough to cross-check complete structured data (its buy box)
+_BEFORE_HEADING = 60
+_PRICE_CHARS = 40  # a price text is short ("R$ 1.299,90", "Now £36.50")
+_PRICE_NEIGHBOURS = 8  # text nodes between a struck price and the current price beside it
+_ANCESTOR_LEVELS = 12  # how far up an element's name (class / id) says what it is
+_WORD = re.compile(r"\w+")
+# A text that may start with an item-number label (checked before the full label patterns).
+_DIGIT = re.compile(r"\d")
+_LETTERS = re.compile(r"[^\W\d_]")
+# A money sign or an upper-case code ("€", "$", "EUR", "Kč"): cheap test before reading currency.
+_MONEY = re.compile(r"[$€£¥₹₩₺₽₴]|\b[A-Z]{3}\b|\b(?i:lei|zł|kč|ft|kr|kn)\b")
+_LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
+_FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
+_INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
+
+
+@dataclass(slots=True)
+class PriceSeen:
+    """One price text on the page and how strongly it belongs to the product."""
+
+    value: Decimal
+    currency: str | None
+    text: str
+    score: float
+    struck: bool
+    position: int
+
+    def near(self, other: PriceSeen) -> bool:
+        """Whether the two prices sit in one price block (a few texts apart)."""
+        return abs(self.position - other.position) <= _PRICE_NEIGHBOURS
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What the visible page says about its product (None: the page does not say)."""
+
+    heading: str | None = None
+    price: PriceSeen | None = None
+    prices: list[PriceSeen] = field(default_factory=list)  # every price near the heading
+    sold_out: bool = False  # a short "sold out" text next to the heading
+    sold_out_stated: bool = False  # ... inside an element named as the stock / availability
+    in_stock_text: bool = False
+    buy_button: bool = False
+    sku: str | None = None
+    global_id: str | None = None
+    form_id: str | None = None  # a hidden sku / product_id field of the page's form
+    breadcrumb: str | None = None
+
+    @property
+    def in_stock(self) -> bool | None:
+        """False when the page says sold out; True when it offers the product; else None."""
+        if self.sold_out:
+            return False
+        if self.buy_button or self.in_stock_text:
+            return True
+        return None
+
+
+class _Names:
+    """Per page: the class / id / itemprop "name" of elements and whether they are aside blocks."""
+
+    def __init__(self) -> None:
+        self._aside: dict[int, bool] = {}
+        # Class strings repeat all over a page: each (name, pattern) is searched once.
+        self._found: dict[tuple[str, str], bool] = {}
+
+    @staticmethod
+    def marker(node: LexborNode) -> str:
+        attrs = node.attributes
+        return " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "itemprop"})
+
+    def says(self, node: LexborNode, words: tuple[str, ...]) -> bool:
+        """Whether ``node``'s name (class / id / itemprop) contains one of ``words``."""
+        marker = self.marker(node)
+        if not marker.strip():
+            return False
+        key = (marker, words[0])
+        found = self._found.get(key)
+        if found is None:
+            low = marker.lower()
+            found = self._found[key] = any(word in low for word in words)
+        return found
+
+    def aside(self, node: LexborNode) -> bool:
+        """Whether ``node`` sits in a related-products / cart / header / footer block."""
+        path: list[int] = []
+        current: LexborNode | None = node
+        found = False
+        for _ in range(40):
+            if current is None or current.tag in {"body", "html"}:
+                break
+            key = current.mem_id
+            if key in self._aside:
+                found = self._aside[key]
+                break
+            path.append(key)
+            if (
+                current.tag in signals.ASIDE_TAGS
+                or self.says(current, signals.ASIDE_NAMES)
+                or _hidden(current)
+            ):
+                found = True
+                break
+            current = current.parent
+        for key in path:
+            self._aside[key] = found
+        return found
+
+    def named(self, node: LexborNode, words: tuple[str, ...], levels: int = 3) -> bool:
+        current: LexborNode | None = node
+        for _ in range(levels):
+            if current is None or current.tag == "body":
+                return False
+            if self.says(current, words):
+                return True
+            current = current.parent
+        return False
+
+
+_HIDDEN_CLASSES = frozenset({"hidden", "hide", "d-none", "is-hidden", "invisible", "display-none"})
+
+
+def _hidden(node: LexborNode) -> bool:
+    """Hidden by the markup itself (``hidden``, ``display:none``, a "hidden" class)."""
+    attrs = node.attributes
+    if "hidden" in attrs:
+        return True
+    style = (attrs.get("style") or "").replace(" ", "").lower()
+    if "display:none" in style or "visibility:hidden" in style:
+        return True
+    return not _HIDDEN_CLASSES.isdisjoint((attrs.get("class") or "").lower().split())
+
+
+def words(text: str | None) -> tuple[str, ...]:
+    """Lower-case words of a text (entities decoded), for comparing names."""
+    return tuple(_WORD.findall(unescape(text or "").lower()))
+
+
+def name_score(name: str | None, references: list[str]) -> float:
+    """How well a product name matches the page's heading / title texts (0..4)."""
+    mine = words(name)
+    if not mine:
+        return 0.0
+    best = 0.0
+    for reference in references:
+        ref = words(reference)
+        if not ref:
+            continue
+        if ref == mine:
+            return 4.0
+        if " ".join(mine) in " ".join(ref) or " ".join(ref) in " ".join(mine):
+            best = max(best, 3.0)
+        overlap = len(set(mine) & set(ref)) / len(set(mine) | set(ref))
+        best = max(best, 3.0 * overlap)
+    return best
+
+
+def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | None:
+    """The product's heading: the <h1> most like the page title (the first one on a tie)."""
+    best: tuple[float, LexborNode] | None = None
+    for node in tree.css("h1"):
+        text = clean(node.text(separator=" "))
+        if not text or len(text) > 300:
+            continue
+        score = name_score(text, references) if references else 1.0
+        if best is None or score > best[0]:
+            best = (score, node)
+    if best is not None:
+        return best[1]
+    # No <h1>: the first heading-like element named like the page title.
+    selector = "h2, h3, [itemprop=name], [class*=title], [class*=name], [id*=title]"
+    for node in tree.css(selector)[:_FALLBACK_HEADINGS]:
+        text = clean(node.text(separator=" "))
+        if text and len(text) <= 300 and name_score(text, references) >= 3.0:
+            return node
+    return None
+
+
+def _window(
+    body: LexborNode, heading: LexborNode | None, reach: int, back: int
+) -> tuple[list[LexborNode], int]:
+    """Visible text nodes around the heading in page order, and where the heading starts.
+
+    The walk stops once enough text after the heading is read, so a long page costs no more
+    than its top part.
+    """
+    before: deque[LexborNode] = deque(maxlen=back)
+    after: list[LexborNode] = []
+    target = heading.mem_id if heading is not None else None
+    started = target is None
+    for node in body.traverse(include_text=True):
+        if not node.is_text_node:
+            if not started and node.mem_id == target:
+                started = True
+            continue
+        parent = node.parent
+        if parent is None or parent.tag in _INVISIBLE:
+            continue
+        if not started:
+            if back:
+                before.append(node)
+        else:
+            after.append(node)
+            if len(after) >= reach:
+                break
+    return [*before, *after], len(before)
+
+
+def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> PriceSeen | None:
+    """The price a text node shows (with its element's text when split in spans), scored."""
+    element = node.parent
+    if element is None:
+        return None
+    text = clean(node.text(deep=False)) or ""
+    if not text or len(text) > _PRICE_CHARS or not _DIGIT.search(text):
+        return None
+    if len(_LETTERS.findall(text)) > 5 and not _MONEY.search(text):
+        return None  # "Category 12", "Size 42 (EU)": words with a number and no money sign
+    # The currency and the label may sit in the element around the number ("€ <span>17,10</span>",
+    # "Brez DDV: <span>36.53€</span>"): read up to two levels of short element text.
+    context = text
+    currency = detect_currency(text, url)
+    if currency is None and len(_LETTERS.findall(text)) > 3:
+        return None  # words with a number, no currency
+    around: LexborNode | None = element
+    for _ in range(2):
+        if around is None or around.tag == "body":
+            break
+        whole = clean(around.text(separator=" ")) or ""
+        if len(whole) > 60:
+            break
+        context = whole
+        if len(whole) <= _PRICE_CHARS and whole != text:
+            if currency is None and (found := detect_currency(whole, url)):
+                text, currency = whole, found  # "3,56" + "<span>€</span>"
+            elif whole.startswith(text) and _is_cents(whole[len(text) :]):
+                text = whole  # "$229" + "<sup>99</sup>"
+        around = around.parent
+    # Labels before the number count ("Brez DDV: 36.53€"); a "-5%" badge after it does not.
+    label = context[: context.find(text)] if text in context else context
+    if signals.NOT_A_PRICE.search(label + " " + text):
+        return None
+    value = parse_price(text)
+    if value is None or value <= 0:
+        return None
+    named = names.named(element, signals.PRICE_NAMES)
+    if currency is None and not named:
+        return None
+    digits = sum(c.isdigit() for c in text)
+    if currency is None and digits < 2:
+        return None
+    struck = element.tag in {"del", "s", "strike"} or names.named(element, signals.STRUCK_NAMES, 2)
+    score = (3.0 if currency else 0.0) + (2.0 if named else 0.0)
+    # A bare number text ("49") reads less like a price than "€ 49.90".
+    score += 0.5 if len(text) - digits <= 6 else 0.0
+    return PriceSeen(value, currency, text, score, struck, position)
+
+
+def _is_cents(tail: str) -> bool:
+    """Whether ``tail`` is the superscript cents after a whole amount (" 99")."""
+    return tail[:1].isspace() and tail.strip().isdigit() and len(tail.strip()) == 2
+
+
+def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
+    """The item number after a label: on the label's own text, else the next short text."""
+    for text in [label_end, *following[:2]]:
+        text = text.strip()
+        if not text:
+            continue
+        match = signals.SKU_VALUE.match(text)
+        value = match.group(0).rstrip(".") if match else ""
+        rest = text[match.end() :].strip() if match else text
+        if value and any(c.isdigit() for c in value) and len(rest) <= 2:
+            return None if value.lower() in title.lower() else value
+        return None
+    return None
+
+
+def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = True) -> Evidence:
+    """The visible evidence of ``tree``'s product (``references``: names the page gives it).
+
+    ``full=False`` (structured data already names price, stock and item number) reads only the
+    buy box next to the heading, for the cross-checks: price, sold-out notice and buy button.
+    """
+    found = Evidence()
+    body = tree.body
+    if body is None:
+        return found
+    heading = main_heading(tree, references)
+    if full:
+        nodes, start = _window(body, heading, _AFTER_HEADING, _BEFORE_HEADING)
+    else:
+        nodes, start = _window(body, heading, _CHECK_AFTER_HEADING, 0)
+    names = _Names()
+    title = clean(heading.text(separator=" ")) if heading is not None else None
+    found.heading = title
+    texts = [node.text(deep=False) for node in nodes]
+    # Cheap text tests first; whether the text sits in an aside block is asked only of texts
+    # that could be evidence.
+    for position, node in enumerate(nodes):
+        short = texts[position].strip()
+        parent = node.parent
+        if not short or parent is None:
+            continue
+        if len(short) <= _PRICE_CHARS and _DIGIT.search(short):
+            seen = _price_at(node, names, position, url)
+            if seen is not None and not names.aside(parent):
+                # Prices after the heading belong to it; closer ones more.
+                distance = position - start
+                seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
+                found.prices.append(seen)
+        if len(short) > 100:
+            continue  # stock notices and item-number labels are short
+        short = clean(short) or ""
+        if position >= start:  # stock notices follow the heading; menus come before it
+            _read_stock(found, short, parent, names)
+        labelled = full and found.sku is None and len(short) <= 80 and _LABEL_START.match(short)
+        if labelled and not names.aside(parent):
+            _read_label(found, short, texts[position + 1 : position + 3], title or "")
+    _unstrike_lone_prices(found.prices)
+    main = [p for p in found.prices if not p.struck]
+    if main:
+        found.price = max(main, key=lambda p: (p.score, -p.position))
+    found.breadcrumb = breadcrumb(tree)
+    if full:
+        found.form_id = _form_id(tree)
+    if full or found.sold_out:
+        found.buy_button = has_buy_button(tree, names)
+    return found
+
+
+def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -> None:
+    """Note a sold-out or in-stock statement in ``text`` (short, or in a stock-named element)."""
+    sold_out = signals.sold_out_phrase(text)
+    if sold_out:
+        if signals.OTHER_CHANNEL.search(text) or names.aside(parent):
+            return
+        stock_named = names.named(parent, signals.STOCK_NAMES, 4)
+        if stock_named or len(text) - len(sold_out) <= 15:
+            found.sold_out = True
+            found.sold_out_stated = found.sold_out_stated or stock_named
+    elif (
+        signals.IN_STOCK.search(text)
+        and names.named(parent, signals.STOCK_NAMES, 4)
+        and not names.aside(parent)
+    ):
+        found.in_stock_text = True
+
+
+def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
+    """A price named "old" with no current price beside it is the price (names mislead)."""
+    for seen in prices:
+        if seen.struck and not any(not other.struck and other.near(seen) for other in prices):
+            seen.struck = False
+
+
+def _read_label(found: Evidence, text: str, following: list[str], title: str) -> None:
+    if match := signals.SKU_LABEL.match(text):
+        found.sku = _sku_after(text[match.end() :], following, title)
+    elif found.global_id is None and (match := signals.GLOBAL_ID_LABEL.match(text)):
+        value = _sku_after(text[match.end() :], following, title)
+        found.global_id = value if value and value.isdigit() else None
+
+
+def _form_id(tree: LexborHTMLParser) -> str | None:
+    """The value of the first hidden ``sku`` / ``product_id`` field that looks like an id."""
+    for node in tree.css("input[type=hidden][name]")[:200]:
+        attrs = node.attributes
+        value = (attrs.get("value") or "").strip()
+        name = attrs.get("name") or ""
+        if (
+            signals.ID_FIELD.match(name)
+            and signals.SKU_VALUE.fullmatch(value)
+            and any(c.isdigit() for c in value)
+        ):
+            return value
+    return None
+
+
+def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
+    """An enabled add-to-cart / buy button for the page's product (not in an aside block)."""
+    names = names or _Names()
+    selector = "button, input[type=submit], input[type=button], a[role=button], a[class*=btn]"
+    for node in tree.css(selector):
+        attrs = node.attributes
+        label = attrs.get("value") if node.tag == "input" else node.text(separator=" ")
+        label = clean(label or attrs.get("aria-label") or attrs.get("title")) or ""
+        marker = " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "name"})
+        if len(label) > 60 or not (
+            signals.BUY_WORDS.search(label) or signals.BUY_MARK.search(marker)
+        ):
+            continue
+        if "disabled" in attrs or signals.DISABLED_MARK.search(marker) or names.aside(node):
+            continue
+        return True
+    return False
+
+
+def breadcrumb(tree: LexborHTMLParser) -> str | None:
+    """The breadcrumb trail ("Home > Lighting > Lamps") without the product itself."""
+    node = tree.css_first(
+        "[class*=breadcrumb], [id*=breadcrumb], [aria-label*=readcrumb], "
+        '[itemtype$="BreadcrumbList"]'
+    )
+    if node is None:
+        return None
+    crumbs = [t for a in node.css("a") if (t := clean(a.text(separator=" "))) and len(t) < 80]
+    return " > ".join(dict.fromkeys(crumbs)) or None
+
+
+# A number of 6+ digits in the URL path; the page's data confirms it when it sits under an id-like
+# key or attribute ("productId": 123456, data-adno="123456", postingID=123456, "post id: 123456").
+_URL_NUMBER = re.compile(r"(?<!\d)\d{6,20}(?!\d)")
+_ID_BEFORE = re.compile(r"(?:id|no|nr|sku|number|code)[\"']?\s{0,3}[:=]\s{0,3}[\"']?$", re.I)
+_OCCURRENCES = 200
+
+
+def url_item_id(html: str, url: str, canonical: str | None) -> str | None:
+    """The item number of the product's URL, when the page names it as an id somewhere."""
+    path = unquote(urlsplit(canonical or url).path)
+    tokens: list[str] = _URL_NUMBER.findall(path)
+    for token in reversed(tokens):
+        at, seen = html.find(token), 0
+        while at >= 0 and seen < _OCCURRENCES:
+            if not html[at + len(token) : at + len(token) + 1].isdigit() and _ID_BEFORE.search(
+                html[max(0, at - 24) : at]
+            ):
+                return token
+            at, seen = html.find(token, at + 1), seen + 1
+    return None
+
+
+def url_tail_id(url: str) -> str | None:
+    """The number ending the URL's last path segment ("…/anpix-adapter-114768289"), if any."""
+    segment = unquote(urlsplit(url).path).rstrip("/").rsplit("/", 1)[-1]
+    stem = segment.rsplit(".", 1)[0] if "." in segment else segment
+    match = re.search(r"(?:^|[-_])(\d{6,20})$", stem[-40:])
+    return match.group(1) if match else None
