@@ -244,16 +244,20 @@ def run_crawl(tmp: Path, urls: list[str]) -> dict[str, Any]:
     return _result(pages, m["ended"], m["cpu_s"], m["peak_rss_mb"], exit=m["exit"])
 
 
-async def _count_done(database: str) -> tuple[int, int]:
+async def _wait_done(database: str, total: int, procs: list[subprocess.Popen[Any]]) -> int:
+    """Poll (one connection: the server's connection slots are shared) until all are done."""
     import asyncpg
 
     conn = await asyncpg.connect(database.replace("+asyncpg", ""))
     try:
-        row = await conn.fetchrow(
-            "SELECT count(*) FILTER (WHERE status IN ('completed','failed','cancelled')) AS done,"
-            " count(*) FILTER (WHERE status = 'completed') AS ok FROM crawl_tasks"
-        )
-        return int(row["done"]), int(row["ok"])
+        while True:
+            row = await conn.fetchrow(
+                "SELECT count(*) FILTER (WHERE status IN ('completed','failed','cancelled'))"
+                " AS done, count(*) FILTER (WHERE status = 'completed') AS ok FROM crawl_tasks"
+            )
+            if row["done"] >= total or any(p.poll() is not None for p in procs):
+                return int(row["ok"])
+            await asyncio.sleep(0.1)
     finally:
         await conn.close()
 
@@ -280,15 +284,14 @@ def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) ->
             )
             for i in range(processes)
         ]
-        while True:
-            done, ok = asyncio.run(_count_done(database))
-            if done >= total or any(p.poll() is not None for p in procs):
-                break
-            time.sleep(0.1)
-        wall = time.perf_counter() - started
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        runs = [_measured(p, started) for p in procs]
+        try:
+            ok = asyncio.run(_wait_done(database, total, procs))
+            wall = time.perf_counter() - started
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            runs = [_measured(p, started) for p in procs]
     finally:
         asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     return _result(
@@ -336,31 +339,40 @@ def main() -> None:
                 urls = [f"http://{hosts[n % len(hosts)]}:{port}/p/{n}.html" for n in range(PAGES)]
                 urls_file = tmp / "urls.txt"
                 urls_file.write_text("\n".join(urls))
-                runs: dict[str, Any] = {}
-                if _want("scrapy"):
-                    runs["scrapy"] = run_scrapy(tmp, urls_file)
-                if _want("crawl"):
-                    runs["forager crawl (SQLite)"] = run_crawl(tmp, urls)
-                if _want("worker"):
-                    runs["1 forager worker (PostgreSQL)"] = run_workers(tmp, urls_file, 1, 64)
-                if _want("workers"):
-                    runs["2 forager workers (PostgreSQL)"] = run_workers(tmp, urls_file, 2, 32)
-                if _want("c256") and layout == "1 host":
-                    runs["1 forager worker c=256 (PostgreSQL)"] = run_workers(
-                        tmp, urls_file, 1, 256
-                    )
-                scrapy = runs.get("scrapy")
-                for run in runs.values():
-                    if scrapy:
-                        run["vs_scrapy"] = round(run["pages_per_s"] / scrapy["pages_per_s"], 2)
-                results["runs"][layout] = runs
-                print(layout, json.dumps(runs, indent=2), file=sys.stderr)
+                runs: dict[str, Any] = results["runs"].setdefault(layout, {})
+                plan: list[tuple[str, str, Any]] = [
+                    ("scrapy", "scrapy", lambda: run_scrapy(tmp, urls_file)),
+                    ("crawl", "forager crawl (SQLite)", lambda: run_crawl(tmp, urls)),
+                    ("worker", "1 forager worker (PostgreSQL)",
+                     lambda: run_workers(tmp, urls_file, 1, 64)),
+                    ("workers", "2 forager workers (PostgreSQL)",
+                     lambda: run_workers(tmp, urls_file, 2, 32)),
+                ]  # fmt: skip
+                if layout == "1 host":
+                    plan.append(("c256", "1 forager worker c=256 (PostgreSQL)",
+                                 lambda: run_workers(tmp, urls_file, 1, 256)))  # fmt: skip
+                for key, name, run in plan:
+                    if not _want(key):
+                        continue
+                    try:
+                        runs[name] = run()
+                    except Exception as exc:  # one failed run must not lose the others
+                        runs[name] = {"error": repr(exc)}
+                    scrapy = runs.get("scrapy", {}).get("pages_per_s")
+                    if scrapy and "pages_per_s" in runs[name]:
+                        runs[name]["vs_scrapy"] = round(runs[name]["pages_per_s"] / scrapy, 2)
+                    print(layout, name, json.dumps(runs[name]), file=sys.stderr)
+                    save(results)
         finally:
             nginx.stop()
     results["machine_after"] = machine()
+    save(results)
     print(table(results))
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
+
+
+def save(results: dict[str, Any]) -> None:
+    out = Path(os.environ.get("FORAGER_BENCH_VS_OUT", ROOT / "bench" / "results"))
+    out.mkdir(exist_ok=True, parents=True)
     (out / "versus_scrapy.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
@@ -371,6 +383,9 @@ def table(results: dict[str, Any]) -> str:
     ]
     for layout, runs in results["runs"].items():
         for name, r in runs.items():
+            if "error" in r:
+                lines.append(f"| {layout} | {name} | failed: {r['error']} |")
+                continue
             lines.append(
                 f"| {layout} | {name} | {r['pages']} | {r['wall_s']} s | {r['cpu_s']} s | "
                 f"{r['pages_per_s']} | {r['cpu_ms_per_page']} ms | {r['peak_rss_mb']} MB | "

@@ -25,6 +25,8 @@ from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
 from forager.fetch.policy import FetchPolicy
 from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, ProxyChoice
+from forager.parse.base import ProductRecord
+from forager.parse.registry import UnknownParser, get_parser
 from forager.queue import moves
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
@@ -240,7 +242,7 @@ class Pipeline:
         item = Finish(
             ending,
             attempt,
-            record=parsed.record,
+            record=_stamped(parsed.record),
             proxy=proxy,
             answered_ms=response.elapsed_ms,
             open_gate=not gate.opened,
@@ -265,7 +267,7 @@ class Pipeline:
         error = (*parsed.error, None) if parsed.error else None
         ending = Ending(task, self.worker_id, [S.PARSING], error=error)
         return await self.writer.finish(
-            Finish(ending, parse_page=task.html_path, record=parsed.record)
+            Finish(ending, parse_page=task.html_path, record=_stamped(parsed.record))
         )
 
     async def _fail(
@@ -299,3 +301,14 @@ class Pipeline:
             "final_url": response.url if response else None,
             "page_path": page_key,
         }
+
+
+def _stamped(record: ProductRecord | None) -> ProductRecord | None:
+    """The record with this process's version of its parser: the one ``restart-parsing``
+    compares stored products against (the parse processes run the same code)."""
+    if record is not None:
+        try:
+            record.parser_version = get_parser(record.parser_name).version
+        except UnknownParser:
+            pass
+    return record
