@@ -87,6 +87,7 @@ def extract(job: ParseJob, text: str) -> Parsed:
 def _child_main(conn: Connection, preload: Sequence[str]) -> None:
     for module in preload:
         importlib.import_module(module)
+    conn.send("ready")  # the imports are not part of any page's budget
     while True:
         try:
             job = conn.recv()
@@ -167,7 +168,9 @@ class ParsePool:
                 return self._idle.pop()
             self._started += 1
         try:
-            return await asyncio.to_thread(_Child, self._ctx, self.preload)
+            child = await asyncio.to_thread(_Child, self._ctx, self.preload)
+            await child.recv()  # "ready"
+            return child
         except BaseException:
             await self._gone()
             raise
