@@ -43,7 +43,7 @@ ONLY = set(filter(None, os.environ.get("FORAGER_BENCH_VS_ONLY", "").split(",")))
 LAYOUTS = {"1 host": ["127.0.0.1"], "10 hosts": [f"127.0.0.{n}" for n in range(1, 11)]}
 PAGE_KB = 12  # ~15 KB pages
 
-SPIDER = '''\
+SPIDER = """\
 import json, scrapy
 
 class Products(scrapy.Spider):
@@ -65,7 +65,7 @@ class Products(scrapy.Spider):
                 yield {"url": response.url, "name": data.get("name"), "sku": data.get("sku"),
                        "price": offer.get("price"), "currency": offer.get("priceCurrency")}
                 return
-'''
+"""
 
 NGINX_CONF = """\
 worker_processes 1;
@@ -163,7 +163,9 @@ class Nginx:
                 break
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise SystemExit(f"nginx did not start: {(tmp / 'nginx-error.log').read_text()}")
+                    raise SystemExit(
+                        f"nginx did not start: {(tmp / 'nginx-error.log').read_text()}"
+                    ) from None
                 time.sleep(0.05)
 
     def stop(self) -> None:
@@ -216,8 +218,17 @@ def run_scrapy(tmp: Path, urls_file: Path) -> dict[str, Any]:
     out.unlink(missing_ok=True)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"urls_file={urls_file}",
-         "-o", f"{out}:jsonl"],
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "runspider",
+            str(spider),
+            "-a",
+            f"urls_file={urls_file}",
+            "-o",
+            f"{out}:jsonl",
+        ],
         cwd=tmp,
     )
     m = _measured(proc, started)
@@ -232,8 +243,17 @@ def run_crawl(tmp: Path, urls: list[str]) -> dict[str, Any]:
     out.unlink(missing_ok=True)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "forager.cli", "crawl", "--concurrency", "64", "-o", str(out),
-         *urls],
+        [
+            sys.executable,
+            "-m",
+            "forager.cli",
+            "crawl",
+            "--concurrency",
+            "64",
+            "-o",
+            str(out),
+            *urls,
+        ],
         env=forager_env(data),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -273,14 +293,18 @@ def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) ->
     try:
         subprocess.run(
             [sys.executable, "-m", "bench.versus_scrapy", "submit", str(urls_file)],
-            env=env, check=True, cwd=ROOT,
+            env=env,
+            check=True,
+            cwd=ROOT,
         )
         total = len(urls_file.read_text().split())
         started = time.perf_counter()
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "forager.cli", "worker", "--concurrency", str(concurrency)],
-                env=env, cwd=tmp, stderr=(tmp / f"worker{i}.log").open("wb"),
+                env=env,
+                cwd=tmp,
+                stderr=(tmp / f"worker{i}.log").open("wb"),
             )
             for i in range(processes)
         ]
@@ -341,16 +365,27 @@ def main() -> None:
                 urls_file.write_text("\n".join(urls))
                 runs: dict[str, Any] = results["runs"].setdefault(layout, {})
                 plan: list[tuple[str, str, Any]] = [
-                    ("scrapy", "scrapy", lambda: run_scrapy(tmp, urls_file)),
-                    ("crawl", "forager crawl (SQLite)", lambda: run_crawl(tmp, urls)),
-                    ("worker", "1 forager worker (PostgreSQL)",
-                     lambda: run_workers(tmp, urls_file, 1, 64)),
-                    ("workers", "2 forager workers (PostgreSQL)",
-                     lambda: run_workers(tmp, urls_file, 2, 32)),
-                ]  # fmt: skip
+                    ("scrapy", "scrapy", lambda f=urls_file: run_scrapy(tmp, f)),
+                    ("crawl", "forager crawl (SQLite)", lambda u=urls: run_crawl(tmp, u)),
+                    (
+                        "worker",
+                        "1 forager worker (PostgreSQL)",
+                        lambda f=urls_file: run_workers(tmp, f, 1, 64),
+                    ),
+                    (
+                        "workers",
+                        "2 forager workers (PostgreSQL)",
+                        lambda f=urls_file: run_workers(tmp, f, 2, 32),
+                    ),
+                ]
                 if layout == "1 host":
-                    plan.append(("c256", "1 forager worker c=256 (PostgreSQL)",
-                                 lambda: run_workers(tmp, urls_file, 1, 256)))  # fmt: skip
+                    plan.append(
+                        (
+                            "c256",
+                            "1 forager worker c=256 (PostgreSQL)",
+                            lambda f=urls_file: run_workers(tmp, f, 1, 256),
+                        )
+                    )
                 for key, name, run in plan:
                     if not _want(key):
                         continue

@@ -61,9 +61,9 @@ _DOMAIN_COLUMNS = (
     Domain.fetcher,
     Domain.wait_for_selector,
     Domain.ignore_robots,
-    or_(
-        Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED
-    ).label("uses_proxies"),
+    or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
+        "uses_proxies"
+    ),
 )
 
 

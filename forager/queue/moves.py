@@ -101,7 +101,7 @@ async def open_gate(session: AsyncSession, domain_id: int, delay_seconds: float)
 async def postpone(
     session: AsyncSession, task: ClaimedTask, worker_id: str, *, reason: str, seconds: float
 ) -> bool:
-    """``crawling → pending`` without spending a retry (no proxy free now): back ``seconds`` later."""
+    """``crawling → pending``, no retry spent (no proxy free now): back ``seconds`` later."""
     return await transition(
         session,
         task.id,

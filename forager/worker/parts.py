@@ -21,7 +21,7 @@ from forager.worker.writer import Writer
 
 
 class WakeSignal:
-    """"New work may be claimable": whoever claims (worker pool, agent hub) listens."""
+    """ "New work may be claimable": whoever claims (worker pool, agent hub) listens."""
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[], None]] = []

@@ -11,6 +11,7 @@ operator paused or cancelled, or whose lease expired, is dropped without touchin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -261,9 +262,7 @@ class Pipeline:
         except PageStoreError as exc:
             ending = Ending(task, self.worker_id, LEASED, error=("internal", exc.message, None))
             return await self.writer.finish(Finish(ending, parse_page=task.html_path))
-        parsed = await self.parser.parse(
-            ParseJob(task.url, task.parser_name, body, fetched=False)
-        )
+        parsed = await self.parser.parse(ParseJob(task.url, task.parser_name, body, fetched=False))
         error = (*parsed.error, None) if parsed.error else None
         ending = Ending(task, self.worker_id, [S.PARSING], error=error)
         return await self.writer.finish(
@@ -307,8 +306,6 @@ def _stamped(record: ProductRecord | None) -> ProductRecord | None:
     """The record with this process's version of its parser: the one ``restart-parsing``
     compares stored products against (the parse processes run the same code)."""
     if record is not None:
-        try:
+        with contextlib.suppress(UnknownParser):
             record.parser_version = get_parser(record.parser_name).version
-        except UnknownParser:
-            pass
     return record

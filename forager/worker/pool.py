@@ -14,7 +14,6 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
-
 from dataclasses import replace
 
 from forager.config import Settings

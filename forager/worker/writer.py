@@ -197,9 +197,7 @@ class Writer:
                 item.ending.error = (exc.error_type, exc.message, exc.status_code)
                 item.ending.not_before = retry_after
             elif item.answered_ms is not None and item.proxy is not None:
-                await self.policy.succeeded(
-                    session, item.ending.task, item.proxy, item.answered_ms
-                )
+                await self.policy.succeeded(session, item.ending.task, item.proxy, item.answered_ms)
         await self.policy.succeeded_direct(
             session,
             [
@@ -221,8 +219,13 @@ class Writer:
         await save_products(
             session,
             [
-                ProductInput(i.ending.task.domain_id, i.ending.task.id, i.ending.task.url,
-                             i.ending.task.url_hash, i.record)  # fmt: skip
+                ProductInput(
+                    i.ending.task.domain_id,
+                    i.ending.task.id,
+                    i.ending.task.url,
+                    i.ending.task.url_hash,
+                    i.record,
+                )
                 for i in batch
                 if i.record is not None and statuses.get(i.ending.task.id) == S.COMPLETED
             ],
@@ -259,14 +262,21 @@ class Writer:
             if status == S.COMPLETED and record is not None and record.quality_issues:
                 # Kept as extracted; the parse attempt says which validation rules it breaks.
                 issues = "; ".join(record.quality_issues)
-                rows.append(_attempt_row(base, outcome="validation", error_type="validation",
-                                         error_message=issues))  # fmt: skip
+                rows.append(
+                    _attempt_row(
+                        base, outcome="validation", error_type="validation", error_message=issues
+                    )
+                )
             elif status == S.COMPLETED and item.parse_page is not None:
                 rows.append(_attempt_row(base, outcome="success"))
             elif item.parse_page is not None and ending.error is not None:
                 rows.append(
-                    _attempt_row(base, outcome=attempt_outcome(status), error_type=error_type,
-                                 error_message=message)  # fmt: skip
+                    _attempt_row(
+                        base,
+                        outcome=attempt_outcome(status),
+                        error_type=error_type,
+                        error_message=message,
+                    )
                 )
         return rows
 
@@ -276,4 +286,3 @@ def _attempt_row(base: dict[str, Any], **values: Any) -> dict[str, Any]:
     row.update(base)
     row.update(values)
     return row
-
