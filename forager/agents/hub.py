@@ -401,12 +401,14 @@ class AgentHub:
         except Exception:
             log.exception("task %s: storing the agent's result failed", task.id)
             status, block = None, None
+        try:
+            # Blocked before the slot frees: the feed loop must not hand it the retry.
+            blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
+            if blocked:
+                conn.status = A.BLOCKED
+                log.warning("agent %s is blocked: %s", conn.name, block)
         finally:
             conn.in_flight.pop(task.id, None)
-        blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
-        if blocked:
-            conn.status = A.BLOCKED
-            log.warning("agent %s is blocked: %s", conn.name, block)
         await self._after_task(
             conn,
             completed=int(status == S.COMPLETED),
