@@ -15,7 +15,8 @@ its CPU time and peak RSS come from ``wait4``. Results print as a table with the
 Scrapy's pages/s, and are saved to bench/results/versus_scrapy.json.
 
     .venv/bin/python -m bench.versus_scrapy            # FORAGER_BENCH_VS_PAGES=3000
-    FORAGER_BENCH_VS_ONLY=crawl,scrapy .venv/bin/python -m bench.versus_scrapy
+    FORAGER_BENCH_VS_ONLY=crawl,scrapy FORAGER_BENCH_VS_LAYOUTS=1 \
+        .venv/bin/python -m bench.versus_scrapy      # one layout, two tools
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = int(os.environ.get("FORAGER_BENCH_VS_PAGES", "3000"))
 ONLY = set(filter(None, os.environ.get("FORAGER_BENCH_VS_ONLY", "").split(",")))
 LAYOUTS = {"1 host": ["127.0.0.1"], "10 hosts": [f"127.0.0.{n}" for n in range(1, 11)]}
+# FORAGER_BENCH_VS_LAYOUTS=1 runs the one-host layout only (quicker).
+RUN_LAYOUTS = list(LAYOUTS)[: int(os.environ.get("FORAGER_BENCH_VS_LAYOUTS", "2"))]
 PAGE_KB = 12  # ~15 KB pages
 
 SPIDER = """\
@@ -359,7 +362,8 @@ def main() -> None:
         build_site(tmp, PAGES, f"http://127.0.0.1:{port}")
         nginx = Nginx(tmp, port)
         try:
-            for layout, hosts in LAYOUTS.items():
+            for layout in RUN_LAYOUTS:
+                hosts = LAYOUTS[layout]
                 urls = [f"http://{hosts[n % len(hosts)]}:{port}/p/{n}.html" for n in range(PAGES)]
                 urls_file = tmp / "urls.txt"
                 urls_file.write_text("\n".join(urls))
