@@ -41,12 +41,15 @@ lint: $(STAMP)
 	$(RUN)/ruff check forager tests bench
 	$(RUN)/ruff format --check forager tests bench
 	$(RUN)/mypy
+	$(RUN)/lint-imports
 
 format: $(STAMP)
 	$(RUN)/ruff format forager tests bench
 	$(RUN)/ruff check --fix forager tests bench
 
 bench: $(STAMP) chromium
+	$(UV) sync --frozen --group bench --quiet
+	$(RUN)/python -m bench.versus_scrapy
 	$(RUN)/python -m bench
 	$(RUN)/python -m bench.api_latency
 	$(RUN)/python -m bench.agents

@@ -139,21 +139,20 @@ def worker(
     ] = None,
 ) -> None:
     """Run a worker process: claim tasks from the database and crawl them until SIGTERM."""
-    from forager.runtime import open_database
-    from forager.worker.pool import WorkerPool
+    from forager.runtime import Runtime
 
     settings = _settings()
 
     async def _run() -> None:
-        db = await open_database(settings)
-        pool = WorkerPool(db, settings, concurrency=concurrency or settings.worker_concurrency)
+        runtime = await Runtime.open(settings)
+        pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, pool.stop)
         try:
             await pool.run()
         finally:
-            await db.dispose()
+            await runtime.aclose()
 
     asyncio.run(_run())
 

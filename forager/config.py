@@ -165,6 +165,33 @@ class Settings(BaseSettings):
         gt=0,
         description="An agent silent this long is disconnected and its tasks go back to pending.",
     )
+    # -- the task path (issue 14): parsing off the event loop, the writer's batches --
+    parse_processes: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Parse worker processes per Forager process (0: one per CPU core).",
+    )
+    parse_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="Time budget of one page's parse; a page over it fails `parse` and its "
+        "parse process is killed and replaced.",
+    )
+    parser_modules: list[str] = Field(
+        default_factory=list,
+        description="Python modules every parse process imports first (parsers that register "
+        "themselves on import).",
+    )
+    writer_batch_size: int = Field(
+        64, ge=1, le=1000, description="Finished tasks a worker commits in one transaction at most."
+    )
+    writer_interval_seconds: float = Field(
+        0.03,
+        ge=0,
+        le=5,
+        description="How long a worker's writer gathers finished tasks before it commits them.",
+    )
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

@@ -18,8 +18,8 @@ from forager.db.models import CrawlTask, Product
 from forager.products.records import image_urls, product_record
 from forager.queue.lifecycle import TERMINAL, TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
-from forager.runtime import open_database
-from forager.worker.pool import WorkerPool, new_worker_id
+from forager.runtime import Runtime
+from forager.worker.pool import new_worker_id
 
 
 async def run_crawl(
@@ -45,22 +45,22 @@ async def run_crawl(
                 "poll_seconds": min(settings.poll_seconds, 0.2),
             }
         )
-        db = await open_database(local)
+        runtime = await Runtime.open(local)
         try:
-            return await _crawl(db, local, console, urls, parser, output, concurrency)
+            return await _crawl(runtime, console, urls, parser, output, concurrency)
         finally:
-            await db.dispose()
+            await runtime.aclose()
 
 
 async def _crawl(
-    db: Database,
-    settings: Settings,
+    runtime: Runtime,
     console: Console,
     urls: list[str],
     parser: str | None,
     output: Path | None,
     concurrency: int,
 ) -> int:
+    db, settings = runtime.db, runtime.settings
     outcomes = await submit_urls(
         db, settings, [SubmitSpec(url, parser_name=parser, created_by="cli") for url in urls]
     )
@@ -68,9 +68,7 @@ async def _crawl(
     for o in invalid:
         console.print(f"[red]invalid[/red] {o.input_url}: {o.error}")
     task_ids = sorted({o.task_id for o in outcomes if o.task_id is not None})
-    pool = WorkerPool(
-        db, settings, concurrency=concurrency, worker_id=new_worker_id("crawl"), kind="crawl"
-    )
+    pool = runtime.worker_pool(concurrency, worker_id=new_worker_id("crawl"), kind="crawl")
     runner = asyncio.create_task(pool.run())
     columns = (TextColumn("crawling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:

@@ -1,15 +1,24 @@
-"""Start-up shared by every command: settings → logging → database (migrated)."""
+"""The composition root: settings → logging → database (migrated) → the shared parts.
+
+Every command starts here; ``Runtime`` is the one place that builds what processes share.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
 
+from forager.agents.hub import AgentHub
 from forager.config import Settings
+from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.migrate import upgrade
 from forager.errors import ConfigError
+from forager.store.pages import PageStore
+from forager.worker.parts import Parts
+from forager.worker.pool import WorkerPool
 
 
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
@@ -37,3 +46,65 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> Database
             await db.dispose()
             raise
     return db
+
+
+@dataclass
+class Runtime:
+    """The composition root: settings, database and the shared parts, built once per process.
+
+    ``serve``'s lifespan, ``forager worker`` and ``forager crawl`` open one; routers receive it
+    as a FastAPI dependency (``api.deps.RuntimeDep``) and never build infrastructure themselves.
+    """
+
+    settings: Settings
+    db: Database
+    parts: Parts
+    pool: WorkerPool | None = None
+    hub: AgentHub | None = None
+
+    @classmethod
+    async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
+        db = await open_database(settings, migrate=migrate)
+        return cls(settings, db, Parts.build(db, settings))
+
+    @property
+    def pages(self) -> PageStore:
+        return self.parts.pages
+
+    @property
+    def box(self) -> SecretBox:
+        return self.parts.box
+
+    def wake(self) -> None:
+        """New work may be claimable (a submit, a restart, a domain switched on)."""
+        self.parts.wake()
+
+    def worker_pool(
+        self,
+        concurrency: int,
+        *,
+        worker_id: str | None = None,
+        kind: str = "worker",
+        run_scheduler: bool = True,
+    ) -> WorkerPool:
+        self.pool = WorkerPool(
+            self.db,
+            self.settings,
+            concurrency=concurrency,
+            worker_id=worker_id,
+            kind=kind,
+            run_scheduler=run_scheduler,
+            parts=self.parts,
+        )
+        return self.pool
+
+    def agent_hub(self) -> AgentHub:
+        self.hub = AgentHub(self.db, self.settings, parts=self.parts)
+        return self.hub
+
+    async def aclose(self) -> None:
+        """Write what is queued, stop the parse processes and fetchers, close the database."""
+        try:
+            await self.parts.aclose()
+        finally:
+            await self.db.dispose()

@@ -28,31 +28,21 @@ from forager.agents.body import BodyReceiver, failure, wants_body
 from forager.agents.protocol import AgentMessage, Hello
 from forager.agents.service import A
 from forager.config import Settings
-from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
 from forager.errors import FetchError, TooLarge
-from forager.fetch.base import FetchRequest, FetchResponse
+from forager.fetch.base import FetchResponse
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.store import ClaimedTask, TaskQueue
-from forager.store.pages import LocalPageStore, PageStore
+from forager.store.pages import PageStore
+from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 S = TaskStatus
 _MESSAGES: TypeAdapter[Any] = TypeAdapter(AgentMessage)
 _BLOCK_TYPES = frozenset({"captcha", "blocked"})
-
-
-class _RemoteFetcher:
-    """The pipeline's fetcher slot for agent tasks: the agent fetched already, never this."""
-
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
-        raise FetchError("agent tasks are fetched by the agent", error_type="internal")
-
-    async def aclose(self) -> None:
-        return None
 
 
 @dataclass(eq=False)
@@ -106,12 +96,20 @@ class Connection:
 class AgentHub:
     """Every agent connection of this server process, the dispatcher and the liveness sweeper."""
 
-    def __init__(self, db: Database, settings: Settings, pages: PageStore | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        pages: PageStore | None = None,
+        parts: Parts | None = None,
+    ) -> None:
         self.db = db
         self.settings = settings
         self.queue = TaskQueue(db, settings)
-        self.pages = pages or LocalPageStore(settings.pages_dir)
-        self.box = SecretBox(settings)
+        self._owns_parts = parts is None
+        self.parts = parts or Parts.build(db, settings)
+        self.pages = pages or self.parts.pages
+        self.parts.wake.listen(self.wake)
         self.connections: dict[int, Connection] = {}
         # Until then, idle agents skip claiming: the last claim found nothing due.
         self._nothing_until = 0.0
@@ -134,6 +132,8 @@ class AgentHub:
         await asyncio.gather(*(c.feeder for c in conns if c.feeder), return_exceptions=True)
         if self._settling:
             await asyncio.gather(*self._settling, return_exceptions=True)
+        if self._owns_parts:
+            await self.parts.aclose()
 
     def wake(self) -> None:
         """Work may be claimable (a result came in, a task was given back, an agent reset)."""
@@ -223,7 +223,16 @@ class AgentHub:
             capacity=hello.capabilities.concurrency,
             domains=hello.capabilities.allow_domains,
             fetchers=hello.capabilities.fetchers,
-            pipeline=Pipeline(self.db, self.queue, _RemoteFetcher(), self.pages, self.box, owner),
+            pipeline=Pipeline(
+                self.db,
+                self.queue,
+                None,  # the agent fetches; the pipeline stores, parses and finishes
+                self.pages,
+                self.parts.box,
+                owner,
+                parser=self.parts.parser,
+                writer=self.parts.writer,
+            ),
         )
         peer = ws.client.host if ws.client else None
         conn.status = await presence.connected(
@@ -392,12 +401,14 @@ class AgentHub:
         except Exception:
             log.exception("task %s: storing the agent's result failed", task.id)
             status, block = None, None
+        try:
+            # Blocked before the slot frees: the feed loop must not hand it the retry.
+            blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
+            if blocked:
+                conn.status = A.BLOCKED
+                log.warning("agent %s is blocked: %s", conn.name, block)
         finally:
             conn.in_flight.pop(task.id, None)
-        blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
-        if blocked:
-            conn.status = A.BLOCKED
-            log.warning("agent %s is blocked: %s", conn.name, block)
         await self._after_task(
             conn,
             completed=int(status == S.COMPLETED),

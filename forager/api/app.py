@@ -9,16 +9,14 @@ from collections.abc import AsyncIterator
 from fastapi import Depends, FastAPI
 
 from forager import __version__
-from forager.agents.hub import AgentHub
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
 from forager.api.auth import require_key
-from forager.api.deps import Runtime
 from forager.api.limits import BodyLimit
 from forager.config import Settings
-from forager.runtime import open_database
+from forager.runtime import Runtime
 from forager.web.router import install as install_dashboard
-from forager.worker.pool import WorkerPool, new_worker_id
+from forager.worker.pool import new_worker_id
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -26,29 +24,23 @@ def create_app(settings: Settings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = await open_database(settings)
-        runtime = Runtime(settings=settings, db=db)
+        runtime = await Runtime.open(settings)
         # With serve_workers=0 the pool claims nothing but still runs the scheduler
         # (expired leases, due recrawls) for the external workers.
-        pool = WorkerPool(
-            db,
-            settings,
-            concurrency=settings.serve_workers,
-            worker_id=new_worker_id("serve"),
-            kind="serve",
+        pool = runtime.worker_pool(
+            settings.serve_workers, worker_id=new_worker_id("serve"), kind="serve"
         )
-        runtime.pool = pool
         worker = asyncio.create_task(pool.run(), name="built-in worker")
-        runtime.hub = AgentHub(db, settings)  # home-network agents at /agents/ws
-        runtime.hub.start()
+        hub = runtime.agent_hub()  # home-network agents at /agents/ws
+        hub.start()
         app.state.runtime = runtime
         try:
             yield
         finally:
-            await runtime.hub.stop()
+            await hub.stop()
             pool.stop()
             await worker
-            await db.dispose()
+            await runtime.aclose()
 
     app = FastAPI(
         title="Forager",

@@ -9,20 +9,9 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.agents.hub import AgentHub
-from forager.config import Settings
-from forager.db.engine import Database
-from forager.worker.pool import WorkerPool
+from forager.runtime import Runtime
 
-
-@dataclass
-class Runtime:
-    """What the running server holds: settings, database, and its built-in worker pool."""
-
-    settings: Settings
-    db: Database
-    pool: WorkerPool | None = None
-    hub: AgentHub | None = None
+__all__ = ["Runtime", "RuntimeDep"]
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -92,8 +92,7 @@ async def update_domain(
 ) -> DomainDetail:
     """Change some of a domain's settings (the name cannot change)."""
     domain = await service.update(runtime.db, domain_id, body.model_dump(exclude_unset=True))
-    if runtime.pool is not None:
-        runtime.pool.wake()
+    runtime.wake()
     return await _detail(runtime, domain)
 
 
@@ -110,8 +109,7 @@ async def delete_domain(domain_id: EntityId, runtime: RuntimeDep) -> Response:
 async def activate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Let workers claim this domain's tasks again."""
     domain = await service.set_active(runtime.db, domain_id, True)
-    if runtime.pool is not None:
-        runtime.pool.wake()
+    runtime.wake()
     return await _detail(runtime, domain)
 
 

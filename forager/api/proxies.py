@@ -27,7 +27,6 @@ from forager.api.proxy_schemas import (
     ProxyUpdate,
 )
 from forager.api.schemas import Page
-from forager.crypto import SecretBox
 from forager.db.models import Proxy
 from forager.db.queries import page
 from forager.proxies import service
@@ -58,7 +57,7 @@ def _reason(exc: ValueError) -> str:
 )
 async def create_proxy(body: ProxyCreate, runtime: RuntimeDep) -> ProxyPublic:
     """Add one proxy; its password is encrypted at rest and never returned."""
-    box = SecretBox(runtime.settings)
+    box = runtime.box
     return ProxyPublic.of(await service.create_proxy(runtime.db, box, body.columns()))
 
 
@@ -78,7 +77,7 @@ async def create_proxies(body: ProxyBulkCreate, runtime: RuntimeDep) -> ProxyBul
     inputs.extend(f"proxies[{n}]" for n in range(len(body.proxies)))
     items.extend(body.proxies)
     valid = [item.columns() for item in items if isinstance(item, ProxyCreate)]
-    outcomes = iter(await service.create_proxies(runtime.db, SecretBox(runtime.settings), valid))
+    outcomes = iter(await service.create_proxies(runtime.db, runtime.box, valid))
     results = []
     for shown, item in zip(inputs, items, strict=True):
         if isinstance(item, str):
@@ -149,7 +148,7 @@ async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
 )
 async def update_proxy(proxy_id: EntityId, body: ProxyUpdate, runtime: RuntimeDep) -> ProxyPublic:
     """Change fields; a new password is encrypted, an empty or null one clears it."""
-    box = SecretBox(runtime.settings)
+    box = runtime.box
     return ProxyPublic.of(await service.update_proxy(runtime.db, box, proxy_id, body.changes()))
 
 
@@ -177,7 +176,7 @@ async def test_proxy(
     proxy_id: EntityId, body: ProxyTestRequest, runtime: RuntimeDep
 ) -> ProxyTestResult:
     """Fetch a URL through the proxy now; the outcome counts in the proxy's health."""
-    box = SecretBox(runtime.settings)
+    box = runtime.box
     probe = await service.probe_proxy(runtime.db, runtime.settings, box, proxy_id, body.url)
     return ProxyTestResult.model_validate(probe)
 

@@ -40,7 +40,6 @@ from forager.errors import InvalidRequest, InvalidURL, NotFound
 from forager.queue import admin
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
-from forager.store.pages import LocalPageStore
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -70,8 +69,7 @@ async def submit_task(body: TaskCreate, runtime: RuntimeDep, response: Response)
     [outcome] = await submit_urls(runtime.db, runtime.settings, [_spec(body.url, body)])
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
-    if runtime.pool is not None:
-        runtime.pool.wake()
+    runtime.wake()
     async with runtime.db.reader() as session:
         task = await session.get(CrawlTask, outcome.task_id)
     if outcome.result == "duplicate":
@@ -85,8 +83,7 @@ async def submit_tasks(body: TaskBatchCreate, runtime: RuntimeDep) -> BatchSubmi
     outcomes = await submit_urls(
         runtime.db, runtime.settings, [_spec(url, body) for url in body.urls]
     )
-    if runtime.pool is not None:
-        runtime.pool.wake()
+    runtime.wake()
     results = [
         SubmitResult(
             input_url=o.input_url,
@@ -238,8 +235,8 @@ async def restart_failed_tasks(body: RestartFailed, runtime: RuntimeDep) -> Rest
     ids = await admin.restart_failed(
         runtime.db, domain_id=body.domain_id, failed_after=body.failed_after, limit=body.limit
     )
-    if ids and runtime.pool is not None:
-        runtime.pool.wake()
+    if ids:
+        runtime.wake()
     return RestartedTasks(restarted=len(ids), task_ids=ids)
 
 
@@ -248,7 +245,7 @@ async def restart_parsing_tasks(body: RestartParsing, runtime: RuntimeDep) -> Re
     """Parse stored pages again in bulk (one domain's, those read by an older parser version)."""
     ids = await admin.restart_parsing_bulk(
         runtime.db,
-        LocalPageStore(runtime.settings.pages_dir),
+        runtime.pages,
         domain_id=body.domain_id,
         domain_name=body.domain,
         outdated=body.outdated,
@@ -256,8 +253,8 @@ async def restart_parsing_tasks(body: RestartParsing, runtime: RuntimeDep) -> Re
         parse_failures=body.parse_failures,
         limit=body.limit,
     )
-    if ids and runtime.pool is not None:
-        runtime.pool.wake()
+    if ids:
+        runtime.wake()
     return RestartedTasks(restarted=len(ids), task_ids=ids)
 
 
@@ -291,8 +288,8 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 
 
 def _moved(runtime: RuntimeDep, task: CrawlTask) -> TaskPublic:
-    if runtime.pool is not None and task.status in (TaskStatus.PENDING, TaskStatus.DOWNLOADED):
-        runtime.pool.wake()
+    if task.status in (TaskStatus.PENDING, TaskStatus.DOWNLOADED):
+        runtime.wake()
     return TaskPublic.model_validate(task)
 
 
@@ -340,7 +337,7 @@ async def restart_task_parsing(
 ) -> TaskPublic:
     """Parse the stored page again without fetching (only when the page is stored)."""
     options = body or TaskRestartParsing()
-    pages = LocalPageStore(runtime.settings.pages_dir)
+    pages = runtime.pages
     task = await admin.restart_parsing(
         runtime.db, pages, task_id, reset_retry_count=options.reset_retry_count
     )

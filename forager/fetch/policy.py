@@ -12,7 +12,8 @@ The pipeline stays a sequence of phases; every fetch-policy decision is made her
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from typing import Protocol
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, CrawlTask, Domain
+from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError
 from forager.fetch import bans, breakers, throttle
@@ -34,7 +35,6 @@ from forager.fetch.proxies import (
     release_proxy,
 )
 from forager.fetch.robots import RobotsRules, Verdict
-from forager.queue.store import ClaimedTask
 
 # Failures that say the site (not the proxy) is in trouble; through a proxy a network error
 # or timeout may be the proxy's, so only answers from the site count then.
@@ -46,6 +46,22 @@ _SITE_FAULTS_PROXIED = frozenset({"http_5xx", "rate_limited", "captcha", "blocke
 _PROXY_FAULTS = frozenset({"proxy", "network", "timeout"})
 _OVERLOAD_STATUSES = frozenset({429, 503})
 _RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
+_ALLOWED = Verdict(True, False)
+
+
+class PolicyTask(Protocol):
+    """What the policy needs of a task (the queue's ``PolicyTask`` is one)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def domain_id(self) -> int: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def user_agent(self) -> str: ...
+    @property
+    def ignore_robots(self) -> bool: ...
 
 
 class FetchPolicy:
@@ -60,15 +76,17 @@ class FetchPolicy:
         self.worker_id = worker_id
         self.robots_rules = RobotsRules(db, settings)
 
-    async def robots(self, task: ClaimedTask) -> Verdict:
+    async def robots(self, task: PolicyTask) -> Verdict:
+        if task.ignore_robots:  # known from the claim: no read at all
+            return _ALLOWED
         return await self.robots_rules.check(task.domain_id, task.url, task.user_agent)
 
-    def owner(self, task: ClaimedTask) -> str:
+    def owner(self, task: PolicyTask) -> str:
         """The lease owner of an exclusive proxy: this worker's session for this task."""
         return f"{self.worker_id}:{task.id}"
 
     async def choose(
-        self, session: AsyncSession, task: ClaimedTask, domain: Domain
+        self, session: AsyncSession, task: PolicyTask, domain: DomainPolicy
     ) -> ProxyChoice | None:
         """The proxy for this fetch of ``task`` (``None``: go direct), by ``domain``'s policy."""
         last = (
@@ -84,7 +102,7 @@ class FetchPolicy:
             avoid = frozenset({last.proxy_id})
         return await choose_proxy(
             session,
-            DomainPolicy.of(domain),
+            domain,
             self.settings,
             self.box,
             owner=self.owner(task),
@@ -94,27 +112,28 @@ class FetchPolicy:
     async def succeeded(
         self,
         session: AsyncSession,
-        task: ClaimedTask,
+        task: PolicyTask,
         proxy: ProxyChoice | None,
-        response: FetchResponse,
+        elapsed_ms: int,
     ) -> None:
+        """The site answered ``task``'s fetch in ``elapsed_ms`` (through ``proxy``, if any)."""
         if proxy is not None:
             await record_proxy_result(
                 session,
                 task.domain_id,
                 proxy.proxy_id,
                 ok=True,
-                response_ms=response.elapsed_ms,
+                response_ms=elapsed_ms,
                 settings=self.settings,
             )
             await self.release(session, proxy)
         await self._domain_breaker(session, task.domain_id, ok=True)
-        await throttle.on_response(session, task.domain_id, self.settings, response.elapsed_ms)
+        await throttle.on_response(session, task.domain_id, self.settings, elapsed_ms)
 
     async def failed(
         self,
         session: AsyncSession,
-        task: ClaimedTask,
+        task: PolicyTask,
         proxy: ProxyChoice | None,
         exc: FetchError,
     ) -> float | None:
@@ -179,17 +198,35 @@ class FetchPolicy:
             .execution_options(synchronize_session=False)
         )
 
-    @staticmethod
-    async def not_before(session: AsyncSession, task_id: int, seconds: float) -> None:
-        """A retried task waits at least ``seconds`` (``Retry-After``)."""
-        until = utcnow() + timedelta(seconds=seconds)
+    async def succeeded_direct(
+        self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]
+    ) -> None:
+        """Many direct fetches that got an answer, as (domain id, response ms): per batch, one
+        breaker statement (it writes only to a domain whose breaker is not healthy) and a throttle
+        step only for domains being throttled or answering slowly."""
+        if not outcomes:
+            return
+        domain_ids = sorted({domain_id for domain_id, _ in outcomes})
+        values = breakers.outcome_values(Domain, self.settings, utcnow(), ok=True)
         await session.execute(
-            update(CrawlTask)
+            update(Domain)
             .where(
-                CrawlTask.id == task_id,
-                CrawlTask.status == "pending",
-                CrawlTask.scheduled_at < until,
+                Domain.id.in_(domain_ids),
+                or_(Domain.breaker_state != breakers.CLOSED, Domain.breaker_failures > 0),
             )
-            .values(scheduled_at=until)
+            .values(**values)
             .execution_options(synchronize_session=False)
         )
+        slow_ms = self.settings.throttle_slow_seconds * 1000
+        throttled = set(
+            (
+                await session.execute(
+                    select(Domain.id).where(
+                        Domain.id.in_(domain_ids), Domain.throttle_delay_seconds.is_not(None)
+                    )
+                )
+            ).scalars()
+        )
+        for domain_id, elapsed_ms in outcomes:
+            if domain_id in throttled or elapsed_ms >= slow_ms:
+                await throttle.on_response(session, domain_id, self.settings, elapsed_ms)

@@ -1,13 +1,20 @@
-"""Saving extracted products: upsert by ``url_hash``, price history only when something moved."""
+"""Saving extracted products: upsert by ``url_hash``, price history only when something moved.
+
+``save_products`` saves a whole batch in a few set-based statements (the worker's writer):
+one locked read of the existing rows and their images, then multi-row inserts and updates.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal, cast
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db.models import PriceHistory, Product, ProductImage
@@ -64,93 +71,203 @@ def _columns(record: ProductRecord) -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ProductInput:
+    """One extracted record to save, and where it came from."""
+
+    domain_id: int
+    task_id: int | None
+    url: str
+    url_hash: str
+    record: ProductRecord
+
+
+def _columns_names() -> tuple[str, ...]:
+    return tuple(_columns(ProductRecord(url="", product_name="")))
+
+
+_PRODUCTS = cast(Table, Product.__table__)
+_KEPT = ("id", "url_hash", "content_hash", *_PRICE_FIELDS, *_PROVENANCE_FIELDS)
+_UPDATE_CONTENT = (
+    update(_PRODUCTS)
+    .where(_PRODUCTS.c.id == bindparam("b_id"))
+    .values(
+        {
+            **{name: bindparam(f"b_{name}") for name in ("domain_id", "content_hash")},
+            **{name: bindparam(f"b_{name}") for name in _columns_names()},
+            "crawl_task_id": bindparam("b_crawl_task_id"),
+            "last_crawled_at": bindparam("b_now"),
+            "updated_at": bindparam("b_now"),
+        }
+    )
+)
+# Unchanged content: only the crawl time moves (updated_at says when the content changed).
+_TOUCH = (
+    update(_PRODUCTS)
+    .where(_PRODUCTS.c.id == bindparam("b_id"))
+    .values(last_crawled_at=bindparam("b_now"), updated_at=_PRODUCTS.c.updated_at)
+)
+
+
 async def save_product(
     session: AsyncSession,
     *,
     domain_id: int,
-    task_id: int,
+    task_id: int | None,
     url: str,
     url_hash: str,
     record: ProductRecord,
 ) -> tuple[int, SaveResult]:
-    """Insert or update the product of ``url_hash``; unchanged content writes nothing.
+    """Insert or update the product of ``url_hash``; unchanged content writes nothing but
+    ``last_crawled_at``. (One record; see ``save_products``.)"""
+    [saved] = await save_products(
+        session, [ProductInput(domain_id, task_id, url, url_hash, record)]
+    )
+    return saved
+
+
+async def save_products(
+    session: AsyncSession, items: Sequence[ProductInput]
+) -> list[tuple[int, SaveResult]]:
+    """Upsert every item (distinct ``url_hash``es); ``(product id, result)`` in item order.
 
     Content is the extracted fields (``content_hash``). When only the parser's provenance moved
-    (a new parser version read the same values), just those columns are updated.
+    (a new parser version read the same values), just those columns are updated; unchanged
+    content moves ``last_crawled_at`` only.
     """
-    digest = content_hash(record)
+    if not items:
+        return []
     now = utcnow()
-    product = (
-        await session.execute(select(Product).where(Product.url_hash == url_hash).with_for_update())
-    ).scalar_one_or_none()
-    columns = _columns(record)
-    if product is not None and product.content_hash == digest:
-        moved = {k: columns[k] for k in _PROVENANCE_FIELDS if getattr(product, k) != columns[k]}
-        if not moved:
-            return product.id, "unchanged"
-        for key, value in moved.items():
-            setattr(product, key, value)
-        return product.id, "reparsed"
-    if product is None:
-        product = Product(
-            domain_id=domain_id,
-            crawl_task_id=task_id,
-            url=url,
-            url_hash=url_hash,
-            content_hash=digest,
-            last_crawled_at=now,
-            **columns,
+    existing = {
+        row.url_hash: row
+        for row in await session.execute(
+            select(*(_PRODUCTS.c[name] for name in _KEPT))
+            .where(_PRODUCTS.c.url_hash.in_([i.url_hash for i in items]))
+            .with_for_update()
         )
-        session.add(product)
-        await session.flush()
-        result: SaveResult = "created"
-        price_moved = True
-        images_moved = bool(record.image_urls)
-    else:
-        price_moved = any(getattr(product, f) != columns[f] for f in _PRICE_FIELDS)
-        old_images = (
-            await session.execute(
-                select(ProductImage.image_url)
-                .where(ProductImage.product_id == product.id)
-                .order_by(ProductImage.position)
-            )
-        ).scalars()
-        images_moved = list(old_images) != record.image_urls
-        for key, value in columns.items():
-            setattr(product, key, value)
-        product.content_hash = digest
-        product.crawl_task_id = task_id
-        product.last_crawled_at = now
-        product.updated_at = now
-        result = "updated"
-    if images_moved:
-        if result == "updated":
-            await session.execute(delete(ProductImage).where(ProductImage.product_id == product.id))
-        if record.image_urls:
-            await session.execute(
-                insert(ProductImage),
-                [
-                    {
-                        "product_id": product.id,
-                        "image_url": image,
-                        "image_type": "primary" if position == 0 else "gallery",
-                        "position": position,
-                        "created_at": now,
-                    }
-                    for position, image in enumerate(record.image_urls)
-                ],
-            )
-    if price_moved:
+    }
+    old_images = await _images_of(session, [row.id for row in existing.values()])
+    results: list[tuple[int, SaveResult] | None] = [None] * len(items)
+    new: list[int] = []
+    content: list[dict[str, Any]] = []
+    touched: list[dict[str, Any]] = []
+    images: dict[int, list[str]] = {}  # product id -> new image list (replacing the old)
+    history: list[tuple[int, int]] = []  # (item index, product id)
+    for index, item in enumerate(items):
+        digest = content_hash(item.record)
+        columns = _columns(item.record)
+        row = existing.get(item.url_hash)
+        if row is None:
+            new.append(index)
+            continue
+        if row.content_hash == digest:
+            moved = {k: columns[k] for k in _PROVENANCE_FIELDS if getattr(row, k) != columns[k]}
+            if moved:
+                await session.execute(
+                    update(_PRODUCTS)
+                    .where(_PRODUCTS.c.id == row.id)
+                    .values(**moved, last_crawled_at=now, updated_at=now)
+                )
+            else:
+                touched.append({"b_id": row.id, "b_now": now})
+            results[index] = (row.id, "reparsed" if moved else "unchanged")
+            continue
+        content.append(
+            {
+                "b_id": row.id,
+                "b_domain_id": item.domain_id,
+                "b_content_hash": digest,
+                "b_crawl_task_id": item.task_id,
+                "b_now": now,
+                **{f"b_{k}": v for k, v in columns.items()},
+            }
+        )
+        if any(getattr(row, f) != columns[f] for f in _PRICE_FIELDS):
+            history.append((index, row.id))
+        if old_images.get(row.id, []) != item.record.image_urls:
+            images[row.id] = item.record.image_urls
+        results[index] = (row.id, "updated")
+    if new:
+        inserted = await session.execute(
+            insert(_PRODUCTS).returning(_PRODUCTS.c.id, sort_by_parameter_order=True),
+            [_new_row(items[i], now) for i in new],
+        )
+        for index, product_id in zip(new, inserted.scalars(), strict=True):
+            results[index] = (product_id, "created")
+            history.append((index, product_id))
+            if items[index].record.image_urls:
+                images[product_id] = items[index].record.image_urls
+    if content:
+        await session.execute(_UPDATE_CONTENT, content)
+    if touched:
+        await session.execute(_TOUCH, touched)
+    await _replace_images(session, images, set(old_images), now)
+    if history:
         await session.execute(
-            insert(PriceHistory).values(
-                product_id=product.id,
-                crawl_task_id=task_id,
-                price=columns["price"],
-                original_price=columns["original_price"],
-                currency=record.currency,
-                availability=columns["availability"],
-                is_available=record.is_available,
-                recorded_at=now,
-            )
+            insert(PriceHistory),
+            [_history_row(items[i], product_id, now) for i, product_id in history],
         )
-    return product.id, result
+    return [r for r in results if r is not None]
+
+
+def _new_row(item: ProductInput, now: datetime) -> dict[str, Any]:
+    return {
+        "domain_id": item.domain_id,
+        "crawl_task_id": item.task_id,
+        "url": item.url,
+        "url_hash": item.url_hash,
+        "content_hash": content_hash(item.record),
+        "last_crawled_at": now,
+        "created_at": now,
+        "updated_at": now,
+        **_columns(item.record),
+    }
+
+
+def _history_row(item: ProductInput, product_id: int, now: datetime) -> dict[str, Any]:
+    columns = _columns(item.record)
+    return {
+        "product_id": product_id,
+        "crawl_task_id": item.task_id,
+        "price": columns["price"],
+        "original_price": columns["original_price"],
+        "currency": item.record.currency,
+        "availability": columns["availability"],
+        "is_available": item.record.is_available,
+        "recorded_at": now,
+    }
+
+
+async def _images_of(session: AsyncSession, product_ids: list[int]) -> dict[int, list[str]]:
+    found: dict[int, list[str]] = {}
+    if not product_ids:
+        return found
+    rows = await session.execute(
+        select(ProductImage.product_id, ProductImage.image_url)
+        .where(ProductImage.product_id.in_(product_ids))
+        .order_by(ProductImage.product_id, ProductImage.position)
+    )
+    for product_id, url in rows:
+        found.setdefault(product_id, []).append(url)
+    return found
+
+
+async def _replace_images(
+    session: AsyncSession, images: dict[int, list[str]], had: set[int], now: datetime
+) -> None:
+    stale = [product_id for product_id in images if product_id in had]
+    if stale:
+        await session.execute(delete(ProductImage).where(ProductImage.product_id.in_(stale)))
+    rows = [
+        {
+            "product_id": product_id,
+            "image_url": image,
+            "image_type": "primary" if position == 0 else "gallery",
+            "position": position,
+            "created_at": now,
+        }
+        for product_id, urls in images.items()
+        for position, image in enumerate(urls)
+    ]
+    if rows:
+        await session.execute(insert(ProductImage), rows)

@@ -14,9 +14,15 @@ from forager.errors import PageStoreError
 
 
 class PageStore(Protocol):
-    """``put`` a page, get back its key; ``get`` the page by that key."""
+    """``put`` a page, get back its key; ``get`` the page by that key.
+
+    ``put_gzip`` stores a page the caller compressed already (the parse processes gzip each
+    page beside parsing it, so the event loop's process does not).
+    """
 
     async def put(self, url_hash: str, body: bytes) -> str: ...
+
+    async def put_gzip(self, url_hash: str, data: bytes) -> str: ...
 
     async def get(self, key: str) -> bytes: ...
 
@@ -42,17 +48,26 @@ class LocalPageStore:
             raise PageStoreError(f"page key {key!r} points outside the page store")
         return path
 
-    def _write(self, key: str, body: bytes) -> None:
+    def _write(self, key: str, data: bytes) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(gzip.compress(body, compresslevel=self.compresslevel, mtime=0))
+        tmp.write_bytes(data)
         os.replace(tmp, path)  # readers never see a half-written page
 
     async def put(self, url_hash: str, body: bytes) -> str:
+        return await self.put_gzip(
+            url_hash, gzip.compress(body, compresslevel=self.compresslevel, mtime=0)
+        )
+
+    async def put_gzip(self, url_hash: str, data: bytes) -> str:
         key = page_key(url_hash)
         try:
-            await asyncio.to_thread(self._write, key, body)
+            # A small page is written inline: a thread hand-off costs more than the write.
+            if len(data) < 64 * 1024:
+                self._write(key, data)
+            else:
+                await asyncio.to_thread(self._write, key, data)
         except OSError as exc:
             raise PageStoreError(f"cannot store page {key}: {exc.strerror or exc}") from exc
         return key
@@ -75,8 +90,11 @@ class MemoryPageStore:
         self.pages: dict[str, bytes] = {}
 
     async def put(self, url_hash: str, body: bytes) -> str:
+        return await self.put_gzip(url_hash, gzip.compress(body, mtime=0))
+
+    async def put_gzip(self, url_hash: str, data: bytes) -> str:
         key = page_key(url_hash)
-        self.pages[key] = gzip.compress(body, mtime=0)
+        self.pages[key] = data
         return key
 
     async def get(self, key: str) -> bytes:

@@ -23,7 +23,6 @@ from forager.api.deps import MAX_ID, EntityId, ReadSessionDep, Runtime, RuntimeD
 from forager.apikeys import authenticate
 from forager.db.models import ApiKey, CrawlTask, PriceHistory, Product
 from forager.errors import NotFound, PageStoreError, Unauthorized
-from forager.store.pages import LocalPageStore
 from forager.web.live import Publisher
 from forager.web.session import COOKIE, LIFETIME_SECONDS, session_key, signer
 
@@ -149,7 +148,7 @@ async def stored_page(
     if task.html_path is None:
         raise NotFound(f"task {task_id} has no stored page")
     try:
-        body = await LocalPageStore(runtime.settings.pages_dir).get(task.html_path)
+        body = await runtime.pages.get(task.html_path)
     except PageStoreError as exc:
         raise NotFound(f"the stored page of task {task_id} cannot be read") from exc
     return HTMLResponse(

@@ -1,104 +1,100 @@
-"""One task through the phases of seed 004: fetch → store → parse → save.
+"""One task's path, in order: claim → fetch (with its policy) → store → parse → finish.
 
-``queued → crawling → downloaded → queued_parse → parsing → completed``; each arrow is a
-compare-and-set on the worker's lease, so a task an operator paused or cancelled, or
-whose lease expired, is dropped at the next boundary without touching its new state.
+The claim has already moved the task to ``crawling`` and read what its domain says (fetcher,
+proxies, robots switch). The fetch asks the policy first (robots.txt; a proxy only for domains
+that use them), the parse process decodes, checks, gzips and parses the page, the page store
+keeps it, and the writer records everything about the task — attempt, events, status, product —
+in one group commit. Every move is a compare-and-set on the worker's lease, so a task an
+operator paused or cancelled, or whose lease expired, is dropped without touching its new state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select
 from sqlalchemy.orm import defer
 
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, Domain
+from forager.db.models import Domain
 from forager.db.types import utcnow
-from forager.errors import FetchError, ForagerError, ParseError
+from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
 from forager.fetch.policy import FetchPolicy
-from forager.fetch.proxies import NoProxyAvailable, ProxyChoice
+from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.parse.base import ProductRecord
-from forager.parse.registry import get_parser
-from forager.products.persist import save_product
-from forager.queue.lifecycle import TaskStatus
-from forager.queue.store import ClaimedTask, TaskQueue, transition
+from forager.parse.registry import UnknownParser, get_parser
+from forager.queue import moves
+from forager.queue.lifecycle import LEASED, TaskStatus
+from forager.queue.moves import FETCHED_VIA, Ending
+from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
+from forager.worker.parsing import ParseJob, ParsePool
+from forager.worker.writer import Finish, Writer
 
 log = logging.getLogger(__name__)
 S = TaskStatus
 
 
 class _Gate:
-    """Reopens the task's domain once its request is sent (or, failing that, once it ends)."""
+    """Reopens the task's domain once its request is sent (or, failing that, when it ends)."""
 
-    def __init__(self, pipeline: Pipeline, task: ClaimedTask) -> None:
-        self.queue = pipeline.queue
+    def __init__(self, pipeline: Pipeline, task: ClaimedTask, opened: bool = False) -> None:
         self.db = pipeline.db
         self.task = task
-        self.opened = task.crawl_delay_seconds <= 0  # no delay: the claim never closed it
+        self.opened = opened or task.crawl_delay_seconds <= 0  # no delay: the claim never closed it
 
     async def open(self) -> None:
         if not self.opened:
             self.opened = True
             async with self.db.session() as session:
-                await self.queue.open_gate(session, self.task)
-
-    async def open_if_closed(self, session: AsyncSession) -> None:
-        if not self.opened:
-            self.opened = True
-            await self.queue.open_gate(session, self.task)
-
-
-@dataclass(slots=True)
-class _Fetched:
-    attempt_id: int
-    page_key: str
+                await moves.open_gate(session, self.task.domain_id, self.task.crawl_delay_seconds)
 
 
 class Pipeline:
-    """Runs claimed tasks to their next resting state; never raises for a task's failure."""
+    """Runs claimed tasks to their next resting state; never raises for a task's failure.
+
+    ``fetcher`` may be None for a pipeline that only finishes tasks fetched elsewhere
+    (``run_fetched``: the agent hub).
+    """
 
     def __init__(
         self,
         db: Database,
         queue: TaskQueue,
-        fetcher: Fetcher,
+        fetcher: Fetcher | None,
         pages: PageStore,
         box: SecretBox | None,
         worker_id: str,
+        *,
+        parser: ParsePool,
+        writer: Writer,
     ) -> None:
         self.db = db
         self.queue = queue
         self.fetcher = fetcher
         self.pages = pages
-        self.box = box
         self.worker_id = worker_id
-        # robots.txt, proxy choice and outcome bookkeeping (bans, breakers, throttling).
+        self.parser = parser
+        self.writer = writer
+        # robots.txt and the proxy choice; the outcome's bookkeeping is the writer's.
         self.policy = FetchPolicy(db, queue.settings, box, worker_id)
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""
         try:
-            if task.status == S.QUEUED:
-                fetched = await self._fetch_phase(task)
-                if fetched is None:
-                    return None
-                return await self._parse_phase(task, fetched.page_key, fetched.attempt_id)
-            if task.html_path is None:
-                return await self._fail(task, None, "internal", "no stored page to parse")
-            return await self._parse_phase(task, task.html_path, None)
+            if task.status in (S.QUEUED, S.CRAWLING):
+                return await self._crawl(task)
+            return await self._reparse(task)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, a database outage: keep the task, not the worker
             log.exception("task %s: unexpected error", task.id)
-            return await self._fail(task, None, "internal", f"{type(exc).__name__}: {exc}")
+            return await self._fail(task, "internal", f"{type(exc).__name__}: {exc}")
 
     async def run_fetched(
         self,
@@ -113,22 +109,16 @@ class Pipeline:
         ``task`` is ``crawling`` under this pipeline's worker id; the page is stored and
         parsed exactly as after a local fetch. Returns the status it ended in (None: lost).
         """
-        gate = _Gate(self, task)
-        gate.opened = gate.opened or gate_opened
+        gate = _Gate(self, task, gate_opened)
         try:
-            if not isinstance(outcome, FetchError):
-                outcome = self.policy.page_ban(outcome) or outcome  # a robot check as a page
             if isinstance(outcome, FetchError):
-                return await self._record_fetch_failure(task, None, started, outcome, gate)
-            fetched = await self._store_fetched(task, None, started, outcome, gate)
-            if fetched is None:
-                return None
-            return await self._parse_phase(task, fetched.page_key, fetched.attempt_id)
+                return await self._fetch_failed(task, None, started, outcome, gate)
+            return await self._store_and_parse(task, None, started, outcome, gate)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, a database outage: keep the task, not the hub
             log.exception("task %s: unexpected error", task.id)
-            return await self._fail(task, None, "internal", f"{type(exc).__name__}: {exc}")
+            return await self._fail(task, "internal", f"{type(exc).__name__}: {exc}")
 
     async def allowed_by_robots(self, task: ClaimedTask) -> bool:
         """The robots.txt check of the fetch phase, for a task about to go to an agent.
@@ -137,124 +127,72 @@ class Pipeline:
         """
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
-            await self._deny(task, verdict.reason or "robots.txt disallows this URL")
+            reason = verdict.reason or "robots.txt disallows this URL"
+            await self._fail(task, "robots_denied", reason, open_gate=True)
         return verdict.allowed
 
-    # -- fetch --------------------------------------------------------------------------
+    # -- fetch ------------------------------------------------------------------------------
 
-    async def _fetch_phase(self, task: ClaimedTask) -> _Fetched | None:
+    async def _crawl(self, task: ClaimedTask) -> str | None:
+        if task.status == S.QUEUED:  # claimed without starting (not the worker pool's way)
+            async with self.db.session() as session:
+                if not await moves.start_crawl(session, task, self.worker_id):
+                    return None
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
-            await self._deny(task, verdict.reason or "robots.txt disallows this URL")
-            return None
+            reason = verdict.reason or "robots.txt disallows this URL"
+            return await self._fail(task, "robots_denied", reason, open_gate=True)
         if verdict.fetched and task.crawl_delay_seconds > 0:
             await asyncio.sleep(task.crawl_delay_seconds)  # robots.txt took the domain's turn
-        async with self.db.session() as session:
-            if not await self.queue.start_crawl(session, task, self.worker_id):
-                return None
-            # One read of the domain for the proxy policy and the fetcher (not its robots.txt).
-            domain = await session.scalar(
-                select(Domain)
-                .where(Domain.id == task.domain_id)
-                .options(defer(Domain.robots_txt_content))
-            )
-            if domain is None:  # deleted meanwhile (delete waits for in-flight tasks): drop it
-                return None
-            try:
-                proxy = await self.policy.choose(session, task, domain)
-            except NoProxyAvailable as exc:
-                await self._no_proxy(session, task, exc)
-                return None
-            fetcher_kind, wait_for_selector = domain.fetcher, domain.wait_for_selector
-        started = utcnow()
         gate = _Gate(self, task)
+        proxy: ProxyChoice | None = None
+        if task.uses_proxies:
+            try:
+                proxy = await self._choose_proxy(task)
+            except NoProxyAvailable as exc:
+                return await self._no_proxy(task, exc, gate)
+        if self.fetcher is None:
+            raise RuntimeError("this pipeline has no fetcher (it only finishes fetched tasks)")
+        started = utcnow()
         request = FetchRequest(
             task.url,
             task.user_agent,
             proxy.url if proxy else None,
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
-            fetcher=fetcher_kind,
-            wait_for_selector=wait_for_selector,
+            fetcher=task.fetcher,
+            wait_for_selector=task.wait_for_selector,
         )
         try:
             response = await self.fetcher.fetch(request)
         except FetchError as exc:
-            await self._record_fetch_failure(task, proxy, started, exc, gate)
-            return None
-        ban = self.policy.page_ban(response)  # a robot check served as a page
-        if ban is not None:
-            await self._record_fetch_failure(task, proxy, started, ban, gate)
-            return None
-        return await self._store_fetched(task, proxy, started, response, gate)
+            return await self._fetch_failed(task, proxy, started, exc, gate)
+        return await self._store_and_parse(task, proxy, started, response, gate)
 
-    async def _deny(self, task: ClaimedTask, reason: str) -> None:
-        """robots.txt forbids the URL: the task fails ``robots_denied`` without a request."""
+    async def _choose_proxy(self, task: ClaimedTask) -> ProxyChoice | None:
         async with self.db.session() as session:
-            await _Gate(self, task).open_if_closed(session)
-            await self.queue.fail(
-                session, task, self.worker_id, error_type="robots_denied", message=reason
+            domain = await session.scalar(
+                select(Domain)
+                .where(Domain.id == task.domain_id)
+                .options(defer(Domain.robots_txt_content))
             )
-
-    async def _no_proxy(
-        self, session: AsyncSession, task: ClaimedTask, exc: NoProxyAvailable
-    ) -> None:
-        """No proxy may be used now: wait for one (no retry spent), or fail if none can serve."""
-        await _Gate(self, task).open_if_closed(session)
-        if exc.retry_in is None:
-            await self.queue.fail(
-                session, task, self.worker_id, error_type="proxy", message=exc.message
-            )
-            return
-        await transition(
-            session,
-            task.id,
-            from_=[S.CRAWLING],
-            to=S.PENDING,
-            worker_id=self.worker_id,
-            event="postponed",
-            details={"reason": exc.message},
-            scheduled_at=utcnow() + timedelta(seconds=exc.retry_in),
-            started_at=None,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
-
-    async def _store_fetched(
-        self,
-        task: ClaimedTask,
-        proxy: ProxyChoice | None,
-        started: object,
-        response: FetchResponse,
-        gate: _Gate,
-    ) -> _Fetched | None:
-        """Store the page, record the attempt and move ``crawling → parsing`` (None: lost)."""
-        body = response.text.encode("utf-8")
-        page_key = await self.pages.put(task.url_hash, body)
-        async with self.db.session() as session:
-            await gate.open_if_closed(session)
-            attempt_id = await self._insert_attempt(
-                session, task, proxy, started, response=response, page_key=page_key
-            )
-            await self.policy.succeeded(session, task, proxy, response)
-            # The same worker parses at once: downloaded → queued_parse → parsing happen in
-            # this one transaction, so a single compare-and-set carries all three events.
-            if not await transition(
-                session,
-                task.id,
-                from_=[S.CRAWLING],
-                to=S.PARSING,
-                via=[S.DOWNLOADED, S.QUEUED_PARSE],
-                worker_id=self.worker_id,
-                html_path=page_key,
-                http_status_code=response.status_code,
-                response_time_ms=response.elapsed_ms,
-                proxy_id=proxy.proxy_id if proxy else None,
-            ):
-                await self._set_attempt(session, attempt_id, outcome="discarded")
+            if domain is None:  # deleted meanwhile (delete waits for in-flight tasks)
                 return None
-        return _Fetched(attempt_id, page_key)
+            return await self.policy.choose(session, task, DomainPolicy.of(domain))
 
-    async def _record_fetch_failure(
+    async def _no_proxy(self, task: ClaimedTask, exc: NoProxyAvailable, gate: _Gate) -> str | None:
+        """No proxy may be used now: wait for one (no retry spent), or fail if none can serve."""
+        if exc.retry_in is None:
+            return await self._fail(task, "proxy", exc.message, open_gate=not gate.opened)
+        async with self.db.session() as session:
+            if not gate.opened:
+                gate.opened = True
+                await moves.open_gate(session, task.domain_id, task.crawl_delay_seconds)
+            moved = await moves.postpone(
+                session, task, self.worker_id, reason=exc.message, seconds=exc.retry_in
+            )
+        return S.PENDING if moved else None
+
+    async def _fetch_failed(
         self,
         task: ClaimedTask,
         proxy: ProxyChoice | None,
@@ -263,154 +201,111 @@ class Pipeline:
         gate: _Gate,
     ) -> str | None:
         log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
-        async with self.db.session() as session:
-            await gate.open_if_closed(session)
-            # First: a 403/503 block page is re-typed ``blocked`` before it is recorded.
-            retry_after = await self.policy.failed(session, task, proxy, exc)
-            attempt_id = await self._insert_attempt(
-                session, task, proxy, started, error=exc, status_code=exc.status_code
-            )
-            status = await self.queue.fail(
-                session,
-                task,
-                self.worker_id,
-                error_type=exc.error_type,
-                message=exc.message,
-                http_status_code=exc.status_code,
-            )
-            await self._set_attempt(session, attempt_id, outcome=_outcome(status))
-            if retry_after and status == S.PENDING:
-                await self.policy.not_before(session, task.id, retry_after)
-        return status
+        # The error is set again by the writer once the policy has classified it (bans).
+        ending = Ending(task, self.worker_id, LEASED, error=(exc.error_type, exc.message, None))
+        attempt = self._fetch_attempt(task, proxy, started, status_code=exc.status_code)
+        return await self.writer.finish(
+            Finish(ending, attempt, proxy=proxy, fetch_error=exc, open_gate=not gate.opened)
+        )
 
-    # -- parse --------------------------------------------------------------------------
+    # -- store, parse, finish -----------------------------------------------------------------
 
-    async def _parse_phase(
-        self, task: ClaimedTask, page_key: str, attempt_id: int | None
-    ) -> str | None:
-        """Parse a stored page; ``attempt_id`` is set when the fetch phase already began it."""
-        if attempt_id is None:
-            async with self.db.session() as session:
-                if not await transition(
-                    session, task.id, from_=[S.QUEUED_PARSE], to=S.PARSING, worker_id=self.worker_id
-                ):
-                    return None
-        try:
-            html = (await self.pages.get(page_key)).decode("utf-8", errors="replace")
-            parser = get_parser(task.parser_name)
-            record: ProductRecord = await asyncio.to_thread(parser.parse, html, task.url)
-        except ParseError as exc:
-            return await self._fail(task, attempt_id, exc.error_type, exc.message, page_key)
-        except ForagerError as exc:
-            return await self._fail(task, attempt_id, "internal", exc.message, page_key)
-        async with self.db.session() as session:
-            if not await self.queue.complete(session, task, self.worker_id):
-                return None
-            await save_product(
-                session,
-                domain_id=task.domain_id,
-                task_id=task.id,
-                url=task.url,
-                url_hash=task.url_hash,
-                record=record,
-            )
-            if record.quality_issues:
-                # Kept as extracted; the parse attempt says which validation rules it breaks.
-                await self._insert_parse_attempt(
-                    session,
-                    task,
-                    page_key,
-                    outcome="validation",
-                    error_type="validation",
-                    error_message="; ".join(record.quality_issues),
-                )
-            elif attempt_id is None:
-                await self._insert_parse_attempt(session, task, page_key, outcome="success")
-        return S.COMPLETED
-
-    async def _fail(
+    async def _store_and_parse(
         self,
         task: ClaimedTask,
-        attempt_id: int | None,
-        error_type: str,
-        message: str,
-        page_key: str | None = None,
+        proxy: ProxyChoice | None,
+        started: object,
+        response: FetchResponse,
+        gate: _Gate,
     ) -> str | None:
+        job = ParseJob(
+            task.url,
+            task.parser_name,
+            response.body,
+            response.headers.get("content-type", ""),
+            response.status_code,
+        )
+        parsed = await self.parser.parse(job)
+        if parsed.ban is not None:  # a robot check served as a page: a failed fetch
+            kind, message = parsed.ban
+            ban = FetchError(message, error_type=kind, status_code=response.status_code)
+            return await self._fetch_failed(task, proxy, started, ban, gate)
+        page_key = None
+        if parsed.page_gz is not None:
+            page_key = await self.pages.put_gzip(task.url_hash, parsed.page_gz)
+        error = (*parsed.error, None) if parsed.error else None
+        proxy_id = proxy.proxy_id if proxy else None
+        fetched = (page_key, response.status_code, response.elapsed_ms, proxy_id)
+        ending = Ending(
+            task, self.worker_id, [S.CRAWLING], error=error, via=FETCHED_VIA, fetched=fetched
+        )
+        attempt = self._fetch_attempt(task, proxy, started, response=response, page_key=page_key)
+        item = Finish(
+            ending,
+            attempt,
+            record=_stamped(parsed.record),
+            proxy=proxy,
+            answered_ms=response.elapsed_ms,
+            open_gate=not gate.opened,
+        )
+        return await self.writer.finish(item)
+
+    async def _reparse(self, task: ClaimedTask) -> str | None:
+        """A stored page parsed again (``restart-parsing``, an expired parse lease)."""
+        if task.html_path is None:
+            return await self._fail(task, "internal", "no stored page to parse")
         async with self.db.session() as session:
-            status = await self.queue.fail(
-                session, task, self.worker_id, error_type=error_type, message=message
-            )
-            values = {
-                "outcome": _outcome(status),
-                "error_type": error_type,
-                "error_message": message,
-            }
-            if attempt_id is not None:
-                await self._set_attempt(session, attempt_id, **values)
-            elif page_key is not None:
-                await self._insert_parse_attempt(session, task, page_key, **values)
-        return status
+            if not await moves.to_parsing(session, task, self.worker_id):
+                return None
+        try:
+            body = await self.pages.get(task.html_path)
+        except PageStoreError as exc:
+            ending = Ending(task, self.worker_id, LEASED, error=("internal", exc.message, None))
+            return await self.writer.finish(Finish(ending, parse_page=task.html_path))
+        parsed = await self.parser.parse(ParseJob(task.url, task.parser_name, body, fetched=False))
+        error = (*parsed.error, None) if parsed.error else None
+        ending = Ending(task, self.worker_id, [S.PARSING], error=error)
+        return await self.writer.finish(
+            Finish(ending, parse_page=task.html_path, record=_stamped(parsed.record))
+        )
 
-    # -- attempts -----------------------------------------------------------------------
+    async def _fail(
+        self, task: ClaimedTask, error_type: str, message: str, *, open_gate: bool = False
+    ) -> str | None:
+        ending = Ending(task, self.worker_id, LEASED, error=(error_type, message, None))
+        return await self.writer.finish(
+            Finish(ending, open_gate=open_gate and task.crawl_delay_seconds > 0)
+        )
 
-    async def _insert_attempt(
+    def _fetch_attempt(
         self,
-        session: AsyncSession,
         task: ClaimedTask,
         proxy: ProxyChoice | None,
         started: object,
         *,
         response: FetchResponse | None = None,
         page_key: str | None = None,
-        error: FetchError | None = None,
         status_code: int | None = None,
-    ) -> int:
-        result = await session.execute(
-            insert(CrawlAttempt)
-            .values(
-                task_id=task.id,
-                worker_id=self.worker_id,
-                proxy_id=proxy.proxy_id if proxy else None,
-                phase="fetch",
-                started_at=started,
-                finished_at=utcnow(),
-                outcome="success" if error is None else "failed",
-                status_code=response.status_code if response else status_code,
-                response_time_ms=response.elapsed_ms if response else None,
-                bytes_received=len(response.body) if response else None,
-                final_url=response.url if response else None,
-                page_path=page_key,
-                error_type=error.error_type if error else None,
-                error_message=error.message if error else None,
-            )
-            .returning(CrawlAttempt.id)
-        )
-        return int(result.scalar_one())
-
-    async def _insert_parse_attempt(
-        self, session: AsyncSession, task: ClaimedTask, page_key: str, **values: object
-    ) -> None:
-        now = utcnow()
-        await session.execute(
-            insert(CrawlAttempt).values(
-                task_id=task.id,
-                worker_id=self.worker_id,
-                phase="parse",
-                started_at=now,
-                finished_at=now,
-                page_path=page_key,
-                **values,
-            )
-        )
-
-    @staticmethod
-    async def _set_attempt(session: AsyncSession, attempt_id: int, **values: object) -> None:
-        await session.execute(
-            update(CrawlAttempt).where(CrawlAttempt.id == attempt_id).values(**values)
-        )
+    ) -> dict[str, Any]:
+        return {
+            "task_id": task.id,
+            "worker_id": self.worker_id,
+            "proxy_id": proxy.proxy_id if proxy else None,
+            "phase": "fetch",
+            "started_at": started,
+            "finished_at": utcnow(),
+            "status_code": response.status_code if response else status_code,
+            "response_time_ms": response.elapsed_ms if response else None,
+            "bytes_received": len(response.body) if response else None,
+            "final_url": response.url if response else None,
+            "page_path": page_key,
+        }
 
 
-def _outcome(status: str | None) -> str:
-    if status == S.PENDING:
-        return "retry"
-    return "failed" if status == S.FAILED else "discarded"
+def _stamped(record: ProductRecord | None) -> ProductRecord | None:
+    """The record with this process's version of its parser: the one ``restart-parsing``
+    compares stored products against (the parse processes run the same code)."""
+    if record is not None:
+        with contextlib.suppress(UnknownParser):
+            record.parser_version = get_parser(record.parser_name).version
+    return record

@@ -14,17 +14,17 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from forager.config import Settings
-from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.fetch.base import Fetcher
-from forager.fetch.registry import FetcherSet
 from forager.proxies.retest import retest_due
 from forager.queue.store import ClaimedTask, TaskQueue
-from forager.store.pages import LocalPageStore, PageStore
+from forager.store.pages import PageStore
 from forager.worker import registry
+from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -49,18 +49,33 @@ class WorkerPool:
         pages: PageStore | None = None,
         run_scheduler: bool = True,
         kind: str = "worker",
+        parts: Parts | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.concurrency = concurrency
         self.worker_id = worker_id or new_worker_id()
         self.queue = TaskQueue(db, settings)
-        # One fetcher per kind (http, impersonate, browser), picked per task's domain.
-        self.fetcher = fetcher or FetcherSet(settings)
-        self.pages = pages or LocalPageStore(settings.pages_dir)
+        # The composition root's shared parts; without them (tests, scripts) the pool builds
+        # and closes its own.
+        self._owns_parts = parts is None
+        parts = parts or Parts.build(db, settings)
+        if fetcher is not None or pages is not None:
+            parts = replace(parts, fetchers=fetcher or parts.fetchers, pages=pages or parts.pages)
+        self.parts = parts
+        self.fetcher = parts.fetchers
+        self.pages = parts.pages
         self.pipeline = Pipeline(
-            db, self.queue, self.fetcher, self.pages, SecretBox(settings), self.worker_id
+            db,
+            self.queue,
+            parts.fetchers,
+            parts.pages,
+            parts.box,
+            self.worker_id,
+            parser=parts.parser,
+            writer=parts.writer,
         )
+        parts.wake.listen(self.wake)
         self.run_scheduler = run_scheduler
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
@@ -98,7 +113,8 @@ class WorkerPool:
             for task in side_tasks:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
-            await self.fetcher.aclose()
+            if self._owns_parts:
+                await self.parts.aclose()
             with contextlib.suppress(Exception):  # the database may be what stopped us
                 await self._report(stopped=True)
             log.info("worker %s stopped after %d tasks", self.worker_id, self.processed)
@@ -112,7 +128,7 @@ class WorkerPool:
             # than the work it hands out.
             if free >= self._batch or (free > 0 and not self.jobs):
                 try:
-                    claimed = await self.queue.claim(self.worker_id, free)
+                    claimed = await self.queue.claim(self.worker_id, free, start=True)
                     if len(claimed) < free:
                         claimed += await self.queue.claim_parse(self.worker_id, free - len(claimed))
                 except Exception:
@@ -185,7 +201,7 @@ class WorkerPool:
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""
-        result = await retest_due(self.db, self.settings, self.pipeline.box)
+        result = await retest_due(self.db, self.settings, self.parts.box)
         if result.enabled:
             log.info("proxies %s pass their re-test: enabled again", result.enabled)
 

@@ -1,0 +1,440 @@
+"""Forager beside Scrapy on one static site, measured in the same run (issue 14).
+
+The site: N product pages (default 3,000, ~15 KB each, schema.org JSON-LD and a visible price)
+written to a temp dir and served by Debian's nginx (installed with apt-get when missing) in the
+foreground, with its own config, on one ephemeral port of 127.0.0.1–10. Then, once with every
+URL on one host and once spread over ten:
+
+- Scrapy (bench dependency group), a 25-line spider: JSON-LD → JSONL feed, concurrency 64;
+- ``forager crawl --concurrency 64`` (SQLite);
+- one ``forager worker --concurrency 64`` on PostgreSQL, then two at 32 each;
+- (one host only) one ``forager worker --concurrency 256``, for its peak RSS.
+
+No crawl delay, 64 requests per domain for both tools. Each tool runs as a child process and
+its CPU time and peak RSS come from ``wait4``. Results print as a table with the ratio to
+Scrapy's pages/s, and are saved to bench/results/versus_scrapy.json.
+
+    .venv/bin/python -m bench.versus_scrapy            # FORAGER_BENCH_VS_PAGES=3000
+    FORAGER_BENCH_VS_ONLY=crawl,scrapy FORAGER_BENCH_VS_LAYOUTS=1 \
+        .venv/bin/python -m bench.versus_scrapy      # one layout, two tools
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from bench.pg import pg_admin, scratch_url
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = int(os.environ.get("FORAGER_BENCH_VS_PAGES", "3000"))
+ONLY = set(filter(None, os.environ.get("FORAGER_BENCH_VS_ONLY", "").split(",")))
+LAYOUTS = {"1 host": ["127.0.0.1"], "10 hosts": [f"127.0.0.{n}" for n in range(1, 11)]}
+# FORAGER_BENCH_VS_LAYOUTS=1 runs the one-host layout only (quicker).
+RUN_LAYOUTS = list(LAYOUTS)[: int(os.environ.get("FORAGER_BENCH_VS_LAYOUTS", "2"))]
+PAGE_KB = 12  # ~15 KB pages
+
+SPIDER = """\
+import json, scrapy
+
+class Products(scrapy.Spider):
+    name = "products"
+    custom_settings = {
+        "CONCURRENT_REQUESTS": 64, "CONCURRENT_REQUESTS_PER_DOMAIN": 64, "DOWNLOAD_DELAY": 0,
+        "ROBOTSTXT_OBEY": False, "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False,
+    }
+
+    async def start(self):
+        for url in open(self.urls_file).read().split():
+            yield scrapy.Request(url)
+
+    def parse(self, response):
+        for text in response.css('script[type="application/ld+json"]::text').getall():
+            data = json.loads(text)
+            if data.get("@type") == "Product":
+                offer = data.get("offers") or {}
+                yield {"url": response.url, "name": data.get("name"), "sku": data.get("sku"),
+                       "price": offer.get("price"), "currency": offer.get("priceCurrency")}
+                return
+"""
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    default_type text/html;
+    keepalive_requests 100000;
+    server {{
+{listens}
+        root {tmp}/site;
+        location = /robots.txt {{ return 404; }}
+    }}
+}}
+"""
+
+
+def machine() -> dict[str, str]:
+    """The machine and its load now (figures are only comparable on a quiet machine)."""
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown",
+    )
+    mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    pg = subprocess.run(["psql", "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "memory_gib": f"{mem_kb / 1024 / 1024:.0f}",
+        "python": platform.python_version(),
+        "postgresql": pg or "unknown",
+        "os": platform.platform(),
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+# -- the site ------------------------------------------------------------------------------
+
+
+def build_site(root: Path, pages: int, base_url: str) -> None:
+    from tests.support.pages import product_page
+
+    site = root / "site" / "p"
+    site.mkdir(parents=True)
+    for n in range(pages):
+        price = Decimal(n % 500) + Decimal("0.99")
+        html = product_page(n, price, True, base_url, kb=PAGE_KB)
+        (site / f"{n}.html").write_text(html, encoding="utf-8")
+
+
+def ensure_nginx() -> str:
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else "")
+    if found:
+        return found
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    print("installing nginx with apt-get", file=sys.stderr)
+    install = [*sudo, "apt-get", "install", "-y", "-q", "nginx"]
+    if subprocess.run(install, capture_output=True).returncode != 0:
+        subprocess.run([*sudo, "apt-get", "update", "-q"], capture_output=True, check=True)
+        subprocess.run(install, capture_output=True, check=True)
+    return shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Nginx:
+    """nginx in the foreground on ``port`` of every loopback host, serving ``tmp/site``."""
+
+    def __init__(self, tmp: Path, port: int) -> None:
+        listens = "\n".join(f"        listen {h}:{port};" for h in LAYOUTS["10 hosts"])
+        conf = tmp / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(tmp=tmp, listens=listens))
+        for path in [tmp, *tmp.rglob("*")]:  # nginx's workers run as nobody when we are root
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        self.proc = subprocess.Popen([ensure_nginx(), "-c", str(conf), "-p", str(tmp)])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.10", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit(
+                        f"nginx did not start: {(tmp / 'nginx-error.log').read_text()}"
+                    ) from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGQUIT)
+        self.proc.wait(timeout=10)
+
+
+# -- measuring a child -------------------------------------------------------------------------
+
+
+def _measured(proc: subprocess.Popen[Any], started: float) -> dict[str, float]:
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "exit": proc.returncode,
+        "ended": time.perf_counter() - started,
+    }
+
+
+def _result(pages: int, wall: float, cpu: float, rss: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "pages": pages,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "pages_per_s": round(pages / wall, 1),
+        "cpu_ms_per_page": round(cpu * 1000 / max(pages, 1), 2),
+        "peak_rss_mb": round(rss, 1),
+        **extra,
+    }
+
+
+def forager_env(tmp: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "FORAGER_DATA_DIR": str(tmp),
+        "FORAGER_DEFAULT_CRAWL_DELAY_SECONDS": "0",
+        "FORAGER_DEFAULT_MAX_CONCURRENT_REQUESTS": "64",
+        "FORAGER_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),  # this checkout's forager, whatever the venv has installed
+        **extra,
+    }
+
+
+def run_scrapy(tmp: Path, urls_file: Path) -> dict[str, Any]:
+    spider = tmp / "spider.py"
+    spider.write_text(SPIDER)
+    out = tmp / "scrapy.jsonl"
+    out.unlink(missing_ok=True)
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "runspider",
+            str(spider),
+            "-a",
+            f"urls_file={urls_file}",
+            "-o",
+            f"{out}:jsonl",
+        ],
+        cwd=tmp,
+    )
+    m = _measured(proc, started)
+    pages = sum(1 for _ in out.open()) if out.exists() else 0
+    return _result(pages, m["ended"], m["cpu_s"], m["peak_rss_mb"])
+
+
+def run_crawl(tmp: Path, urls: list[str]) -> dict[str, Any]:
+    data = tmp / "crawl-data"
+    shutil.rmtree(data, ignore_errors=True)
+    out = tmp / "forager.jsonl"
+    out.unlink(missing_ok=True)
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forager.cli",
+            "crawl",
+            "--concurrency",
+            "64",
+            "-o",
+            str(out),
+            *urls,
+        ],
+        env=forager_env(data),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp,
+    )
+    m = _measured(proc, started)
+    pages = sum(1 for _ in out.open()) if out.exists() else 0
+    return _result(pages, m["ended"], m["cpu_s"], m["peak_rss_mb"], exit=m["exit"])
+
+
+async def _wait_done(database: str, total: int, procs: list[subprocess.Popen[Any]]) -> int:
+    """Poll (one connection: the server's connection slots are shared) until all are done."""
+    import asyncpg
+
+    conn = await asyncpg.connect(database.replace("+asyncpg", ""))
+    try:
+        while True:
+            row = await conn.fetchrow(
+                "SELECT count(*) FILTER (WHERE status IN ('completed','failed','cancelled'))"
+                " AS done, count(*) FILTER (WHERE status = 'completed') AS ok FROM crawl_tasks"
+            )
+            if row["done"] >= total or any(p.poll() is not None for p in procs):
+                return int(row["ok"])
+            await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+
+
+def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) -> dict[str, Any]:
+    name = f"forager_vs_{os.getpid()}"
+    asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
+    database = scratch_url(name)
+    data = tmp / "worker-data"
+    shutil.rmtree(data, ignore_errors=True)
+    env = forager_env(data, FORAGER_DATABASE_URL=database, FORAGER_POLL_SECONDS="0.2")
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "bench.versus_scrapy", "submit", str(urls_file)],
+            env=env,
+            check=True,
+            cwd=ROOT,
+        )
+        total = len(urls_file.read_text().split())
+        started = time.perf_counter()
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "forager.cli", "worker", "--concurrency", str(concurrency)],
+                env=env,
+                cwd=tmp,
+                stderr=(tmp / f"worker{i}.log").open("wb"),
+            )
+            for i in range(processes)
+        ]
+        try:
+            ok = asyncio.run(_wait_done(database, total, procs))
+            wall = time.perf_counter() - started
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            runs = [_measured(p, started) for p in procs]
+    finally:
+        asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    return _result(
+        ok,
+        wall,
+        sum(r["cpu_s"] for r in runs),
+        max(r["peak_rss_mb"] for r in runs),
+        processes=processes,
+        concurrency=concurrency,
+    )
+
+
+def submit_main(urls_file: str) -> None:
+    """Migrate the database of FORAGER_DATABASE_URL and submit the URLs (a child process)."""
+    from forager.config import get_settings
+    from forager.queue.submit import SubmitSpec, submit_urls
+    from forager.runtime import open_database
+
+    async def go() -> None:
+        settings = get_settings()
+        db = await open_database(settings)
+        urls = Path(urls_file).read_text().split()
+        await submit_urls(db, settings, [SubmitSpec(u, created_by="bench") for u in urls])
+        await db.dispose()
+
+    asyncio.run(go())
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def _want(name: str) -> bool:
+    return not ONLY or name in ONLY
+
+
+def main() -> None:
+    results: dict[str, Any] = {"machine_before": machine(), "pages": PAGES, "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="forager-vs-") as tmp_name:
+        tmp = Path(tmp_name)
+        port = free_port()
+        build_site(tmp, PAGES, f"http://127.0.0.1:{port}")
+        nginx = Nginx(tmp, port)
+        try:
+            for layout in RUN_LAYOUTS:
+                hosts = LAYOUTS[layout]
+                urls = [f"http://{hosts[n % len(hosts)]}:{port}/p/{n}.html" for n in range(PAGES)]
+                urls_file = tmp / "urls.txt"
+                urls_file.write_text("\n".join(urls))
+                runs: dict[str, Any] = results["runs"].setdefault(layout, {})
+                plan: list[tuple[str, str, Any]] = [
+                    ("scrapy", "scrapy", lambda f=urls_file: run_scrapy(tmp, f)),
+                    ("crawl", "forager crawl (SQLite)", lambda u=urls: run_crawl(tmp, u)),
+                    (
+                        "worker",
+                        "1 forager worker (PostgreSQL)",
+                        lambda f=urls_file: run_workers(tmp, f, 1, 64),
+                    ),
+                    (
+                        "workers",
+                        "2 forager workers (PostgreSQL)",
+                        lambda f=urls_file: run_workers(tmp, f, 2, 32),
+                    ),
+                ]
+                if layout == "1 host":
+                    plan.append(
+                        (
+                            "c256",
+                            "1 forager worker c=256 (PostgreSQL)",
+                            lambda f=urls_file: run_workers(tmp, f, 1, 256),
+                        )
+                    )
+                for key, name, run in plan:
+                    if not _want(key):
+                        continue
+                    try:
+                        runs[name] = run()
+                    except Exception as exc:  # one failed run must not lose the others
+                        runs[name] = {"error": repr(exc)}
+                    scrapy = runs.get("scrapy", {}).get("pages_per_s")
+                    if scrapy and "pages_per_s" in runs[name]:
+                        runs[name]["vs_scrapy"] = round(runs[name]["pages_per_s"] / scrapy, 2)
+                    print(layout, name, json.dumps(runs[name]), file=sys.stderr)
+                    save(results)
+        finally:
+            nginx.stop()
+    results["machine_after"] = machine()
+    save(results)
+    print(table(results))
+
+
+def save(results: dict[str, Any]) -> None:
+    out = Path(os.environ.get("FORAGER_BENCH_VS_OUT", ROOT / "bench" / "results"))
+    out.mkdir(exist_ok=True, parents=True)
+    (out / "versus_scrapy.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| layout | run | pages | wall | CPU | pages/s | CPU per page | peak RSS | vs Scrapy |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for layout, runs in results["runs"].items():
+        for name, r in runs.items():
+            if "error" in r:
+                lines.append(f"| {layout} | {name} | failed: {r['error']} |")
+                continue
+            lines.append(
+                f"| {layout} | {name} | {r['pages']} | {r['wall_s']} s | {r['cpu_s']} s | "
+                f"{r['pages_per_s']} | {r['cpu_ms_per_page']} ms | {r['peak_rss_mb']} MB | "
+                f"{r.get('vs_scrapy', '—')}× |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "submit":
+        submit_main(sys.argv[2])
+    else:
+        main()

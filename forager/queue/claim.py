@@ -1,0 +1,278 @@
+"""Claiming: lease due tasks to a worker in one short transaction (DESIGN.md decision 1).
+
+1. list candidate domains — active, past their politeness gate, breaker closed, with due
+   pending work — ordered by their best task (priority 1 first, then ``scheduled_at``);
+2. lock one candidate domain row (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's
+   ``BEGIN IMMEDIATE`` already serializes writers) and re-check its gate;
+3. under that lock count the domain's in-flight tasks with a fresh snapshot, so
+   ``max_concurrent_requests`` holds across every worker process;
+4. lease its best pending tasks (``UPDATE … RETURNING``); a domain with a crawl delay gets
+   one task and its gate closes until that request has been sent (``moves.open_gate``).
+
+With ``start`` the leased tasks go straight on to ``crawling`` (a worker that starts them at
+once): both events are written, and the fetch needs no transaction of its own to begin.
+Everything runs in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.config import Settings
+from forager.db import audit
+from forager.db.models import CrawlTask, Domain, DomainProxy
+from forager.fetch import breakers
+from forager.fetch.throttle import effective_delay
+from forager.queue.lifecycle import FETCHING, TaskStatus
+from forager.queue.tasks import ClaimedTask
+
+S = TaskStatus
+# Candidate domains looked at per claim; more only matters when many are saturated at once.
+_CANDIDATE_DOMAINS = 16
+
+_TASK_COLUMNS = (
+    CrawlTask.id,
+    CrawlTask.url,
+    CrawlTask.url_hash,
+    CrawlTask.status,
+    CrawlTask.domain_id,
+    CrawlTask.parser_name,
+    CrawlTask.retry_count,
+    CrawlTask.max_retries,
+    CrawlTask.html_path,
+    CrawlTask.is_recurring,
+    CrawlTask.crawl_frequency_seconds,
+)
+_MAPPED = exists().where(DomainProxy.domain_id == Domain.id, DomainProxy.source == "admin")
+# What a claim needs of a domain (not its robots.txt text).
+_DOMAIN_COLUMNS = (
+    Domain.id,
+    Domain.domain_name,
+    Domain.parser_name,
+    Domain.user_agent,
+    Domain.crawl_delay_seconds,
+    Domain.throttle_delay_seconds,
+    Domain.max_concurrent_requests,
+    Domain.fetcher,
+    Domain.wait_for_selector,
+    Domain.ignore_robots,
+    or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
+        "uses_proxies"
+    ),
+)
+
+
+def _claimed(row: Any, domain: Any) -> ClaimedTask:
+    return ClaimedTask(
+        id=row.id,
+        url=row.url,
+        url_hash=row.url_hash,
+        status=row.status,
+        domain_id=row.domain_id,
+        domain_name=domain.domain_name,
+        parser_name=row.parser_name or domain.parser_name,
+        user_agent=domain.user_agent,
+        crawl_delay_seconds=effective_delay(
+            domain.crawl_delay_seconds, domain.throttle_delay_seconds
+        ),
+        retry_count=row.retry_count,
+        max_retries=row.max_retries,
+        html_path=row.html_path,
+        is_recurring=row.is_recurring,
+        crawl_frequency_seconds=row.crawl_frequency_seconds,
+        fetcher=domain.fetcher,
+        wait_for_selector=domain.wait_for_selector,
+        uses_proxies=bool(domain.uses_proxies),
+        ignore_robots=bool(domain.ignore_robots),
+    )
+
+
+def _gate_open(now: datetime, settings: Settings) -> list[Any]:
+    return [
+        Domain.is_active.is_(True),
+        or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
+        breakers.allows(Domain, settings, now),  # an open breaker: not claimed
+    ]
+
+
+async def candidate_domains(
+    session: AsyncSession,
+    settings: Settings,
+    now: datetime,
+    only: Sequence[str] | None = None,
+    fetchers: Sequence[str] | None = None,
+) -> list[int]:
+    """Domains with due work whose gate is open, best task first."""
+    best_task = (
+        select(CrawlTask.id)
+        .where(
+            CrawlTask.domain_id == Domain.id,
+            CrawlTask.status == S.PENDING,
+            CrawlTask.scheduled_at <= now,
+        )
+        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
+        .limit(1)
+        .scalar_subquery()
+        .correlate(Domain)
+    )
+    ready = (
+        select(Domain.id.label("domain_id"), best_task.label("task_id"))
+        .where(
+            *_gate_open(now, settings),
+            *([Domain.domain_name.in_(list(only))] if only is not None else []),
+            *([Domain.fetcher.in_(list(fetchers))] if fetchers is not None else []),
+        )
+        .subquery()
+    )
+    rows = await session.execute(
+        select(ready.c.domain_id)
+        .join(CrawlTask, CrawlTask.id == ready.c.task_id)
+        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
+        .limit(_CANDIDATE_DOMAINS)
+    )
+    return list(rows.scalars())
+
+
+async def claim_from_domain(
+    session: AsyncSession,
+    settings: Settings,
+    domain_id: int,
+    worker_id: str,
+    now: datetime,
+    limit: int,
+    lease_until: datetime,
+    *,
+    start: bool = False,
+) -> list[ClaimedTask]:
+    """Lease up to ``limit`` of one domain's due tasks, within its politeness budget."""
+    domain = (
+        await session.execute(
+            select(*_DOMAIN_COLUMNS)
+            .where(Domain.id == domain_id, *_gate_open(now, settings))
+            .with_for_update(skip_locked=True, of=Domain)
+        )
+    ).one_or_none()
+    if domain is None:  # another worker holds it, or its gate moved meanwhile
+        return []
+    in_flight = await session.scalar(
+        select(func.count())
+        .select_from(CrawlTask)
+        .where(CrawlTask.domain_id == domain_id, CrawlTask.status.in_(FETCHING))
+    )
+    free = domain.max_concurrent_requests - (in_flight or 0)
+    # With a delay, one request per gate opening; without, fill the free slots.
+    delay = effective_delay(domain.crawl_delay_seconds, domain.throttle_delay_seconds)
+    take = min(free, limit, 1 if delay > 0 else limit)
+    if take <= 0:
+        return []
+    pick = (
+        select(CrawlTask.id)
+        .where(
+            CrawlTask.domain_id == domain_id,
+            CrawlTask.status == S.PENDING,
+            CrawlTask.scheduled_at <= now,
+        )
+        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
+        .limit(take)
+        .with_for_update(skip_locked=True)
+    )
+    task_ids = list((await session.execute(pick)).scalars())
+    if not task_ids:
+        return []
+    status = S.CRAWLING if start else S.QUEUED
+    rows = await session.execute(
+        update(CrawlTask)
+        .where(CrawlTask.id.in_(task_ids), CrawlTask.status == S.PENDING)
+        .values(
+            status=status,
+            lease_owner=worker_id,
+            lease_expires_at=lease_until,
+            updated_at=now,
+            **({"started_at": now} if start else {}),
+        )
+        .returning(*_TASK_COLUMNS)
+        .execution_options(synchronize_session=False)
+    )
+    tasks = [_claimed(row, domain) for row in rows]
+    if delay > 0:
+        # Closed until the request is really on the wire (see ``moves.open_gate``); a worker
+        # that dies before sending leaves it closed only until its lease runs out.
+        await session.execute(
+            update(Domain)
+            .where(Domain.id == domain_id)
+            .values(next_fetch_at=lease_until)
+            .execution_options(synchronize_session=False)
+        )
+    ids = [t.id for t in tasks]
+    audit.record(session, "task", ids, S.QUEUED, {"to": S.QUEUED, "worker": worker_id})
+    if start:
+        audit.record(session, "task", ids, S.CRAWLING, {"to": S.CRAWLING, "worker": worker_id})
+    return tasks
+
+
+async def claim_parse(
+    session: AsyncSession, worker_id: str, now: datetime, limit: int, lease_until: datetime
+) -> list[ClaimedTask]:
+    """Lease downloaded tasks for the parse phase (restart-parsing, expired parse leases)."""
+    pick = (
+        select(CrawlTask.id)
+        .where(CrawlTask.status == S.DOWNLOADED)
+        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    task_ids = list((await session.execute(pick)).scalars())
+    if not task_ids:
+        return []
+    rows = (
+        await session.execute(
+            update(CrawlTask)
+            .where(CrawlTask.id.in_(task_ids), CrawlTask.status == S.DOWNLOADED)
+            .values(
+                status=S.QUEUED_PARSE,
+                lease_owner=worker_id,
+                lease_expires_at=lease_until,
+                updated_at=now,
+            )
+            .returning(*_TASK_COLUMNS)
+            .execution_options(synchronize_session=False)
+        )
+    ).all()
+    domains = {
+        d.id: d
+        for d in await session.execute(
+            select(*_DOMAIN_COLUMNS).where(Domain.id.in_({r.domain_id for r in rows}))
+        )
+    }
+    tasks = [_claimed(row, domains[row.domain_id]) for row in rows]
+    audit.record(
+        session,
+        "task",
+        [t.id for t in tasks],
+        S.QUEUED_PARSE,
+        {"to": S.QUEUED_PARSE, "worker": worker_id},
+    )
+    return tasks
+
+
+async def next_gate_opening(session: AsyncSession, now: datetime) -> datetime | None:
+    """When the earliest closed politeness gate with due work opens (for idle sleeping)."""
+    has_work = (
+        select(CrawlTask.id)
+        .where(
+            CrawlTask.domain_id == Domain.id,
+            CrawlTask.status == S.PENDING,
+            CrawlTask.scheduled_at <= now,
+        )
+        .exists()
+    )
+    return await session.scalar(
+        select(func.min(Domain.next_fetch_at)).where(
+            Domain.is_active.is_(True), Domain.next_fetch_at > now, has_work
+        )
+    )

@@ -1,0 +1,335 @@
+"""Named moves of a leased task, each a compare-and-set that writes its audit events.
+
+The transaction rule: every function here runs inside the caller's transaction (it takes the
+``session``) and never commits; ``TaskQueue`` (store.py) is what opens one transaction per
+call for callers that have none. A move guarded by ``worker_id`` happens only while that worker
+still holds the lease, so a worker whose lease expired, or whose task an operator paused or
+cancelled, changes nothing.
+
+``settle`` ends many tasks at once (the worker's writer): one locked read says which of them the
+worker still holds, one ``executemany`` writes their new rows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Boolean, Integer, String, Table, Text, bindparam, case, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.config import Settings
+from forager.db import audit
+from forager.db.models import CrawlTask, Domain
+from forager.db.types import UTCDateTime, utcnow
+from forager.errors import RETRYABLE_ERROR_TYPES
+from forager.queue.lifecycle import LEASED, PARSE_LEASED, TaskStatus
+from forager.queue.tasks import ClaimedTask
+
+S = TaskStatus
+_TASKS = cast(Table, CrawlTask.__table__)  # Core, not ORM: this is the hot path
+# What a worker passes through between its fetch and its parse, inside one transaction.
+FETCHED_VIA = (S.DOWNLOADED, S.QUEUED_PARSE, S.PARSING)
+
+
+def retry_delay(settings: Settings, retry_count: int) -> float:
+    """Exponential backoff with ±50 % jitter, capped at ``retry_max_seconds``."""
+    base = settings.retry_base_seconds * (2**retry_count)
+    capped: float = min(settings.retry_max_seconds, base)
+    return capped * random.uniform(0.5, 1.5)
+
+
+async def transition(
+    session: AsyncSession,
+    task_id: int,
+    *,
+    from_: Sequence[str],
+    to: str,
+    worker_id: str | None = None,
+    event: str | None = None,
+    details: dict[str, Any] | None = None,
+    via: Sequence[str] = (),
+    **values: Any,
+) -> bool:
+    """Compare-and-set ``task_id`` from one of ``from_`` to ``to``; write the event if it moved.
+
+    ``via`` names statuses passed through inside this same transaction (no other session
+    can observe them): each still gets its event, in order.
+    """
+    conditions = [_TASKS.c.id == task_id, _TASKS.c.status.in_(list(from_))]
+    if worker_id is not None:
+        conditions.append(_TASKS.c.lease_owner == worker_id)
+    result = await session.execute(
+        update(_TASKS).where(*conditions).values(status=to, updated_at=utcnow(), **values)
+    )
+    if not getattr(result, "rowcount", 0):
+        return False
+    base = {"worker": worker_id} if worker_id else {}
+    for step in via:
+        audit.record(session, "task", [task_id], step, {"to": step, **base})
+    audit.record(session, "task", [task_id], event or to, {"to": to, **base, **(details or {})})
+    return True
+
+
+async def start_crawl(session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
+    """``queued → crawling``, just before the request goes out (agents; workers claim started)."""
+    return await transition(
+        session, task.id, from_=[S.QUEUED], to=S.CRAWLING, worker_id=worker_id, started_at=utcnow()
+    )
+
+
+async def to_parsing(session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
+    """``queued_parse → parsing``: a stored page is about to be parsed again."""
+    return await transition(
+        session, task.id, from_=[S.QUEUED_PARSE], to=S.PARSING, worker_id=worker_id
+    )
+
+
+async def open_gate(session: AsyncSession, domain_id: int, delay_seconds: float) -> None:
+    """A request to the domain has been sent: the domain opens again ``delay_seconds`` later."""
+    await session.execute(
+        update(Domain)
+        .where(Domain.id == domain_id)
+        .values(next_fetch_at=utcnow() + timedelta(seconds=delay_seconds))
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def postpone(
+    session: AsyncSession, task: ClaimedTask, worker_id: str, *, reason: str, seconds: float
+) -> bool:
+    """``crawling → pending``, no retry spent (no proxy free now): back ``seconds`` later."""
+    return await transition(
+        session,
+        task.id,
+        from_=[S.CRAWLING],
+        to=S.PENDING,
+        worker_id=worker_id,
+        event="postponed",
+        details={"reason": reason},
+        scheduled_at=utcnow() + timedelta(seconds=seconds),
+        started_at=None,
+        lease_owner=None,
+        lease_expires_at=None,
+    )
+
+
+async def not_before(session: AsyncSession, task_id: int, seconds: float) -> None:
+    """A retried (pending) task waits at least ``seconds`` (a site's ``Retry-After``)."""
+    until = utcnow() + timedelta(seconds=seconds)
+    await session.execute(
+        update(_TASKS)
+        .where(_TASKS.c.id == task_id, _TASKS.c.status == S.PENDING, _TASKS.c.scheduled_at < until)
+        .values(scheduled_at=until)
+    )
+
+
+async def complete(session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
+    """``parsing → completed``; a recurring task gets its ``next_crawl_at``."""
+    now = utcnow()
+    return await transition(
+        session,
+        task.id,
+        from_=[S.PARSING],
+        to=S.COMPLETED,
+        worker_id=worker_id,
+        completed_at=now,
+        next_crawl_at=_next_crawl(task, now),
+        error_type=None,
+        error_message=None,
+        lease_owner=None,
+        lease_expires_at=None,
+    )
+
+
+async def fail(
+    session: AsyncSession,
+    settings: Settings,
+    task: ClaimedTask,
+    worker_id: str,
+    *,
+    error_type: str,
+    message: str,
+    http_status_code: int | None = None,
+) -> str | None:
+    """Retry later with backoff, or fail for good; returns the new status (None: lost lease)."""
+    ending = Ending(task, worker_id, LEASED, error=(error_type, message, http_status_code))
+    return (await settle(session, settings, [ending])).get(task.id)
+
+
+async def release(session: AsyncSession, task_id: int, worker_id: str) -> str | None:
+    """Give a leased task back untouched (no retry spent); the status it went back to."""
+    now = utcnow()
+    back = case((_TASKS.c.status.in_(PARSE_LEASED), S.DOWNLOADED), else_=S.PENDING)
+    result = await session.execute(
+        update(_TASKS)
+        .where(
+            _TASKS.c.id == task_id,
+            _TASKS.c.lease_owner == worker_id,
+            _TASKS.c.status.in_(LEASED),
+        )
+        .values(
+            status=back,
+            lease_owner=None,
+            lease_expires_at=None,
+            started_at=None,
+            scheduled_at=now,
+            updated_at=now,
+        )
+        .returning(_TASKS.c.status)
+    )
+    status: str | None = result.scalar_one_or_none()
+    if status is not None:
+        audit.record(session, "task", [task_id], "released", {"to": status, "worker": worker_id})
+    return status
+
+
+async def heartbeat(session: AsyncSession, worker_id: str, until: datetime) -> int:
+    """Extend the leases of every task ``worker_id`` holds to ``until``; returns how many."""
+    result = await session.execute(
+        update(_TASKS)
+        .where(_TASKS.c.lease_owner == worker_id, _TASKS.c.status.in_(LEASED))
+        .values(lease_expires_at=until)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+# -- many tasks at once ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Ending:
+    """How one leased task ends: completed (``error`` None) or failed with ``error``.
+
+    ``via`` are the statuses it passes through first (a fetched page: downloaded → queued_parse
+    → parsing); ``fetched`` the columns a stored fetch sets (page key, status, time, proxy).
+    """
+
+    task: ClaimedTask
+    worker_id: str
+    from_: Sequence[str]
+    error: tuple[str, str, int | None] | None = None  # error_type, message, HTTP status
+    via: Sequence[str] = ()
+    fetched: tuple[str | None, int, int, int | None] | None = None  # page key, status, ms, proxy
+    not_before: float | None = None  # Retry-After seconds, when the site sent one
+
+
+def _next_crawl(task: ClaimedTask, now: datetime) -> datetime | None:
+    return now + timedelta(seconds=task.crawl_frequency_seconds) if task.is_recurring else None
+
+
+def _param(name: str, type_: Any) -> Any:
+    return bindparam(name, type_=type_)
+
+
+# One statement shape for every ending, so a whole batch is one executemany.
+_SETTLE = (
+    update(_TASKS)
+    .where(_TASKS.c.id == _param("b_id", Integer))
+    .values(
+        status=_param("b_status", String),
+        updated_at=_param("b_now", UTCDateTime),
+        lease_owner=None,
+        lease_expires_at=None,
+        retry_count=_param("b_retry_count", Integer),
+        scheduled_at=func.coalesce(_param("b_scheduled_at", UTCDateTime), _TASKS.c.scheduled_at),
+        completed_at=func.coalesce(_param("b_completed_at", UTCDateTime), _TASKS.c.completed_at),
+        next_crawl_at=_param("b_next_crawl_at", UTCDateTime),
+        started_at=case((_param("b_keep_started", Boolean), _TASKS.c.started_at), else_=None),
+        error_type=_param("b_error_type", String),
+        error_message=_param("b_error_message", Text),
+        http_status_code=_param("b_http_status_code", Integer),
+        html_path=func.coalesce(_param("b_html_path", String), _TASKS.c.html_path),
+        response_time_ms=func.coalesce(
+            _param("b_response_time_ms", Integer), _TASKS.c.response_time_ms
+        ),
+        proxy_id=case(
+            (_param("b_fetched", Boolean), _param("b_proxy_id", Integer)), else_=_TASKS.c.proxy_id
+        ),
+    )
+)
+
+
+async def settle(
+    session: AsyncSession, settings: Settings, endings: Sequence[Ending]
+) -> dict[int, str]:
+    """End every task of ``endings`` its worker still holds; ``{task id: new status}``.
+
+    Tasks missing from the result were taken away (paused, cancelled, lease lost): nothing of
+    them was written.
+    """
+    if not endings:
+        return {}
+    locked = (
+        await session.execute(
+            select(_TASKS.c.id, _TASKS.c.status, _TASKS.c.lease_owner)
+            .where(_TASKS.c.id.in_([e.task.id for e in endings]))
+            .with_for_update()
+        )
+    ).all()
+    held = {row.id: (row.status, row.lease_owner) for row in locked}
+    now = utcnow()
+    moved: dict[int, str] = {}
+    rows: list[dict[str, Any]] = []
+    for ending in endings:
+        status, owner = held.get(ending.task.id, (None, None))
+        if owner != ending.worker_id or status not in ending.from_:
+            continue
+        row, event, details = _ending_row(settings, ending, now)
+        rows.append(row)
+        moved[ending.task.id] = row["b_status"]
+        base = {"worker": ending.worker_id}
+        for step in ending.via:
+            audit.record(session, "task", [ending.task.id], step, {"to": step, **base})
+        audit.record(session, "task", [ending.task.id], event, details)
+    if rows:
+        await session.execute(_SETTLE, rows)
+    return moved
+
+
+def _ending_row(
+    settings: Settings, ending: Ending, now: datetime
+) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    task = ending.task
+    page_key, status_code, elapsed_ms, proxy_id = ending.fetched or (None, None, None, None)
+    row: dict[str, Any] = {
+        "b_id": task.id,
+        "b_now": now,
+        "b_retry_count": task.retry_count,
+        "b_scheduled_at": None,
+        "b_completed_at": now,
+        "b_next_crawl_at": _next_crawl(task, now),
+        "b_keep_started": True,
+        "b_error_type": None,
+        "b_error_message": None,
+        "b_http_status_code": status_code,
+        "b_html_path": page_key,
+        "b_response_time_ms": elapsed_ms,
+        "b_fetched": ending.fetched is not None,
+        "b_proxy_id": proxy_id,
+    }
+    details: dict[str, Any] = {"worker": ending.worker_id}
+    if ending.error is None:
+        row["b_status"] = S.COMPLETED
+        return row, S.COMPLETED, {"to": S.COMPLETED, **details}
+    error_type, message, http_status = ending.error
+    row |= {"b_error_type": error_type, "b_error_message": message[:2000]}
+    if ending.fetched is None:
+        row["b_http_status_code"] = http_status
+    if error_type in RETRYABLE_ERROR_TYPES and task.retry_count < task.max_retries:
+        wait = max(retry_delay(settings, task.retry_count), ending.not_before or 0.0)
+        row |= {
+            "b_status": S.PENDING,
+            "b_retry_count": task.retry_count + 1,
+            "b_scheduled_at": now + timedelta(seconds=wait),
+            "b_completed_at": None,
+            "b_next_crawl_at": None,
+            "b_keep_started": False,
+        }
+        details |= {"error_type": error_type, "retry_count": task.retry_count + 1}
+        return row, "retry_scheduled", {"to": S.PENDING, **details}
+    row["b_status"] = S.FAILED
+    return row, S.FAILED, {"to": S.FAILED, **details, "error_type": error_type}

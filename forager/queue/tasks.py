@@ -1,0 +1,33 @@
+"""A leased task as its worker holds it: the task's columns plus what its domain says, read once
+per claim so the fetch needs no further read of the domain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedTask:
+    """A task leased to one worker, with what the worker needs to process it."""
+
+    id: int
+    url: str
+    url_hash: str
+    status: str
+    domain_id: int
+    domain_name: str
+    parser_name: str
+    user_agent: str
+    crawl_delay_seconds: float
+    retry_count: int
+    max_retries: int
+    html_path: str | None
+    is_recurring: bool
+    crawl_frequency_seconds: int
+    # The domain's fetch settings at claim time (one read per claimed domain, not per task).
+    fetcher: str = "http"
+    wait_for_selector: str | None = None
+    # False when the domain has no mapped proxy, no global pool and no country: go direct
+    # without asking the proxy tables (most domains; DESIGN.md "Fetch policy").
+    uses_proxies: bool = True
+    ignore_robots: bool = False

@@ -1,0 +1,233 @@
+"""Parsing off the event loop: worker processes with a time budget per page (DESIGN.md 10).
+
+A fetched page goes to one of ``FORAGER_PARSE_PROCESSES`` child processes (forkserver, with
+the parsers imported once in the server), which decodes its charset, checks it for a robot /
+block page, gzips it for the page store and parses it. A page that takes longer than
+``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse``; its process is killed and replaced, so a
+crafted page costs one budget, never the event loop (API, agent hub, heartbeats) or a core
+for ever. The parent only moves bytes: both cores work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import importlib
+import logging
+import multiprocessing
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from forager.config import Settings
+from forager.errors import ForagerError, ParseError
+from forager.fetch.base import FetchResponse
+from forager.parse.base import ProductRecord
+from forager.parse.classify import classify
+from forager.parse.registry import get_parser
+
+log = logging.getLogger(__name__)
+_PRELOAD = ["forager.parse.registry", "forager.parse.generic", "forager.parse.amazon"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParseJob:
+    """One page to parse. ``fetched`` pages are charset-decoded, ban-checked and gzipped first;
+    a stored page (``fetched=False``) is UTF-8 text already."""
+
+    url: str
+    parser_name: str
+    body: bytes
+    content_type: str = ""
+    status_code: int = 200
+    fetched: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What came of a job: a ban, or the gzipped page plus a record or an error."""
+
+    ban: tuple[str, str] | None = None  # error_type, message: a robot check served as a page
+    page_gz: bytes | None = None
+    record: ProductRecord | None = None
+    error: tuple[str, str] | None = None  # error_type, message
+
+
+def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
+    """First stage: the page's text and what to store (or the ban it is)."""
+    if not job.fetched:
+        return Parsed(), job.body.decode("utf-8", errors="replace")
+    headers = {"content-type": job.content_type} if job.content_type else {}
+    text = FetchResponse(job.url, job.status_code, headers, job.body, 0).text
+    found = classify(text)
+    if found is not None:
+        kind, what = found
+        return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
+    page = gzip.compress(text.encode("utf-8"), compresslevel=compresslevel, mtime=0)
+    return Parsed(page_gz=page), text
+
+
+def extract(job: ParseJob, text: str) -> Parsed:
+    """Second stage: the record, or the error that says why there is none."""
+    try:
+        record = get_parser(job.parser_name).parse(text, job.url)
+    except ParseError as exc:
+        return Parsed(error=(exc.error_type, exc.message))
+    except ForagerError as exc:
+        return Parsed(error=("internal", exc.message))
+    except Exception as exc:  # a parser bug: the task fails, the process lives on
+        return Parsed(error=("internal", f"{type(exc).__name__}: {exc}"))
+    return Parsed(record=record)
+
+
+def _child_main(conn: Connection, preload: Sequence[str]) -> None:
+    for module in preload:
+        importlib.import_module(module)
+    conn.send("ready")  # the imports are not part of any page's budget
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if job is None:
+            return
+        # The page goes back before the parse starts: a parse over budget still stores it.
+        first, text = prepare(job)
+        conn.send(first)
+        if first.ban is None:
+            conn.send(extract(job, text))
+
+
+_NOTHING = Parsed()
+
+
+def _resolve(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+class _Child:
+    def __init__(self, ctx: Any, preload: Sequence[str]) -> None:
+        self.conn, child_end = ctx.Pipe()
+        self.process: BaseProcess = ctx.Process(
+            target=_child_main, args=(child_end, tuple(preload)), daemon=True
+        )
+        self.process.start()
+        child_end.close()
+
+    async def recv(self) -> Any:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        fd = self.conn.fileno()
+        loop.add_reader(fd, _resolve, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+        return self.conn.recv()
+
+    async def stop(self, *, kill: bool) -> None:
+        if kill:
+            self.process.kill()
+        else:
+            with contextlib.suppress(OSError):
+                self.conn.send(None)
+        await asyncio.to_thread(self.process.join, 5)
+        if self.process.is_alive():
+            self.process.kill()
+            await asyncio.to_thread(self.process.join, 5)
+        self.conn.close()
+        self.process.close()
+
+
+class ParsePool:
+    """``size`` parse processes, started on first use; ``parse`` waits for a free one."""
+
+    def __init__(self, settings: Settings, size: int | None = None) -> None:
+        self.size = size or settings.parse_processes or os.cpu_count() or 1
+        self.timeout = settings.parse_timeout_seconds
+        self.preload = [*_PRELOAD, *settings.parser_modules]
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(self.preload)
+        self._idle: list[_Child] = []
+        self._started = 0
+        self._free = asyncio.Condition()
+        self._closed = False
+
+    async def _acquire(self) -> _Child:
+        async with self._free:
+            while not self._idle and self._started >= self.size:
+                await self._free.wait()
+            if self._closed:
+                raise ForagerError("the parse pool is closed")
+            if self._idle:
+                return self._idle.pop()
+            self._started += 1
+        try:
+            child = await asyncio.to_thread(_Child, self._ctx, self.preload)
+            await child.recv()  # "ready"
+            return child
+        except BaseException:
+            await self._gone()
+            raise
+
+    async def _release(self, child: _Child) -> None:
+        async with self._free:
+            if not self._closed:
+                self._idle.append(child)
+                self._free.notify()
+                return
+        await child.stop(kill=False)  # finished after the pool closed
+
+    async def _gone(self) -> None:
+        async with self._free:
+            self._started -= 1
+            self._free.notify()
+
+    async def parse(self, job: ParseJob) -> Parsed:
+        """Parse ``job`` in a child within the time budget (a stuck child is replaced)."""
+        child = await self._acquire()
+        first: Parsed = _NOTHING
+        try:
+            async with asyncio.timeout(self.timeout):
+                child.conn.send(job)
+                first = await child.recv()
+                if first.ban is not None:
+                    await self._release(child)
+                    return first
+                second: Parsed = await child.recv()
+        except TimeoutError:
+            log.warning("parsing %s took over %g s: its process is replaced", job.url, self.timeout)
+            await self._discard(child)
+            message = (
+                f"parsing took longer than the budget of {self.timeout:g} s "
+                "(FORAGER_PARSE_TIMEOUT_SECONDS); the parse process was stopped"
+            )
+            return Parsed(page_gz=first.page_gz, error=("parse", message))
+        except (EOFError, OSError) as exc:
+            await self._discard(child)
+            return Parsed(page_gz=first.page_gz, error=("internal", f"parse process died: {exc!r}"))
+        except BaseException:  # cancelled mid-parse: the child's state is unknown
+            await asyncio.shield(self._discard(child))
+            raise
+        await self._release(child)
+        return Parsed(page_gz=first.page_gz, record=second.record, error=second.error)
+
+    async def _discard(self, child: _Child) -> None:
+        try:
+            await child.stop(kill=True)
+        finally:
+            await self._gone()
+
+    async def aclose(self) -> None:
+        """Stop every child (idle ones politely); parses still running are cut off."""
+        async with self._free:
+            self._closed = True
+            children, self._idle = self._idle, []
+            self._free.notify_all()
+        for child in children:
+            await child.stop(kill=False)

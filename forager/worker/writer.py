@@ -1,0 +1,288 @@
+"""One writer per process: finished tasks are committed in groups, not one transaction each.
+
+A task whose page is fetched, stored and parsed (or whose fetch or parse failed) becomes a
+``Finish``; the writer gathers them for ``FORAGER_WRITER_INTERVAL_SECONDS`` or
+``FORAGER_WRITER_BATCH_SIZE`` tasks and writes the group in one transaction: the tasks' moves
+(one locked compare-and-set read, one ``executemany``), attempts, audit events, products,
+images and price history as multi-row inserts, and the fetch-policy bookkeeping per domain.
+A task taken away meanwhile (paused, cancelled, lease lost) is recorded as a ``discarded``
+attempt and its product is not written.
+
+If the transaction fails (the database restarted, a connection was cut) nothing of it was
+written: the group is tried again, then task by task, so one bad row cannot hold up the others;
+a task that still cannot be written fails ``internal``, or keeps its lease until the reaper
+returns it. Each caller awaits its own task's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt
+from forager.db.types import utcnow
+from forager.errors import FetchError
+from forager.fetch.policy import FetchPolicy
+from forager.fetch.proxies import ProxyChoice
+from forager.parse.base import ProductRecord
+from forager.products.persist import ProductInput, save_products
+from forager.queue.lifecycle import TaskStatus
+from forager.queue.moves import Ending, open_gate
+from forager.queue.store import TaskQueue
+
+log = logging.getLogger(__name__)
+S = TaskStatus
+_RETRIES = 3  # tries of a group, then of each task alone, before giving up on it
+_ATTEMPT_KEYS = (
+    "task_id",
+    "worker_id",
+    "proxy_id",
+    "phase",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "status_code",
+    "response_time_ms",
+    "bytes_received",
+    "final_url",
+    "page_path",
+    "error_type",
+    "error_message",
+)
+
+
+@dataclass(slots=True)
+class Finish:
+    """A task whose work is done, waiting for the writer.
+
+    ``fetch_attempt`` is the attempt row of this fetch (its outcome is decided when written:
+    success, retry, failed or discarded); ``parse_attempt`` one for a parse of a stored page.
+    ``fetch_error`` is a failed fetch the policy still has to book (bans, breakers, throttle).
+    """
+
+    ending: Ending
+    fetch_attempt: dict[str, Any] | None = None
+    parse_page: str | None = None  # a parse attempt is written for this stored page
+    record: ProductRecord | None = None
+    proxy: ProxyChoice | None = None
+    fetch_error: FetchError | None = None
+    answered_ms: int | None = None  # the site answered (a direct or proxied success)
+    open_gate: bool = False  # the domain's gate is still closed (the request never left)
+    done: asyncio.Future[str | None] = field(default_factory=lambda: _future())
+
+
+def _future() -> asyncio.Future[str | None]:
+    return asyncio.get_running_loop().create_future()
+
+
+def attempt_outcome(status: str | None) -> str:
+    """An attempt's outcome from the status its task went to (None: taken away)."""
+    if status == S.PENDING:
+        return "retry"
+    return "failed" if status == S.FAILED else "discarded"
+
+
+class Writer:
+    """Commits ``Finish``es in groups; ``finish`` returns the task's new status (None: lost)."""
+
+    def __init__(self, db: Database, settings: Settings, box: SecretBox | None) -> None:
+        self.db = db
+        self.settings = settings
+        self.queue = TaskQueue(db, settings)
+        self.policy = FetchPolicy(db, settings, box, "writer")
+        self._pending: list[Finish] = []
+        self._ready = asyncio.Event()
+        self._full = asyncio.Event()
+        self._runner: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def finish(self, item: Finish) -> str | None:
+        """Queue ``item`` for the next group and wait until it is written."""
+        if self._runner is None:
+            self._runner = asyncio.create_task(self._run(), name="writer")
+        self._pending.append(item)
+        self._ready.set()
+        if len(self._pending) >= self.settings.writer_batch_size:
+            self._full.set()
+        return await asyncio.shield(item.done)
+
+    async def aclose(self) -> None:
+        """Write what is queued, then stop."""
+        self._closing = True
+        self._full.set()
+        self._ready.set()
+        if self._runner is not None:
+            await self._runner
+            self._runner = None
+
+    async def _run(self) -> None:
+        while True:
+            await self._ready.wait()
+            if not self._pending:
+                if self._closing:
+                    return
+                self._ready.clear()
+                continue
+            with contextlib.suppress(TimeoutError):  # gather a group, unless it is full
+                await asyncio.wait_for(self._full.wait(), self.settings.writer_interval_seconds)
+            batch = self._pending[: self.settings.writer_batch_size]
+            del self._pending[: len(batch)]
+            if len(self._pending) < self.settings.writer_batch_size and not self._closing:
+                self._full.clear()
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[Finish]) -> None:
+        statuses = await self._try(batch)
+        if statuses is None and len(batch) > 1:
+            log.warning("writing %d finished tasks failed; writing them one by one", len(batch))
+            for item in batch:
+                await self._commit([item])
+            return
+        if statuses is None:
+            statuses = await self._fail_internal(batch[0])
+        for item in batch:
+            if not item.done.done():
+                item.done.set_result(statuses.get(item.ending.task.id))
+
+    async def _try(self, batch: list[Finish]) -> dict[int, str] | None:
+        pause = 0.1
+        for attempt in range(_RETRIES):
+            try:
+                async with self.db.session() as session:
+                    return await self._write(session, batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("writing %d finished tasks failed (try %d)", len(batch), attempt + 1)
+                await asyncio.sleep(pause)
+                pause *= 4
+        return None
+
+    async def _fail_internal(self, item: Finish) -> dict[int, str]:
+        """A task that cannot be written fails ``internal``; if even that fails, its lease runs
+        out and the reaper gives it back to the queue."""
+        task = item.ending.task
+        try:
+            async with self.db.session() as session:
+                status = await self.queue.fail(
+                    session,
+                    task,
+                    item.ending.worker_id,
+                    error_type="internal",
+                    message="the worker could not record this task's result",
+                )
+        except Exception:
+            log.exception("task %s: its result is lost; its lease will expire", task.id)
+            return {}
+        return {task.id: status} if status else {}
+
+    async def _write(self, session: AsyncSession, batch: list[Finish]) -> dict[int, str]:
+        """One group in the caller's transaction (the order matters: see each step)."""
+        for item in batch:
+            if item.fetch_error is not None:
+                # First: a 403/503 block page is re-typed ``blocked`` before it is recorded.
+                retry_after = await self.policy.failed(
+                    session, item.ending.task, item.proxy, item.fetch_error
+                )
+                exc = item.fetch_error
+                item.ending.error = (exc.error_type, exc.message, exc.status_code)
+                item.ending.not_before = retry_after
+            elif item.answered_ms is not None and item.proxy is not None:
+                await self.policy.succeeded(session, item.ending.task, item.proxy, item.answered_ms)
+        await self.policy.succeeded_direct(
+            session,
+            [
+                (i.ending.task.domain_id, i.answered_ms)
+                for i in batch
+                if i.answered_ms is not None and i.proxy is None
+            ],
+        )
+        for domain_id, delay in {
+            (i.ending.task.domain_id, i.ending.task.crawl_delay_seconds)
+            for i in batch
+            if i.open_gate
+        }:
+            await open_gate(session, domain_id, delay)
+        statuses = await self.queue.settle(session, [i.ending for i in batch])
+        attempts = [row for item in batch for row in self._attempts(item, statuses)]
+        if attempts:
+            await session.execute(insert(CrawlAttempt), attempts)
+        await save_products(
+            session,
+            [
+                ProductInput(
+                    i.ending.task.domain_id,
+                    i.ending.task.id,
+                    i.ending.task.url,
+                    i.ending.task.url_hash,
+                    i.record,
+                )
+                for i in batch
+                if i.record is not None and statuses.get(i.ending.task.id) == S.COMPLETED
+            ],
+        )
+        return statuses
+
+    def _attempts(self, item: Finish, statuses: dict[int, str]) -> list[dict[str, Any]]:
+        task, ending = item.ending.task, item.ending
+        status = statuses.get(task.id)
+        error_type, message, _ = ending.error or (None, None, None)
+        rows = []
+        if item.fetch_attempt is not None:
+            outcome = "success" if status == S.COMPLETED else attempt_outcome(status)
+            rows.append(
+                _attempt_row(
+                    item.fetch_attempt,
+                    outcome=outcome,
+                    error_type=error_type,
+                    error_message=message,
+                )
+            )
+        record = item.record
+        if item.parse_page is not None or (record is not None and record.quality_issues):
+            page = item.parse_page or (item.fetch_attempt or {}).get("page_path")
+            now = utcnow()
+            base = {
+                "task_id": task.id,
+                "worker_id": ending.worker_id,
+                "phase": "parse",
+                "started_at": now,
+                "finished_at": now,
+                "page_path": page,
+            }
+            if status == S.COMPLETED and record is not None and record.quality_issues:
+                # Kept as extracted; the parse attempt says which validation rules it breaks.
+                issues = "; ".join(record.quality_issues)
+                rows.append(
+                    _attempt_row(
+                        base, outcome="validation", error_type="validation", error_message=issues
+                    )
+                )
+            elif status == S.COMPLETED and item.parse_page is not None:
+                rows.append(_attempt_row(base, outcome="success"))
+            elif item.parse_page is not None and ending.error is not None:
+                rows.append(
+                    _attempt_row(
+                        base,
+                        outcome=attempt_outcome(status),
+                        error_type=error_type,
+                        error_message=message,
+                    )
+                )
+        return rows
+
+
+def _attempt_row(base: dict[str, Any], **values: Any) -> dict[str, Any]:
+    row = dict.fromkeys(_ATTEMPT_KEYS)
+    row.update(base)
+    row.update(values)
+    return row

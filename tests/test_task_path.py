@@ -1,0 +1,223 @@
+"""The task path's group writer and parse processes, on SQLite and PostgreSQL.
+
+- A task paused, cancelled or re-leased while its result waits in the writer's group is
+  recorded as a ``discarded`` attempt and nothing else of it is written; the others complete.
+- A group whose transaction fails (a cut connection) is written again: nothing lost, nothing
+  completed twice.
+- A page whose parse runs over ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse`` saying so, its
+  parse process is replaced, and the API answers ``/health`` all the while.
+- A recrawl that finds the same content moves ``products.last_crawled_at`` (not ``updated_at``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event, func, select, update
+
+from forager.api.app import create_app
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt, CrawlTask, Event, Product
+from forager.db.types import utcnow
+from forager.parse import registry
+from forager.parse.base import ProductRecord
+from forager.queue import admin
+from forager.queue.lifecycle import TaskStatus
+from forager.queue.moves import FETCHED_VIA, Ending
+from forager.queue.store import TaskQueue
+from forager.worker.writer import Finish, Writer
+from tests.conftest import SettingsFactory
+from tests.support.crawling import crawl, submit, tasks_by_id
+from tests.support.site import TestSite
+from tests.support.waiting import entity_events, eventually, task_attempts
+
+S = TaskStatus
+
+
+class HangingParser:
+    """A parser stuck in pure Python (like a catastrophic regex): it never returns."""
+
+    name = "hang"
+    version = "1"
+
+    def parse(self, html: str, url: str) -> ProductRecord:
+        while True:
+            pass
+
+
+# Registered on import: here, and in each parse process (``parser_modules``).
+registry._parsers()[HangingParser.name] = HangingParser()  # type: ignore[assignment]
+
+
+def _record(n: int) -> ProductRecord:
+    return ProductRecord(
+        url=f"https://shop.test/p/{n}",
+        product_name=f"Product {n}",
+        price=Decimal("9.99"),
+        currency="USD",
+        parser_name="generic",
+        parser_version="2",
+    )
+
+
+def _finish(task: Any, worker: str, n: int) -> Finish:
+    ending = Ending(task, worker, [S.CRAWLING], via=FETCHED_VIA, fetched=(f"k/{n}", 200, 5, None))
+    attempt = {
+        "task_id": task.id,
+        "worker_id": worker,
+        "phase": "fetch",
+        "started_at": utcnow(),
+        "status_code": 200,
+        "page_path": f"k/{n}",
+    }
+    return Finish(ending, attempt, record=_record(n), answered_ms=5)
+
+
+async def test_tasks_taken_away_while_in_the_writers_group_are_discarded(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings(writer_interval_seconds=0.2)
+    ids = await submit(db, settings, *[f"https://shop.test/p/{n}" for n in range(3)])
+    [kept, paused, stolen] = sorted(
+        await TaskQueue(db, settings).claim("w", 3, start=True), key=lambda t: t.id
+    )
+    writer = Writer(db, settings, None)
+    try:
+        finishes = [_finish(t, "w", n) for n, t in enumerate((kept, paused, stolen))]
+        results = asyncio.gather(*(writer.finish(f) for f in finishes))
+        await asyncio.sleep(0)  # queued in the writer's group, not yet written
+        await admin.pause(db, paused.id)
+        async with db.session() as session:  # the lease expired and another worker took it
+            await session.execute(
+                update(CrawlTask).where(CrawlTask.id == stolen.id).values(lease_owner="w2")
+            )
+        assert await results == [S.COMPLETED, None, None]
+    finally:
+        await writer.aclose()
+    tasks = await tasks_by_id(db, ids)
+    assert (tasks[kept.id].status, tasks[kept.id].html_path) == ("completed", "k/0")
+    assert tasks[paused.id].status == "paused"
+    assert (tasks[stolen.id].status, tasks[stolen.id].lease_owner) == ("crawling", "w2")
+    for task, outcome in ((kept, "success"), (paused, "discarded"), (stolen, "discarded")):
+        assert [a.outcome for a in await task_attempts(db, task.id)] == [outcome]
+    assert "completed" not in await entity_events(db, "task", paused.id)
+    assert await entity_events(db, "task", kept.id) == [
+        "created",
+        "queued",
+        "crawling",
+        "downloaded",
+        "queued_parse",
+        "parsing",
+        "completed",
+    ]
+    async with db.reader() as session:
+        products = list(await session.scalars(select(Product.crawl_task_id)))
+    assert products == [kept.id]
+
+
+async def test_a_failed_group_is_written_again_exactly_once(
+    db: Database, settings: Settings, site: TestSite
+) -> None:
+    cut = {"left": 2}
+
+    def cut_connection(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        # The first two group commits lose their connection at the attempts insert.
+        if statement.lstrip().upper().startswith("INSERT INTO CRAWL_ATTEMPTS") and cut["left"]:
+            cut["left"] -= 1
+            raise ConnectionResetError("connection cut by the test")
+
+    ids = await submit(db, settings, *[site.url(f"/product/{n}?kb=2") for n in range(12)])
+    event.listen(db.engine.sync_engine, "before_cursor_execute", cut_connection)
+    try:
+        tasks = await crawl(db, settings, ids, concurrency=6)
+    finally:
+        event.remove(db.engine.sync_engine, "before_cursor_execute", cut_connection)
+    assert cut["left"] == 0
+    assert {t.status for t in tasks.values()} == {"completed"}
+    async with db.reader() as session:
+        completions = Counter(
+            await session.scalars(select(Event.entity_id).where(Event.event == "completed"))
+        )
+        attempts = Counter(await session.scalars(select(CrawlAttempt.task_id)))
+        products = await session.scalar(select(func.count()).select_from(Product))
+    assert completions == Counter({str(i): 1 for i in ids})
+    assert attempts == Counter(dict.fromkeys(ids, 1))
+    assert products == len(ids)
+
+
+@pytest.fixture
+async def serving(make_settings: SettingsFactory) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app with its built-in workers and a parse budget of one second."""
+    settings = make_settings(
+        serve_workers=2,
+        parse_timeout_seconds=1.0,
+        parse_processes=1,
+        parser_modules=["tests.test_task_path"],
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://forager.test") as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+async def test_a_parse_over_budget_fails_and_the_api_keeps_answering(
+    serving: httpx.AsyncClient, site: TestSite
+) -> None:
+    runtime = serving.app.state.runtime  # type: ignore[attr-defined]
+    db, settings = runtime.db, runtime.settings
+    [stuck] = await submit(db, settings, site.url("/product/1"), parser_name="hang")
+
+    async def being_parsed() -> bool:
+        task = (await tasks_by_id(db, [stuck]))[stuck]
+        return task.status == "crawling" and any(r.path == "/product/1" for r in site.requests())
+
+    await eventually(being_parsed, "the page to be fetched and handed to the hanging parser")
+    health = await serving.get("/health")  # answered while the parse process spins
+    assert health.status_code == 200
+    assert health.json()["database"] == "ok"
+
+    async def failed() -> CrawlTask | None:
+        task = (await tasks_by_id(db, [stuck]))[stuck]
+        return task if task.status in ("failed", "completed") else None
+
+    task = await eventually(failed, "the stuck parse to fail")
+    assert (task.status, task.error_type) == ("failed", "parse")
+    assert "longer than the budget of 1 s" in (task.error_message or "")
+    assert task.html_path is not None  # the page is kept for a later restart-parsing
+    # The stuck process was replaced: the next page parses in a fresh one.
+    [fine] = await submit(db, settings, site.url("/product/2"))
+    done = (await crawl(db, settings, [fine]))[fine]
+    assert done.status == "completed", done.error_message
+
+
+async def test_an_unchanged_recrawl_moves_last_crawled_at_only(
+    db: Database, settings: Settings, site: TestSite
+) -> None:
+    [task_id] = await submit(db, settings, site.url("/product/8"), is_recurring=True)
+    await crawl(db, settings, [task_id])
+    async with db.reader() as session:
+        first = await session.scalar(select(Product))
+    assert first is not None
+    async with db.session() as session:
+        await session.execute(
+            update(CrawlTask)
+            .where(CrawlTask.id == task_id)
+            .values(next_crawl_at=utcnow() - timedelta(seconds=1))
+        )
+    assert await TaskQueue(db, settings).requeue_due_recrawls() == 1
+    await crawl(db, settings, [task_id])
+    async with db.reader() as session:
+        again = await session.scalar(select(Product))
+    assert again is not None
+    assert again.last_crawled_at > first.last_crawled_at
+    assert (again.updated_at, again.content_hash) == (first.updated_at, first.content_hash)
