@@ -182,9 +182,7 @@ class Settings(BaseSettings):
     mission_job_timeout_seconds: float = Field(
         6000.0, gt=0, description="A scrape job still running after this long is ERROR202."
     )
-    mission_writer_poll_seconds: float = Field(
-        30.0, gt=0, description="Polling of a writer job."
-    )
+    mission_writer_poll_seconds: float = Field(30.0, gt=0, description="Polling of a writer job.")
     mission_writer_timeout_seconds: float = Field(
         3600.0, gt=0, description="A writer job still processing after this long is ERROR300."
     )

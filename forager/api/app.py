@@ -12,10 +12,12 @@ from forager import __version__
 from forager.agents.hub import AgentHub
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
+from forager.api import missions as missions_api
 from forager.api.auth import require_key
 from forager.api.deps import Runtime
 from forager.api.limits import BodyLimit
 from forager.config import Settings
+from forager.missions.runner import MissionRunner
 from forager.runtime import open_database
 from forager.web.router import install as install_dashboard
 from forager.worker.pool import WorkerPool, new_worker_id
@@ -42,9 +44,14 @@ def create_app(settings: Settings) -> FastAPI:
         runtime.hub = AgentHub(db, settings)  # home-network agents at /agents/ws
         runtime.hub.start()
         app.state.runtime = runtime
+        # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
+        app.state.missions = missions = MissionRunner(db, settings)
+        orchestrating = asyncio.create_task(missions.run(), name="mission runner")
         try:
             yield
         finally:
+            missions.stop()
+            await orchestrating
             await runtime.hub.stop()
             pool.stop()
             await worker
@@ -72,6 +79,9 @@ def create_app(settings: Settings) -> FastAPI:
         proxies.mappings,
         events.router,
         agents_api.router,
+        missions_api.router,
+        missions_api.services,
+        missions_api.writers,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)
