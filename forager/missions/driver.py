@@ -98,5 +98,5 @@ async def counts(env: Env) -> tuple[int, int]:
             .where(Mission.status.in_([MissionStatus.QUEUED, MissionStatus.RUNNING]))
             .group_by(Mission.status)
         )
-        found = dict(rows.tuples().all())
+        found: dict[str, int] = {row[0]: row[1] for row in rows}
     return found.get(MissionStatus.QUEUED, 0), found.get(MissionStatus.RUNNING, 0)

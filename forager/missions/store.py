@@ -104,11 +104,10 @@ async def queue(
 ) -> tuple[list[int], dict[int, str]]:
     """Seed §5.1 for each id: queued ids, and the refused ones with their current status."""
     now = utcnow()
-    found = dict(
-        (await session.execute(select(Mission.id, Mission.status).where(Mission.id.in_(list(ids)))))
-        .tuples()
-        .all()
+    rows = await session.execute(
+        select(Mission.id, Mission.status).where(Mission.id.in_(list(ids)))
     )
+    found: dict[int, str] = {row[0]: row[1] for row in rows}
     queued: list[int] = []
     refused: dict[int, str] = {}
     for mission_id in dict.fromkeys(ids):
