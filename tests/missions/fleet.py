@@ -24,6 +24,7 @@ from forager.db.engine import Database
 from forager.db.models import Event, Mission, Proxy, WorkerService, Writer
 from forager.missions import control, registry
 from forager.missions.runner import MissionRunner
+from forager.missions.states import MissionEvent
 from tests.support.proxy import TestProxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +67,17 @@ class ServiceProcess:
         env.update(self.extra_env)
         with (self.dir / "log").open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "forager.cli", self.command, "--port", "0",
-                 "--port-file", str(port_file), *self.args],
+                [
+                    sys.executable,
+                    "-m",
+                    "forager.cli",
+                    self.command,
+                    "--port",
+                    "0",
+                    "--port-file",
+                    str(port_file),
+                    *self.args,
+                ],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
@@ -130,8 +140,12 @@ async def register(
     """Worker services (their storage served by themselves), writers and named proxies."""
     box = SecretBox(settings)
     for n, url in enumerate(workers, 1):
-        values = {"name": f"worker-{n}", "url": url, "api_key": key,
-                  "storage_domain": f"{url}/storage"}
+        values = {
+            "name": f"worker-{n}",
+            "url": url,
+            "api_key": key,
+            "storage_domain": f"{url}/storage",
+        }
         await registry.create(db, box, WorkerService, values)
     for n, url in enumerate(writers, 1):
         await registry.create(db, box, Writer, {"name": f"writer-{n}", "url": url, "api_key": key})
@@ -150,7 +164,7 @@ async def register(
 
 
 async def run_until_idle(db: Database, settings: Settings, timeout: float = 60) -> MissionRunner:
-    """"Iniciar", then run the orchestrator here until the run ends by itself."""
+    """ "Iniciar", then run the orchestrator here until the run ends by itself."""
     await control.request_run(db, "test")
     runner = MissionRunner(db, settings)
     async with asyncio.timeout(timeout):
@@ -177,8 +191,11 @@ async def missions(db: Database) -> list[Mission]:
 
 
 async def events(db: Database, entity_type: str, entity_id: int | None = None) -> list[Event]:
+    """Events of the seed's vocabulary (not the registry's ``created``, ``tested``…)."""
     async with db.reader() as session:
-        query = select(Event).where(Event.entity_type == entity_type)
+        query = select(Event).where(
+            Event.entity_type == entity_type, Event.event.in_(list(MissionEvent))
+        )
         if entity_id is not None:
             query = query.where(Event.entity_id == str(entity_id))
         return list(await session.scalars(query.order_by(Event.id)))
@@ -196,3 +213,43 @@ async def wait_for(check: Any, timeout: float = 30, every: float = 0.02) -> Any:
         while not (found := await check()):
             await asyncio.sleep(every)
     return found
+
+
+class OrchestratorProcess:
+    """``forager orchestrate`` in its own process (to be killed with SIGKILL)."""
+
+    def __init__(self, settings: Settings, log: Path, **overrides: Any) -> None:
+        env = {
+            **os.environ,
+            "FORAGER_DATABASE_URL": settings.resolved_database_url,
+            "FORAGER_DATA_DIR": str(settings.data_dir),
+            "FORAGER_SECRET_KEY": settings.secret_key.get_secret_value()
+            if settings.secret_key
+            else "",
+            "FORAGER_LOG_LEVEL": "INFO",
+        }
+        for name, value in {**FAST, **overrides}.items():
+            env[f"FORAGER_{name.upper()}"] = str(value)
+        self.log_path = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "forager.cli", "orchestrate"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    async def exited(self, timeout: float = 60) -> int:
+        async with asyncio.timeout(timeout):
+            while (code := self.proc.poll()) is None:
+                await asyncio.sleep(0.05)
+        return code
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]

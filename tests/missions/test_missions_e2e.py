@@ -83,11 +83,13 @@ async def test_twenty_missions_complete_with_the_seed_event_sequence(
     for mission_id in ids:
         assert await names(db, mission_id) == SEQUENCE, mission_id
         everything = await names(db, mission_id, progress=True)
-        scraping = everything[everything.index("scrape_started") : everything.index(
-            "scrape_completed")]
+        scraping = everything[
+            everything.index("scrape_started") : everything.index("scrape_completed")
+        ]
         assert set(scraping[1:]) <= {"scrape_progress"}
-        writing = everything[everything.index("writer_started") : everything.index(
-            "writer_completed")]
+        writing = everything[
+            everything.index("writer_started") : everything.index("writer_completed")
+        ]
         assert set(writing[1:]) <= {"writer_progress"}
     async with db.reader() as session:
         stored = await session.scalar(select(func.count()).select_from(Ad))
@@ -114,3 +116,185 @@ async def test_twenty_missions_complete_with_the_seed_event_sequence(
         assert log[-1].event == "session_terminated"
     # The scrapes really went through the sessions' proxies to the ad library.
     assert sum(1 for p in fleet.proxies for r in p.requests if "/ads?" in r) >= 40
+
+
+# -- faults, each as the seed prescribes ------------------------------------------------------
+
+
+async def _one_worker(db: Database, settings: Settings, fleet: Fleet, **overrides: str) -> None:
+    await register(
+        db,
+        settings,
+        workers=[fleet.workers[0].url],
+        writers=[overrides.get("writer", fleet.writer.url)],
+        proxies=fleet.proxies,
+    )
+
+
+async def test_a_stuck_session_rotates_the_proxy(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=5)
+    fleet.workers[0].faults(session="stuck", session_times=1)
+    await _one_worker(db, settings, fleet)
+    ids = await _create(db, 2, date(2026, 4, 1))
+    await run_until_idle(db, settings)
+    assert [(m.status, m.retry_count) for m in await missions(db)] == [("completed", 0)] * 2
+    log = await events(db, "worker_service", 1)
+    kinds = [e.event for e in log]
+    assert kinds[:5] == [
+        "session_started",
+        "session_failed",
+        "proxy_rotated",
+        "session_started",
+        "session_ready",
+    ]
+    first, failed, rotated, second = log[0], log[1], log[2], log[3]
+    assert failed.details["error_code"] == "ERROR102"
+    assert failed.details["proxy_name"] == first.details["proxy_name"]
+    assert rotated.details["old_proxy"] == first.details["proxy_name"]
+    assert (
+        rotated.details["new_proxy"] == second.details["proxy_name"] != rotated.details["old_proxy"]
+    )
+    assert rotated.details["reason"] == "ERROR102"
+    async with db.reader() as session:
+        stuck = await session.scalar(select(Proxy).where(Proxy.name == first.details["proxy_name"]))
+    assert stuck is not None and stuck.failure_count == 1 and stuck.is_active
+    for mission_id in ids:
+        assert await names(db, mission_id) == SEQUENCE
+
+
+async def test_a_failed_job_is_submitted_again(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=5)
+    fleet.workers[0].faults(job="fail", job_times=1)
+    await _one_worker(db, settings, fleet)
+    [mission_id] = await _create(db, 1, date(2026, 4, 10))
+    await run_until_idle(db, settings)
+    [m] = await missions(db)
+    assert (m.status, m.retry_count, m.ads_count) == ("completed", 1, 5)
+    assert await names(db, mission_id) == [
+        "mission_queued",
+        "mission_assigned",
+        "scrape_started",
+        "scrape_failed",
+        "retry_triggered",
+        "scrape_started",
+        "scrape_completed",
+        "writer_started",
+        "writer_completed",
+        "mission_completed",
+    ]
+    retry = [e for e in await events(db, "mission", mission_id) if e.event == "retry_triggered"]
+    assert retry[0].details == {"attempt": 1, "error_code": "ERROR200", "phase": "scrape"}
+
+
+async def test_scrape_retries_run_out_with_error203(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.workers[0].faults(job="fail", job_times=10)
+    await _one_worker(db, settings, fleet)
+    [mission_id] = await _create(db, 1, date(2026, 4, 11))
+    await run_until_idle(db, settings)
+    [m] = await missions(db)
+    assert (m.status, m.error_code, m.retry_count, m.checkpoint) == (
+        "failed",
+        "ERROR203",
+        2,
+        "extracao",
+    )
+    found = await names(db, mission_id)
+    assert found.count("scrape_started") == 3 and found[-1] == "mission_failed"
+    failed = (await events(db, "mission", mission_id))[-1]
+    assert failed.details["error_code"] == "ERROR203" and failed.details["retry_count"] == 2
+
+
+async def test_a_partial_writer_job_logs_its_failed_items(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=10, bad_per_day=2)  # two ids too long for ads.id
+    await _one_worker(db, settings, fleet)
+    [mission_id] = await _create(db, 1, date(2026, 4, 12))
+    await run_until_idle(db, settings)
+    [m] = await missions(db)
+    assert (m.status, m.ads_count) == ("completed", 10)
+    log = {e.event: e.details for e in await events(db, "mission", mission_id)}
+    written = log["writer_completed"]
+    assert (written["success_count"], written["failed_count"]) == (8, 2)
+    assert [i["index"] for i in written["failed_items"]] == sorted(
+        i["index"] for i in written["failed_items"]
+    )
+    assert all("longer than 100" in i["error"] for i in written["failed_items"])
+    assert log["mission_completed"]["failed_count"] == 2
+    ads = Database(fleet.writer_db)
+    try:
+        async with ads.reader() as session:
+            stored = await session.scalar(
+                select(func.count()).select_from(Ad).where(Ad.start_date == date(2026, 4, 12))
+            )
+    finally:
+        await ads.dispose()
+    assert stored == 8
+
+
+async def test_a_writer_that_is_down_fails_with_error304_after_one_resubmission(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=5)
+    await _one_worker(db, settings, fleet, writer="http://127.0.0.1:9")  # nothing listens
+    [mission_id] = await _create(db, 1, date(2026, 4, 13))
+    await run_until_idle(db, settings)
+    [m] = await missions(db)
+    assert (m.status, m.error_code, m.retry_count, m.checkpoint) == (
+        "failed",
+        "ERROR304",
+        1,
+        "armazenamento",
+    )
+    assert (await names(db, mission_id))[3:] == [
+        "scrape_completed",
+        "writer_failed",
+        "retry_triggered",
+        "writer_failed",
+        "mission_failed",
+    ]
+    first = [e for e in await events(db, "mission", mission_id) if e.event == "writer_failed"][0]
+    assert first.details["error_code"] == "ERROR301"
+
+
+async def test_a_service_without_a_free_proxy_waits_and_the_loop_goes_on(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=3)
+    await register(
+        db,
+        settings,
+        workers=[w.url for w in fleet.workers],
+        writers=[fleet.writer.url],
+        proxies=fleet.proxies[:1],
+    )
+    await control.update_settings(db, session_limit=3, max_retries=None)
+    await _create(db, 6, date(2026, 4, 20))
+    await run_until_idle(db, settings)
+    done = await missions(db)
+    assert {m.status for m in done} == {"completed"}
+    waited = [
+        e
+        for w in (1, 2)
+        for e in await events(db, "worker_service", w)
+        if e.event == "session_failed"
+    ]
+    assert waited and {e.details["error_code"] for e in waited} == {"ERROR501"}
+    # One proxy: the two services took turns, never holding it at once.
+    turns = []
+    for service_id in (1, 2):
+        turns += [
+            (e.id, e.event)
+            for e in await events(db, "worker_service", service_id)
+            if e.event in ("session_started", "session_terminated")
+        ]
+    turns.sort()
+    assert len(turns) >= 4  # both held it, one after the other
+    for (_, before), (_, after) in zip(turns, turns[1:], strict=False):
+        assert (before, after) != ("session_started", "session_started")

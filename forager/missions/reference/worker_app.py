@@ -72,6 +72,7 @@ class Faults(BaseModel):
     job: Literal["fail", "cancel", "hang", "lose"] | None = None
     job_times: int = Field(0, ge=0)
     job_id: str | None = Field(None, max_length=200, description="Answer this job id instead.")
+    job_delay: float = Field(0.0, ge=0, le=600, description="Seconds every job waits first.")
 
     def take(self, kind: Literal["session", "job"]) -> str | None:
         times = f"{kind}_times"
@@ -179,6 +180,7 @@ class WorkerService:
         try:
             if fault == "hang":
                 await asyncio.Event().wait()
+            await asyncio.sleep(self.faults.job_delay)
             filters = request.filters.model_dump(mode="json")
             ads = await self.scraper.scrape(session.client, self.target, filters, progress)
         except httpx.HTTPError as exc:
