@@ -3,24 +3,35 @@ loopback, the orchestrator in this process; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from datetime import date, timedelta
+from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import func, select
 
 from forager.config import Settings
+from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import Ad, Proxy, WorkerService
+from forager.db.models import Ad, Mission, Proxy, WorkerService
 from forager.missions import admin, control
+from forager.missions.runner import MissionRunner
+from tests.conftest import SettingsFactory
 from tests.missions.conftest import Fleet
 from tests.missions.fleet import (
+    API_KEY,
+    FAST,
+    OrchestratorProcess,
     events,
     missions,
     names,
     register,
     run_until_idle,
+    running,
     start_all,
+    wait_for,
     writer_service,
 )
 
@@ -108,11 +119,11 @@ async def test_twenty_missions_complete_with_the_seed_event_sequence(
     for m in done:
         assigned[str(m.worker_id)] += 1
     for service in services:
-        log = [e for e in await events(db, "worker_service", service.id)]
+        log = list(await events(db, "worker_service", service.id))
         started = [e.details["proxy_name"] for e in log if e.event == "session_started"]
         ready = [e for e in log if e.event == "session_ready"]
         assert len(started) == len(ready) >= -(-assigned[str(service.id)] // 5)
-        assert all(a != b for a, b in zip(started, started[1:], strict=False))
+        assert all(a != b for a, b in itertools.pairwise(started))
         assert log[-1].event == "session_terminated"
     # The scrapes really went through the sessions' proxies to the ad library.
     assert sum(1 for p in fleet.proxies for r in p.requests if "/ads?" in r) >= 40
@@ -259,7 +270,7 @@ async def test_a_writer_that_is_down_fails_with_error304_after_one_resubmission(
         "writer_failed",
         "mission_failed",
     ]
-    first = [e for e in await events(db, "mission", mission_id) if e.event == "writer_failed"][0]
+    first = next(e for e in await events(db, "mission", mission_id) if e.event == "writer_failed")
     assert first.details["error_code"] == "ERROR301"
 
 
@@ -296,5 +307,150 @@ async def test_a_service_without_a_free_proxy_waits_and_the_loop_goes_on(
         ]
     turns.sort()
     assert len(turns) >= 4  # both held it, one after the other
-    for (_, before), (_, after) in zip(turns, turns[1:], strict=False):
+    for (_, before), (_, after) in itertools.pairwise(turns):
         assert (before, after) != ("session_started", "session_started")
+
+
+# -- crash recovery (§5.6) and cancel (§5.4) ---------------------------------------------------
+
+
+async def _mission(db: Database) -> Mission:
+    [m] = await missions(db)
+    return m
+
+
+async def _settled(db: Database) -> None:
+    async with db.reader() as session:
+        held = await session.scalar(
+            select(func.count()).select_from(Proxy).where(Proxy.in_use_by_worker_id.is_not(None))
+        )
+        statuses = set(await session.scalars(select(WorkerService.status)))
+    assert held == 0 and statuses == {"idle"}
+
+
+async def test_an_orchestrator_killed_mid_extraction_and_mid_storage_is_recovered(
+    db: Database, settings: Settings, fleet: Fleet, tmp_path: Path
+) -> None:
+    fleet.site.set_ads(per_day=5)
+    fleet.workers[1].faults(job_delay=2.0)  # its job is still running at the kill
+    await register(
+        db,
+        settings,
+        workers=[w.url for w in fleet.workers],
+        writers=[fleet.writer.url],
+        proxies=fleet.proxies,
+    )
+    ids = await _create(db, 2, date(2026, 5, 1))
+    # Submitted writer jobs would be polled only after 30 s: the storage is caught in flight.
+    first = OrchestratorProcess(
+        settings, tmp_path / "orchestrate.log", mission_writer_poll_seconds=30
+    )
+
+    async def mid_phases() -> bool:
+        found = {
+            (m.checkpoint, bool(m.worker_job_id), bool(m.writer_job_id)) for m in await missions(db)
+        }
+        return found == {("extracao", True, False), ("armazenamento", True, True)}
+
+    try:
+        await wait_for(mid_phases, timeout=60)
+    finally:
+        first.kill()  # SIGKILL: no clean-up of any kind
+    assert {m.status for m in await missions(db)} == {"running"}
+    second = OrchestratorProcess(settings, tmp_path / "orchestrate.log")
+    try:
+        assert await second.exited(60) == 0, second.log()
+    finally:
+        second.kill()
+    done = await missions(db)
+    assert [(m.status, m.ads_count, m.retry_count) for m in done] == [("completed", 5, 0)] * 2
+    for mission_id in ids:  # nothing lost, nothing done twice
+        assert await names(db, mission_id) == SEQUENCE, second.log()
+    await _settled(db)
+
+
+async def test_a_job_the_service_forgot_while_the_orchestrator_was_down_is_queued_again(
+    db: Database, settings: Settings, fleet: Fleet, make_settings: SettingsFactory
+) -> None:
+    fleet.site.set_ads(per_day=5)
+    fleet.workers[0].faults(job="lose", job_times=1)  # as if the service restarted
+    await _one_worker(db, settings, fleet)
+    [mission_id] = await _create(db, 1, date(2026, 5, 2))
+    slow = make_settings(**{**FAST, "mission_job_poll_seconds": 30.0})
+    async with running(db, slow) as crashing:
+
+        async def submitted() -> bool:
+            return (await _mission(db)).worker_job_id is not None
+
+        await wait_for(submitted)
+        assert crashing.current is not None
+        crashing.current.abort()  # stops dead, touching nothing, as a crash would
+    await run_until_idle(db, settings)
+    assert (await _mission(db)).status == "completed"
+    assert await names(db, mission_id) == [
+        "mission_queued",
+        "mission_assigned",
+        "scrape_started",
+        "mission_queued",
+        *SEQUENCE[1:],
+    ]
+    requeued = [e for e in await events(db, "mission", mission_id) if e.event == "mission_queued"]
+    assert requeued[1].details["queued_by"] == "recovery"
+
+
+async def test_cancel_during_extraction_cancels_the_job_and_frees_the_service(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.workers[0].faults(job_delay=60)
+    await _one_worker(db, settings, fleet)
+    [mission_id] = await _create(db, 1, date(2026, 5, 3))
+    async with running(db, settings) as runner:
+
+        async def scraping() -> str | None:
+            return (await _mission(db)).worker_job_id
+
+        job_id = await wait_for(scraping)
+        box = SecretBox(settings)
+        canceled = await admin.cancel(db, settings, box, mission_id, "operator")
+        assert canceled.status == "canceled"
+        async with httpx.AsyncClient() as http:
+            answer = await http.get(
+                f"{fleet.workers[0].url}/scrape/{job_id}", headers={"x-api-key": API_KEY}
+            )
+        assert answer.json()["status"] == "cancelled"
+        await wait_for(lambda: _ended(runner))
+    assert await names(db, mission_id) == [
+        "mission_queued",
+        "mission_assigned",
+        "scrape_started",
+        "mission_canceled",
+    ]
+    last = (await events(db, "mission", mission_id))[-1]
+    assert last.details == {"canceled_by": "operator", "previous_checkpoint": "extracao"}
+    m = await _mission(db)
+    assert (m.status, m.retry_count, m.finished_at is not None) == ("canceled", 0, True)
+    await _settled(db)
+
+
+async def test_cancel_during_storage_ends_the_mission_without_waiting_for_the_writer(
+    db: Database, settings: Settings, fleet: Fleet, make_settings: SettingsFactory
+) -> None:
+    fleet.site.set_ads(per_day=5)
+    slow = make_settings(**{**FAST, "mission_writer_poll_seconds": 30.0})
+    await _one_worker(db, slow, fleet)
+    [mission_id] = await _create(db, 1, date(2026, 5, 4))
+    async with running(db, slow) as runner:
+
+        async def storing() -> str | None:
+            return (await _mission(db)).writer_job_id
+
+        await wait_for(storing)
+        await admin.cancel(db, slow, SecretBox(slow), mission_id, "operator")
+        await wait_for(lambda: _ended(runner))
+    assert (await names(db, mission_id))[-2:] == ["writer_started", "mission_canceled"]
+    assert (await _mission(db)).status == "canceled"
+    await _settled(db)
+
+
+async def _ended(runner: MissionRunner) -> bool:
+    return runner.runs == 1 and runner.current is None
