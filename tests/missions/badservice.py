@@ -26,6 +26,7 @@ class BadService:
         self.behave: dict[str, str] = {}
         self.job_ids: list[str] = []
         self.calls: list[str] = []
+        self.document: Any = {"ads": [AD]}  # what /storage/… serves
         self.jobs = 0
         self.port = 0
         self._server: _Server | None = None
@@ -68,7 +69,7 @@ class BadService:
         return await self._answer(request, "POST /scrape/{id}/cancel", {"status": "cancelled"})
 
     async def storage(self, request: Request) -> Response:
-        return JSONResponse({"ads": [AD]})
+        return JSONResponse(self.document)
 
     async def process(self, request: Request) -> Response:
         body = await request.json()
