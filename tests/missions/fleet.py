@@ -253,3 +253,48 @@ class OrchestratorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
+
+
+class ServeProcess:
+    """``forager serve`` (no built-in crawl workers) with the fast mission clocks."""
+
+    def __init__(self, settings: Settings, log: Path, port: int, **overrides: Any) -> None:
+        env = {
+            **os.environ,
+            "FORAGER_DATABASE_URL": settings.resolved_database_url,
+            "FORAGER_DATA_DIR": str(settings.data_dir),
+            "FORAGER_SECRET_KEY": settings.secret_key.get_secret_value()
+            if settings.secret_key
+            else "",
+            "FORAGER_SERVE_WORKERS": "0",
+            "FORAGER_LOG_LEVEL": "INFO",
+        }
+        for name, value in {**FAST, **overrides}.items():
+            env[f"FORAGER_{name.upper()}"] = str(value)
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "forager.cli", "serve", "--port", str(port)],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def ready(self, timeout: float = 60) -> None:
+        async with asyncio.timeout(timeout), httpx.AsyncClient() as http:
+            while True:
+                assert self.proc.poll() is None, self.log()
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{self.url}/health", timeout=2)).status_code < 600:
+                        return
+                await asyncio.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]

@@ -3,6 +3,7 @@ loopback, the orchestrator in this process; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import defaultdict
 from datetime import date, timedelta
@@ -10,30 +11,33 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import func, select
 
-from forager.config import Settings
+from forager.apikeys import create_key
+from forager.config import Settings, load_settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import Ad, Mission, Proxy, WorkerService
+from forager.db.models import Ad, Event, Mission, Proxy, WorkerService
 from forager.missions import admin, control
 from forager.missions.runner import MissionRunner
+from forager.runtime import open_database
 from tests.conftest import SettingsFactory
 from tests.missions.conftest import Fleet
 from tests.missions.fleet import (
     API_KEY,
     FAST,
     OrchestratorProcess,
+    ServeProcess,
     events,
     missions,
     names,
     register,
     run_until_idle,
     running,
-    start_all,
     wait_for,
-    writer_service,
 )
+from tests.support.agents import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -48,6 +52,19 @@ SEQUENCE = [
     "mission_completed",
 ]
 DAY = date(2026, 3, 1)
+
+
+async def _ads_stored(fleet: Fleet, first: date, last: date) -> int:
+    """Ads of those days in the writer's database."""
+    ads = Database(fleet.writer_db)
+    try:
+        async with ads.reader() as session:
+            found = await session.scalar(
+                select(func.count()).select_from(Ad).where(Ad.start_date.between(first, last))
+            )
+    finally:
+        await ads.dispose()
+    return int(found or 0)
 
 
 async def _create(db: Database, days: int, start: date = DAY, **spec: object) -> list[int]:
@@ -68,24 +85,18 @@ async def _create(db: Database, days: int, start: date = DAY, **spec: object) ->
 
 
 async def test_twenty_missions_complete_with_the_seed_event_sequence(
-    db: Database, settings: Settings, fleet: Fleet, db_url: str
+    db: Database, settings: Settings, fleet: Fleet
 ) -> None:
-    # The writer writes Forager's own database here (the other tests use its own SQLite file).
-    writer = writer_service(db_url)
-    start_all(writer)
-    try:
-        fleet.site.set_ads(per_day=30)
-        await register(
-            db,
-            settings,
-            workers=[w.url for w in fleet.workers],
-            writers=[writer.url],
-            proxies=fleet.proxies,
-        )
-        ids = await _create(db, 20)
-        runner = await run_until_idle(db, settings, timeout=120)
-    finally:
-        writer.stop()
+    fleet.site.set_ads(per_day=30)
+    await register(
+        db,
+        settings,
+        workers=[w.url for w in fleet.workers],
+        writers=[fleet.writer.url],
+        proxies=fleet.proxies,
+    )
+    ids = await _create(db, 20)
+    runner = await run_until_idle(db, settings, timeout=120)
     assert runner.runs == 1
     done = await missions(db)
     assert [(m.status, m.checkpoint, m.ads_count, m.retry_count) for m in done] == [
@@ -103,11 +114,11 @@ async def test_twenty_missions_complete_with_the_seed_event_sequence(
         ]
         assert set(writing[1:]) <= {"writer_progress"}
     async with db.reader() as session:
-        stored = await session.scalar(select(func.count()).select_from(Ad))
         held = await session.scalar(
             select(func.count()).select_from(Proxy).where(Proxy.in_use_by_worker_id.is_not(None))
         )
         services = list(await session.scalars(select(WorkerService)))
+    stored = await _ads_stored(fleet, DAY, DAY + timedelta(days=19))
     assert stored == 600  # 20 days x 30 ads, each once
     assert held == 0  # §5.5: every proxy given back
     assert {(s.status, s.session_count, s.current_mission_id) for s in services} == {
@@ -238,14 +249,7 @@ async def test_a_partial_writer_job_logs_its_failed_items(
     )
     assert all("longer than 100" in i["error"] for i in written["failed_items"])
     assert log["mission_completed"]["failed_count"] == 2
-    ads = Database(fleet.writer_db)
-    try:
-        async with ads.reader() as session:
-            stored = await session.scalar(
-                select(func.count()).select_from(Ad).where(Ad.start_date == date(2026, 4, 12))
-            )
-    finally:
-        await ads.dispose()
+    stored = await _ads_stored(fleet, date(2026, 4, 12), date(2026, 4, 12))
     assert stored == 8
 
 
@@ -454,3 +458,101 @@ async def test_cancel_during_storage_ends_the_mission_without_waiting_for_the_wr
 
 async def _ended(runner: MissionRunner) -> bool:
     return runner.runs == 1 and runner.current is None
+
+
+# -- one loop between processes ----------------------------------------------------------------
+
+
+async def _leaders(db: Database) -> list[str]:
+    async with db.reader() as session:
+        rows = await session.scalars(
+            select(Event).where(Event.event == "leader_acquired").order_by(Event.id)
+        )
+        return [str(e.details["leader"]) for e in rows]
+
+
+async def test_two_runners_on_one_database_run_one_loop(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=3)
+    await register(
+        db,
+        settings,
+        workers=[w.url for w in fleet.workers],
+        writers=[fleet.writer.url],
+        proxies=fleet.proxies,
+    )
+    ids = await _create(db, 8, date(2026, 6, 10))
+    await control.request_run(db, "test")
+    other = Database(settings.resolved_database_url)  # as a second process would connect
+    try:
+        runners = [MissionRunner(db, settings), MissionRunner(other, settings)]
+        async with asyncio.timeout(60):
+            await asyncio.gather(*(r.run(until_idle=True) for r in runners))
+    finally:
+        await other.dispose()
+    assert sum(r.runs for r in runners) == 1
+    assert len(await _leaders(db)) == 1
+    for mission_id in ids:
+        assert await names(db, mission_id) == SEQUENCE
+
+
+async def test_when_the_leading_serve_is_killed_the_other_takes_over(
+    pg_database: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    settings = load_settings(
+        database_url=pg_database,
+        data_dir=tmp_path / "data",
+        secret_key=Fernet.generate_key().decode(),
+        **FAST,
+    )
+    db = await open_database(settings)
+    serves: list[ServeProcess] = []
+    try:
+        fleet.site.set_ads(per_day=3)
+        for worker in fleet.workers:
+            worker.faults(job_delay=0.5)  # the run lasts long enough to kill its leader
+        await register(
+            db,
+            settings,
+            workers=[w.url for w in fleet.workers],
+            writers=[fleet.writer.url],
+            proxies=fleet.proxies,
+        )
+        ids = await _create(db, 8, date(2026, 6, 20))
+        _, key = await create_key(db, "e2e", "admin")
+        serves = [
+            ServeProcess(settings, tmp_path / f"serve-{n}.log", free_port()) for n in range(2)
+        ]
+        await asyncio.gather(*(s.ready() for s in serves))
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+            started = await http.post(f"{serves[1].url}/api/missions/control/start")
+            assert started.status_code == 200, started.text
+
+        async def leading() -> ServeProcess | None:
+            view = await control.read(db)
+            running = [m for m in await missions(db) if m.status == "running"]
+            if not (view.leader_id and running):
+                return None
+            pid = int(view.leader_id.split(":")[1])
+            return next(s for s in serves if s.proc.pid == pid)
+
+        leader = await wait_for(leading)
+        leader.kill()  # SIGKILL, mid-run
+        survivor = next(s for s in serves if s is not leader)
+
+        async def finished() -> bool:
+            return not (await control.read(db)).run_requested
+
+        await wait_for(finished, timeout=90)
+        leaders = await _leaders(db)
+        assert len(leaders) == 2 and f":{survivor.proc.pid}:" in leaders[1], survivor.log()
+        for mission_id in ids:
+            found = await names(db, mission_id)
+            assert found.count("mission_completed") == 1 and found[-1] == "mission_completed"
+        assert {m.status for m in await missions(db)} == {"completed"}
+        await _settled(db)
+    finally:
+        for serve in serves:
+            serve.kill()
+        await db.dispose()

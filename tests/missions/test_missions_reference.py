@@ -176,7 +176,9 @@ async def test_the_writer_upserts_in_batches_and_reports_failed_items(
         # An upsert: a second job with changed values updates, never duplicates.
         source.document = {"data": {"ads": [{**good[0], "page_name": "Renamed"}]}}
         second = (
-            await writer.post("/process", json=_process(f"{source.url}/storage/k/k.json"), headers=KEY)
+            await writer.post(
+                "/process", json=_process(f"{source.url}/storage/k/k.json"), headers=KEY
+            )
         ).json()["job_id"]
         assert (await _until(writer, f"/status/{second}", {"completed", "failed"}))[
             "status"
