@@ -8,6 +8,7 @@ import itertools
 from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +23,7 @@ from forager.db.models import Ad, Event, Mission, Proxy, WorkerService
 from forager.missions import admin, control
 from forager.missions.runner import MissionRunner
 from forager.runtime import open_database
-from tests.conftest import SettingsFactory
+from tests.conftest import SettingsFactory, service_missing
 from tests.missions.conftest import Fleet
 from tests.missions.fleet import (
     API_KEY,
@@ -52,6 +53,8 @@ SEQUENCE = [
     "mission_completed",
 ]
 DAY = date(2026, 3, 1)
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 async def _ads_stored(fleet: Fleet, first: date, last: date) -> int:
@@ -556,3 +559,93 @@ async def test_when_the_leading_serve_is_killed_the_other_takes_over(
         for serve in serves:
             serve.kill()
         await db.dispose()
+
+
+# -- the dashboard's Mission Control page --------------------------------------------------------
+
+
+async def test_mission_control_in_a_browser(fleet: Fleet, tmp_path: Path) -> None:
+    """SQLite only: the page reads the same API, tested on both engines above."""
+    if not CHROMIUM.exists():
+        service_missing("Chromium", f"{CHROMIUM} not found")
+    from playwright.async_api import async_playwright, expect
+
+    settings = load_settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'ui.db'}",
+        data_dir=tmp_path / "data",
+        secret_key=Fernet.generate_key().decode(),
+        **FAST,
+    )
+    db = await open_database(settings)
+    serve = ServeProcess(settings, tmp_path / "serve.log", free_port())
+    try:
+        fleet.site.set_ads(per_day=4)
+        await register(
+            db,
+            settings,
+            workers=[w.url for w in fleet.workers],
+            writers=[fleet.writer.url],
+            proxies=fleet.proxies,
+        )
+        _, key = await create_key(db, "ui", "admin")
+        await serve.ready()
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=str(CHROMIUM))
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(20_000)
+            await page.goto(serve.url + "/")
+            await page.get_by_label("API key").fill(key)
+            await page.get_by_role("button", name="Log in").click()
+            await (
+                page.get_by_role("navigation", name="Main")
+                .get_by_role("link", name="Missions")
+                .click()
+            )
+            await expect(page.locator("tr[data-worker='worker-2']")).to_contain_text("idle")
+            await page.get_by_label("First day", exact=True).fill("2026-07-01")
+            await page.get_by_label("Last day", exact=True).fill("2026-07-03")
+            await page.get_by_role("button", name="Create missions").click()
+            rows = page.locator("tr[data-mission-id]")
+            await expect(rows).to_have_count(3)
+            await expect(rows.first).to_contain_text("draft")
+            for n in (1, 2):
+                await page.get_by_label(f"Select mission {n}").check()
+            await page.get_by_role("button", name="Add to queue").click()
+            await expect(page.locator("tr[data-mission-id='1']")).to_contain_text("queued")
+            await page.get_by_role("button", name="Start").click()
+            # Live: the rows turn completed by themselves, no reload.
+            for n in (1, 2):
+                await expect(page.locator(f"tr[data-mission-id='{n}']")).to_contain_text(
+                    "completed", timeout=60_000
+                )
+            await expect(page.get_by_test_id("orchestrator-state")).to_contain_text("Stopped")
+            await page.locator("tr[data-mission-id='1']").get_by_role("link", name="#1").click()
+            log = page.get_by_role("region", name="Log of mission 1")
+            await expect(log.locator("tr[data-event='mission_completed']")).to_have_count(1)
+            steps = log.locator("tr[data-event]:not([data-event$='_progress'])")
+            await expect(steps).to_have_count(len(SEQUENCE))
+            await shoot(page, "missions")
+            # Queue the third (the run is over, nothing takes it) and cancel it.
+            await page.get_by_label("Select mission 3").check()
+            await page.get_by_role("button", name="Add to queue").click()
+            third = page.locator("tr[data-mission-id='3']")
+            await expect(third).to_contain_text("queued")
+            await third.get_by_role("button", name="Cancel").click()
+            await page.locator("#confirm-ok").click()
+            await expect(third).to_contain_text("canceled")
+            await browser.close()
+        assert [m.status for m in await missions(db)] == ["completed", "completed", "canceled"]
+    finally:
+        serve.kill()
+        await db.dispose()
+
+
+async def shoot(page: Any, name: str) -> None:
+    """``docs/screenshots/<name>-<width>.png`` at 1280 and 390 px, as the other pages."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.evaluate("document.getElementById('toasts').replaceChildren()")
+    for width in (1280, 390):
+        await page.set_viewport_size({"width": width, "height": 900})
+        await page.wait_for_timeout(150)  # layout settles after the resize
+        await page.screenshot(path=str(SCREENSHOTS / f"{name}-{width}.png"), full_page=True)
+    await page.set_viewport_size({"width": 1280, "height": 900})
