@@ -53,6 +53,7 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.proxy_selection
 	$(RUN)/python -m bench.fetchers
 	$(RUN)/python -m bench.dashboard
+	$(RUN)/python -m bench.missions
 
 # Parser accuracy against ../shared/pages/truth.json (skips when the pages are absent).
 accuracy: $(STAMP)
