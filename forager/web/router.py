@@ -30,7 +30,6 @@ from forager.web.session import COOKIE, LIFETIME_SECONDS, session_key, signer
 STATIC = Path(__file__).parent / "static"
 PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents", "/events")
 MISSION_PAGES = ("/missions",)  # Mission Control (issue 16)
-PAGES += ("/missions",)  # Mission Control (issue 16)
 DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}")
 # The shell and its scripts come only from this server; nothing is loaded from elsewhere.
 SHELL_CSP = (
