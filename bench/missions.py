@@ -82,15 +82,19 @@ class _Proxy:
 
 
 class Statements:
-    """Counts the statements this process sends on ``db``'s engines."""
+    """Counts the statements this process sends on ``db``'s engines, and the writes among them
+    (state changes and events: what a mission costs whatever the polling cadence)."""
 
     def __init__(self, db: Database) -> None:
         self.count = 0
+        self.writes = 0
         for engine in {db.engine, db.read_engine}:
             event.listen(engine.sync_engine, "before_cursor_execute", self._one)
 
-    def _one(self, *_: Any) -> None:
+    def _one(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         self.count += 1
+        if statement.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE"):
+            self.writes += 1
 
 
 async def _round(
@@ -135,6 +139,7 @@ async def _round(
             "seconds": round(wall, 2),
             "missions_per_min": round(MISSIONS * 60 / wall, 1),
             "orchestrator_statements_per_mission": round(statements.count / MISSIONS, 1),
+            "orchestrator_writes_per_mission": round(statements.writes / MISSIONS, 1),
             "orchestrator_cpu_ms_per_mission": round(cpu * 1000 / MISSIONS, 1),
         }
     finally:

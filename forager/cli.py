@@ -433,6 +433,12 @@ def orchestrate(
     typer.echo("orchestrator: no run requested any more", err=True)
 
 
+ServiceHost = Annotated[str, typer.Option("--host", help="Address to bind.")]
+PortFile = Annotated[
+    Path | None, typer.Option("--port-file", help="Write the bound port here once listening.")
+]
+
+
 def _service_key() -> str:
     import os
 
@@ -445,11 +451,9 @@ def _service_key() -> str:
 @app.command("worker-service")
 def worker_service(
     target: Annotated[str, typer.Option(help="Base URL of the site the scraper reads.")],
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    host: ServiceHost = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8081,
-    port_file: Annotated[
-        Path | None, typer.Option(help="Write the bound port here once listening.")
-    ] = None,
+    port_file: PortFile = None,
     storage_dir: Annotated[
         Path | None, typer.Option(help="Where results are written (default <data dir>/storage).")
     ] = None,
@@ -482,11 +486,9 @@ def worker_service(
 
 @app.command("writer-service")
 def writer_service(
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    host: ServiceHost = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8082,
-    port_file: Annotated[
-        Path | None, typer.Option(help="Write the bound port here once listening.")
-    ] = None,
+    port_file: PortFile = None,
     database_url: Annotated[
         str | None, typer.Option(help="Database to write (default: Forager's own).")
     ] = None,

@@ -231,28 +231,6 @@ class WorkerServiceUpdate(WriterUpdate):
     storage_domain: StorageDomain | None = None
 
 
-class WorkerServicePublic(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    name: str
-    url: str
-    api_key_set: bool = Field(True, description="The key itself is never returned.")
-    storage_domain: str | None
-    status: WorkerStatusName
-    session_count: int
-    current_mission_id: int | None
-    active: bool
-    proxy_name: str | None = Field(None, description="The proxy its session holds now.")
-    session_started_at: datetime | None
-    last_error_code: str | None
-    last_error_at: datetime | None
-    last_test_at: datetime | None
-    last_test_ok: bool | None
-    created_at: datetime
-    updated_at: datetime
-
-
 class WriterPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -265,6 +243,17 @@ class WriterPublic(BaseModel):
     last_test_ok: bool | None
     created_at: datetime
     updated_at: datetime
+
+
+class WorkerServicePublic(WriterPublic):
+    storage_domain: str | None
+    status: WorkerStatusName
+    session_count: int
+    current_mission_id: int | None
+    proxy_name: str | None = Field(None, description="The proxy its session holds now.")
+    session_started_at: datetime | None
+    last_error_code: str | None
+    last_error_at: datetime | None
 
 
 class ConnectionTestResult(BaseModel):

@@ -370,7 +370,18 @@ Index(
 )
 
 
-class WorkerService(Timestamped, Base):
+class ServiceEndpoint(Timestamped):
+    """Where a remote service answers and with which key (worker services and writers)."""
+
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    url: Mapped[str] = mapped_column(String(500))
+    api_key: Mapped[str] = mapped_column(String(512))  # ciphertext only (crypto.SecretBox)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    last_test_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_test_ok: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class WorkerService(ServiceEndpoint, Base):
     """A remote scraping service (seed 003 ``workers``): runs sessions and scrape jobs."""
 
     __tablename__ = "worker_services"
@@ -389,18 +400,12 @@ class WorkerService(Timestamped, Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
-    url: Mapped[str] = mapped_column(String(500))
-    api_key: Mapped[str] = mapped_column(String(512))  # ciphertext only (crypto.SecretBox)
     storage_domain: Mapped[str | None] = mapped_column(String(255))
     status: Mapped[str] = mapped_column(String(20), default="idle")
     session_count: Mapped[int] = mapped_column(Integer, default=0)
     # No foreign key: missions.worker_id already points here, and a key each way is a cycle
     # SQLite can neither create nor drop cleanly. Both are written in one transaction.
     current_mission_id: Mapped[int | None] = mapped_column(BigId)
-    active: Mapped[bool] = mapped_column(Boolean, default=True)
-    last_test_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_test_ok: Mapped[bool | None] = mapped_column(Boolean)
     # When the current session was asked for (session timeout, session_ready duration).
     session_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # The proxy of the previous session (never drawn again next, seed §4.3) and the session
@@ -411,18 +416,12 @@ class WorkerService(Timestamped, Base):
     last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class Writer(Timestamped, Base):
+class Writer(ServiceEndpoint, Base):
     """A writer service (seed 003 ``writers``): loads a scrape's JSON into a database table."""
 
     __tablename__ = "writers"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
-    url: Mapped[str] = mapped_column(String(500))
-    api_key: Mapped[str] = mapped_column(String(512))  # ciphertext only
-    active: Mapped[bool] = mapped_column(Boolean, default=True)
-    last_test_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_test_ok: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Mission(Timestamped, Base):

@@ -215,21 +215,26 @@ async def wait_for(check: Any, timeout: float = 30, every: float = 0.02) -> Any:
     return found
 
 
+def forager_env(settings: Settings, **overrides: Any) -> dict[str, str]:
+    """The environment of a Forager process on the test's database, with the fast clocks."""
+    secret = settings.secret_key.get_secret_value() if settings.secret_key else ""
+    env = {
+        **os.environ,
+        "FORAGER_DATABASE_URL": settings.resolved_database_url,
+        "FORAGER_DATA_DIR": str(settings.data_dir),
+        "FORAGER_SECRET_KEY": secret,
+        "FORAGER_LOG_LEVEL": "INFO",
+    }
+    for name, value in {**FAST, **overrides}.items():
+        env[f"FORAGER_{name.upper()}"] = str(value)
+    return env
+
+
 class OrchestratorProcess:
     """``forager orchestrate`` in its own process (to be killed with SIGKILL)."""
 
     def __init__(self, settings: Settings, log: Path, **overrides: Any) -> None:
-        env = {
-            **os.environ,
-            "FORAGER_DATABASE_URL": settings.resolved_database_url,
-            "FORAGER_DATA_DIR": str(settings.data_dir),
-            "FORAGER_SECRET_KEY": settings.secret_key.get_secret_value()
-            if settings.secret_key
-            else "",
-            "FORAGER_LOG_LEVEL": "INFO",
-        }
-        for name, value in {**FAST, **overrides}.items():
-            env[f"FORAGER_{name.upper()}"] = str(value)
+        env = forager_env(settings, **overrides)
         self.log_path = log
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
@@ -259,18 +264,7 @@ class ServeProcess:
     """``forager serve`` (no built-in crawl workers) with the fast mission clocks."""
 
     def __init__(self, settings: Settings, log: Path, port: int, **overrides: Any) -> None:
-        env = {
-            **os.environ,
-            "FORAGER_DATABASE_URL": settings.resolved_database_url,
-            "FORAGER_DATA_DIR": str(settings.data_dir),
-            "FORAGER_SECRET_KEY": settings.secret_key.get_secret_value()
-            if settings.secret_key
-            else "",
-            "FORAGER_SERVE_WORKERS": "0",
-            "FORAGER_LOG_LEVEL": "INFO",
-        }
-        for name, value in {**FAST, **overrides}.items():
-            env[f"FORAGER_{name.upper()}"] = str(value)
+        env = forager_env(settings, serve_workers=0, **overrides)
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log
         with log.open("ab") as out:

@@ -87,17 +87,23 @@ async def _create(db: Database, days: int, start: date = DAY, **spec: object) ->
     return [m.id for m in created]
 
 
-async def test_twenty_missions_complete_with_the_seed_event_sequence(
-    db: Database, settings: Settings, fleet: Fleet
+async def _whole_fleet(
+    db: Database, settings: Settings, fleet: Fleet, proxies: list[Any] | None = None
 ) -> None:
-    fleet.site.set_ads(per_day=30)
     await register(
         db,
         settings,
         workers=[w.url for w in fleet.workers],
         writers=[fleet.writer.url],
-        proxies=fleet.proxies,
+        proxies=fleet.proxies if proxies is None else proxies,
     )
+
+
+async def test_twenty_missions_complete_with_the_seed_event_sequence(
+    db: Database, settings: Settings, fleet: Fleet
+) -> None:
+    fleet.site.set_ads(per_day=30)
+    await _whole_fleet(db, settings, fleet)
     ids = await _create(db, 20)
     runner = await run_until_idle(db, settings, timeout=120)
     assert runner.runs == 1
@@ -285,13 +291,7 @@ async def test_a_service_without_a_free_proxy_waits_and_the_loop_goes_on(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
     fleet.site.set_ads(per_day=3)
-    await register(
-        db,
-        settings,
-        workers=[w.url for w in fleet.workers],
-        writers=[fleet.writer.url],
-        proxies=fleet.proxies[:1],
-    )
+    await _whole_fleet(db, settings, fleet, fleet.proxies[:1])
     await control.update_settings(db, session_limit=3, max_retries=None)
     await _create(db, 6, date(2026, 4, 20))
     await run_until_idle(db, settings)
@@ -340,13 +340,7 @@ async def test_an_orchestrator_killed_mid_extraction_and_mid_storage_is_recovere
 ) -> None:
     fleet.site.set_ads(per_day=5)
     fleet.workers[1].faults(job_delay=2.0)  # its job is still running at the kill
-    await register(
-        db,
-        settings,
-        workers=[w.url for w in fleet.workers],
-        writers=[fleet.writer.url],
-        proxies=fleet.proxies,
-    )
+    await _whole_fleet(db, settings, fleet)
     ids = await _create(db, 2, date(2026, 5, 1))
     # Submitted writer jobs would be polled only after 30 s: the storage is caught in flight.
     first = OrchestratorProcess(
@@ -478,13 +472,7 @@ async def test_two_runners_on_one_database_run_one_loop(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
     fleet.site.set_ads(per_day=3)
-    await register(
-        db,
-        settings,
-        workers=[w.url for w in fleet.workers],
-        writers=[fleet.writer.url],
-        proxies=fleet.proxies,
-    )
+    await _whole_fleet(db, settings, fleet)
     ids = await _create(db, 8, date(2026, 6, 10))
     await control.request_run(db, "test")
     other = Database(settings.resolved_database_url)  # as a second process would connect
@@ -515,13 +503,7 @@ async def test_when_the_leading_serve_is_killed_the_other_takes_over(
         fleet.site.set_ads(per_day=3)
         for worker in fleet.workers:
             worker.faults(job_delay=0.5)  # the run lasts long enough to kill its leader
-        await register(
-            db,
-            settings,
-            workers=[w.url for w in fleet.workers],
-            writers=[fleet.writer.url],
-            proxies=fleet.proxies,
-        )
+        await _whole_fleet(db, settings, fleet)
         ids = await _create(db, 8, date(2026, 6, 20))
         _, key = await create_key(db, "e2e", "admin")
         serves = [
@@ -580,13 +562,7 @@ async def test_mission_control_in_a_browser(fleet: Fleet, tmp_path: Path) -> Non
     serve = ServeProcess(settings, tmp_path / "serve.log", free_port())
     try:
         fleet.site.set_ads(per_day=4)
-        await register(
-            db,
-            settings,
-            workers=[w.url for w in fleet.workers],
-            writers=[fleet.writer.url],
-            proxies=fleet.proxies,
-        )
+        await _whole_fleet(db, settings, fleet)
         _, key = await create_key(db, "ui", "admin")
         await serve.ready()
         async with async_playwright() as playwright:
