@@ -85,7 +85,7 @@ class ServiceProcess:
             )
         return self
 
-    def wait_ready(self, timeout: float = 60) -> ServiceProcess:
+    def wait_ready(self, timeout: float = 180) -> ServiceProcess:
         port_file = self.dir / "port"
         deadline = time.monotonic() + timeout
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -163,7 +163,7 @@ async def register(
             )
 
 
-async def run_until_idle(db: Database, settings: Settings, timeout: float = 60) -> MissionRunner:
+async def run_until_idle(db: Database, settings: Settings, timeout: float = 180) -> MissionRunner:
     """ "Iniciar", then run the orchestrator here until the run ends by itself."""
     await control.request_run(db, "test")
     runner = MissionRunner(db, settings)
@@ -182,7 +182,7 @@ async def running(db: Database, settings: Settings) -> AsyncIterator[MissionRunn
         yield runner
     finally:
         runner.stop()
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, 120)
 
 
 async def missions(db: Database) -> list[Mission]:
@@ -207,7 +207,7 @@ async def names(db: Database, mission_id: int, *, progress: bool = False) -> lis
     return found if progress else [n for n in found if not n.endswith("_progress")]
 
 
-async def wait_for(check: Any, timeout: float = 30, every: float = 0.02) -> Any:
+async def wait_for(check: Any, timeout: float = 120, every: float = 0.02) -> Any:
     """Poll ``check()`` (async) until it returns something truthy."""
     async with asyncio.timeout(timeout):
         while not (found := await check()):
@@ -250,7 +250,7 @@ class OrchestratorProcess:
             self.proc.kill()
         self.proc.wait(timeout=10)
 
-    async def exited(self, timeout: float = 60) -> int:
+    async def exited(self, timeout: float = 180) -> int:
         async with asyncio.timeout(timeout):
             while (code := self.proc.poll()) is None:
                 await asyncio.sleep(0.05)
@@ -276,7 +276,7 @@ class ServeProcess:
                 stderr=subprocess.STDOUT,
             )
 
-    async def ready(self, timeout: float = 60) -> None:
+    async def ready(self, timeout: float = 180) -> None:
         async with asyncio.timeout(timeout), httpx.AsyncClient() as http:
             while True:
                 assert self.proc.poll() is None, self.log()

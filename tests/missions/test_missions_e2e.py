@@ -105,7 +105,7 @@ async def test_twenty_missions_complete_with_the_seed_event_sequence(
     fleet.site.set_ads(per_day=30)
     await _whole_fleet(db, settings, fleet)
     ids = await _create(db, 20)
-    runner = await run_until_idle(db, settings, timeout=120)
+    runner = await run_until_idle(db, settings)
     assert runner.runs == 1
     done = await missions(db)
     assert [(m.status, m.checkpoint, m.ads_count, m.retry_count) for m in done] == [
@@ -354,13 +354,13 @@ async def test_an_orchestrator_killed_mid_extraction_and_mid_storage_is_recovere
         return found == {("extracao", True, False), ("armazenamento", True, True)}
 
     try:
-        await wait_for(mid_phases, timeout=60)
+        await wait_for(mid_phases)
     finally:
         first.kill()  # SIGKILL: no clean-up of any kind
     assert {m.status for m in await missions(db)} == {"running"}
     second = OrchestratorProcess(settings, tmp_path / "orchestrate.log")
     try:
-        assert await second.exited(60) == 0, second.log()
+        assert await second.exited() == 0, second.log()
     finally:
         second.kill()
     done = await missions(db)
@@ -478,7 +478,7 @@ async def test_two_runners_on_one_database_run_one_loop(
     other = Database(settings.resolved_database_url)  # as a second process would connect
     try:
         runners = [MissionRunner(db, settings), MissionRunner(other, settings)]
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(180):
             await asyncio.gather(*(r.run(until_idle=True) for r in runners))
     finally:
         await other.dispose()
@@ -529,7 +529,7 @@ async def test_when_the_leading_serve_is_killed_the_other_takes_over(
         async def finished() -> bool:
             return not (await control.read(db)).run_requested
 
-        await wait_for(finished, timeout=90)
+        await wait_for(finished, timeout=240)
         leaders = await _leaders(db)
         assert len(leaders) == 2 and f":{survivor.proc.pid}:" in leaders[1], survivor.log()
         for mission_id in ids:
@@ -552,6 +552,8 @@ async def test_mission_control_in_a_browser(fleet: Fleet, tmp_path: Path) -> Non
         service_missing("Chromium", f"{CHROMIUM} not found")
     from playwright.async_api import async_playwright, expect
 
+    expect.set_options(timeout=60_000)  # a loaded machine is slow, never wrong
+
     settings = load_settings(
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'ui.db'}",
         data_dir=tmp_path / "data",
@@ -568,7 +570,7 @@ async def test_mission_control_in_a_browser(fleet: Fleet, tmp_path: Path) -> Non
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=str(CHROMIUM))
             page = await browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(20_000)
+            page.set_default_timeout(60_000)
             await page.goto(serve.url + "/")
             await page.get_by_label("API key").fill(key)
             await page.get_by_role("button", name="Log in").click()
@@ -592,7 +594,7 @@ async def test_mission_control_in_a_browser(fleet: Fleet, tmp_path: Path) -> Non
             # Live: the rows turn completed by themselves, no reload.
             for n in (1, 2):
                 await expect(page.locator(f"tr[data-mission-id='{n}']")).to_contain_text(
-                    "completed", timeout=60_000
+                    "completed", timeout=120_000
                 )
             await expect(page.get_by_test_id("orchestrator-state")).to_contain_text("Stopped")
             await page.locator("tr[data-mission-id='1']").get_by_role("link", name="#1").click()

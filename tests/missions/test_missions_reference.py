@@ -24,7 +24,7 @@ KEY = {"x-api-key": "k"}
 
 
 async def _until(client: httpx.AsyncClient, path: str, done: set[str]) -> dict[str, Any]:
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         while True:
             body: dict[str, Any] = (await client.get(path, headers=KEY)).json()
             if body["status"] in done:
