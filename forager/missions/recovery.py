@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
@@ -40,28 +41,33 @@ async def recover(env: Env) -> None:
 
 
 async def _missions(env: Env) -> dict[int, int]:
-    """Reconcile running missions; the extractions still on a service: {service: mission}."""
+    """Reconcile running missions; the extractions still on a service: {service: mission}.
+
+    The services are asked all at once, so one that hangs costs one timeout, not one each.
+    """
     async with env.db.reader() as session:
         running = list(
             await session.scalars(select(Mission).where(Mission.status == MissionStatus.RUNNING))
         )
         services = {w.id: w for w in await session.scalars(select(WorkerService))}
         writers = {w.id: w for w in await session.scalars(select(Writer))}
-    extracting: dict[int, int] = {}
-    for m in running:
+
+    async def one(m: Mission) -> tuple[int, int] | None:
         if m.checkpoint == Checkpoint.ARMAZENAMENTO:
             writer = writers.get(m.writer_id) if m.writer_id is not None else None
             if writer is not None and m.writer_job_id and await _writer_lost(env, m, writer):
                 async with env.db.session() as session:
                     await store.writer_lost(session, m)
-            continue
+            return None
         service = services.get(m.worker_id) if m.worker_id is not None else None
         if service is None or m.worker_job_id is None or await _job_lost(env, m, service):
             async with env.db.session() as session:
                 await store.requeued(session, m, "no job to follow after a restart")
-            continue
-        extracting[service.id] = m.id
-    return extracting
+            return None
+        return service.id, m.id
+
+    found = await asyncio.gather(*(one(m) for m in running))
+    return dict(pair for pair in found if pair is not None)
 
 
 async def _writer_lost(env: Env, m: Mission, writer: Writer) -> bool:
@@ -85,29 +91,30 @@ async def _services(env: Env, extracting: dict[int, int]) -> None:
         services = list(
             await session.scalars(select(WorkerService).where(WorkerService.active.is_(True)))
         )
-    for service in services:
-        async with env.db.reader() as session:
-            proxy = await proxy_lease.held_by(session, service.id)
-        mission = extracting.get(service.id)
-        if mission is not None:
-            async with env.db.session() as session:
-                await workers.move(
-                    session, service.id, status=W.SCRAPING, current_mission_id=mission
-                )
-            continue
-        try:
-            remote = await env.worker_api(service).session_status()
-        except ServiceError:
-            remote = None
+    await asyncio.gather(*(_service(env, s, extracting.get(s.id)) for s in services))
+
+
+async def _service(env: Env, service: WorkerService, mission: int | None) -> None:
+    """One service back in step with what it says of its session."""
+    if mission is not None:
         async with env.db.session() as session:
-            if proxy is not None and remote in SESSION_OK:
-                await workers.move(session, service.id, status=W.READY, current_mission_id=None)
-                continue
-            if proxy is not None and remote in SESSION_WAITING and service.status == W.INITIALIZING:
-                continue
-        if service.status != W.IDLE or remote in SESSION_OK | SESSION_WAITING:
-            with contextlib.suppress(ServiceError):
-                await env.worker_api(service).end_session()
+            await workers.move(session, service.id, status=W.SCRAPING, current_mission_id=mission)
+        return
+    async with env.db.reader() as session:
+        proxy = await proxy_lease.held_by(session, service.id)
+    try:
+        remote: str | None = await env.worker_api(service).session_status()
+    except ServiceError:
+        remote = None
+    if proxy is not None and remote in SESSION_OK:
         async with env.db.session() as session:
-            await proxy_lease.release(session, service.id)
-            await workers.to_idle(session, service.id, keep_mission=False)
+            await workers.move(session, service.id, status=W.READY, current_mission_id=None)
+        return
+    if proxy is not None and remote in SESSION_WAITING and service.status == W.INITIALIZING:
+        return
+    if service.status != W.IDLE or remote in SESSION_OK | SESSION_WAITING:
+        with contextlib.suppress(ServiceError):
+            await env.worker_api(service).end_session()
+    async with env.db.session() as session:
+        await proxy_lease.release(session, service.id)
+        await workers.to_idle(session, service.id, keep_mission=False)

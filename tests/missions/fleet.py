@@ -40,7 +40,7 @@ FAST = {
     "mission_writer_poll_seconds": 0.03,
     "mission_writer_timeout_seconds": 60.0,
     "mission_http_timeout_seconds": 10.0,
-    "mission_leader_lease_seconds": 1.5,
+    "mission_leader_lease_seconds": 10.0,  # kill tests shorten it
 }
 
 
