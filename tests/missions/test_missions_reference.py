@@ -188,3 +188,37 @@ async def test_the_writer_upserts_in_batches_and_reports_failed_items(
         first = await session.get(Ad, "ad-1")
     assert count == 5 and first is not None and first.page_name == "Renamed"
     assert str(first.start_date) == "2026-01-01" and first.qtd_ads == 1
+
+
+def test_the_service_commands_refuse_bad_setups_in_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "FORAGER_SERVICE_API_KEY"}
+    env |= {
+        "FORAGER_DATA_DIR": str(tmp_path / "data"),
+        "FORAGER_DATABASE_URL": f"sqlite:///{tmp_path / 'f.db'}",
+    }
+    no_key = subprocess.run(
+        [sys.executable, "-m", "forager.cli", "worker-service", "--target", "http://x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert no_key.returncode == 1
+    assert no_key.stderr.strip().splitlines() == [
+        "error: FORAGER_SERVICE_API_KEY must hold the API key callers send as x-api-key"
+    ]
+    no_table = subprocess.run(
+        [sys.executable, "-m", "forager.cli", "writer-service", "--table", "nope"],
+        env={**env, "FORAGER_SERVICE_API_KEY": "k"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert no_table.returncode == 1
+    assert no_table.stderr.strip().splitlines()[-1] == (
+        "error: table 'nope' does not exist in the writer's database"
+    )
