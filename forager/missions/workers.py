@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db.models import WorkerService
@@ -118,10 +118,3 @@ async def release(
 async def drop_mission(session: AsyncSession, worker_id: int, mission_id: int) -> bool:
     """The mission left the service while it was not scraping (a session retry that ended)."""
     return await move(session, worker_id, mission=mission_id, current_mission_id=None)
-
-
-async def active_ids(session: AsyncSession) -> list[int]:
-    rows = await session.scalars(
-        select(WorkerService.id).where(WorkerService.active.is_(True)).order_by(WorkerService.id)
-    )
-    return list(rows)

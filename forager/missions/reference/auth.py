@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,10 +35,3 @@ class ApiKeyGuard:
 def protect(app: FastAPI, key: str, *open_prefixes: str) -> None:
     """Require the key on every route of ``app`` but /health and ``open_prefixes``."""
     app.add_middleware(ApiKeyGuard, key=key, open_prefixes=open_prefixes)
-
-
-def refuse(status: int, detail: str) -> Callable[[Request], JSONResponse]:
-    def answer(_: Request) -> JSONResponse:
-        return JSONResponse({"detail": detail}, status_code=status)
-
-    return answer
