@@ -118,9 +118,9 @@ async def _poll(env: Env, m: Mission, writer: Writer, limits: Limits, watch: Wri
         if (job.processed, job.total) != watch.progress:
             watch.progress = (job.processed, job.total)
             async with env.db.session() as session:
-                store.log(
+                await store.progress(
                     session,
-                    m.id,
+                    m,
                     E.WRITER_PROGRESS,
                     writer_job_id=m.writer_job_id,
                     processed=job.processed,

@@ -149,9 +149,9 @@ async def _handle(
         if (job.ads_count, job.progress_pct) != watch.progress:
             watch.progress = (job.ads_count, job.progress_pct)
             async with env.db.session() as session:
-                store.log(
+                await store.progress(
                     session,
-                    m.id,
+                    m,
                     E.SCRAPE_PROGRESS,
                     worker_job_id=m.worker_job_id,
                     ads_count=job.ads_count,

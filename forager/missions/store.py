@@ -96,6 +96,15 @@ async def free_worker(session: AsyncSession, m: Mission, *, counted: bool = Fals
         await workers.drop_mission(session, m.worker_id, m.id)
 
 
+async def progress(session: AsyncSession, m: Mission, event: E, **details: Any) -> bool:
+    """A progress event, written only while ``m`` is still where it was read (a poll answered
+    just after a cancel must not add to a finished mission's log)."""
+    if not await moved(session, m):
+        return False
+    log(session, m.id, event, **details)
+    return True
+
+
 # -- the operator ---------------------------------------------------------------------------
 
 
