@@ -56,6 +56,7 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.proxy_selection
 	$(RUN)/python -m bench.fetchers
 	$(RUN)/python -m bench.dashboard
+	$(RUN)/python -m bench.missions
 
 # Parser accuracy against ../shared/pages/truth.json, then the Zyte benchmark's P/R/F1 on
 # zyte-bench-train (dev and held-out halves) beside the other systems (skips without the pages).

@@ -393,6 +393,146 @@ def agent_run(
     raise typer.Exit(asyncio.run(_run()))
 
 
+# -- missions (issue 16) -------------------------------------------------------------------
+
+
+@app.command()
+def orchestrate(
+    start: Annotated[
+        bool, typer.Option(help="Request a run first, as the dashboard's Start button does.")
+    ] = True,
+    forever: Annotated[
+        bool, typer.Option(help="Stand by after the run ends (as `forager serve` does).")
+    ] = False,
+) -> None:
+    """Run the mission orchestrator here until the run ends (no mission queued or running).
+
+    When another process holds the loop's lease this one waits, and takes over if it dies.
+    """
+    from forager.missions import control
+    from forager.missions.runner import MissionRunner
+    from forager.runtime import open_database
+
+    settings = _settings()
+
+    async def _run() -> None:
+        db = await open_database(settings)
+        runner = MissionRunner(db, settings)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, runner.stop)
+        try:
+            if start:
+                await control.request_run(db, "cli")
+            await runner.run(until_idle=not forever)
+        finally:
+            await db.dispose()
+
+    asyncio.run(_run())
+    typer.echo("orchestrator: no run requested any more", err=True)
+
+
+ServiceHost = Annotated[str, typer.Option("--host", help="Address to bind.")]
+PortFile = Annotated[
+    Path | None, typer.Option("--port-file", help="Write the bound port here once listening.")
+]
+
+
+def _service_key() -> str:
+    import os
+
+    key = os.environ.get("FORAGER_SERVICE_API_KEY", "")
+    if not key:
+        raise ConfigError("FORAGER_SERVICE_API_KEY must hold the API key callers send as x-api-key")
+    return key
+
+
+@app.command("worker-service")
+def worker_service(
+    target: Annotated[str, typer.Option(help="Base URL of the site the scraper reads.")],
+    host: ServiceHost = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8081,
+    port_file: PortFile = None,
+    storage_dir: Annotated[
+        Path | None, typer.Option(help="Where results are written (default <data dir>/storage).")
+    ] = None,
+    scraper: Annotated[str, typer.Option(help="Mission scraper: ad-library.")] = "ad-library",
+    timeout: Annotated[float, typer.Option(min=0.1, help="Timeout of one page fetch.")] = 30.0,
+    allow_faults: Annotated[
+        bool, typer.Option(help="Accept POST /faults (makes sessions and jobs misbehave; tests).")
+    ] = False,
+) -> None:
+    """Run the reference worker service (seed 003 §9.1); callers send FORAGER_SERVICE_API_KEY."""
+    from forager.missions.reference import scraper as scrapers
+    from forager.missions.reference.serve import run
+    from forager.missions.reference.worker_app import create_app
+
+    if scraper not in scrapers.SCRAPERS:
+        raise ConfigError(f"--scraper must be one of {', '.join(scrapers.SCRAPERS)}")
+    settings = _settings()
+    storage = storage_dir or settings.data_dir / "storage"
+    storage.mkdir(parents=True, exist_ok=True)
+    app_ = create_app(
+        api_key=_service_key(),
+        target=target,
+        storage=storage,
+        scraper=scraper,
+        timeout=timeout,
+        allow_faults=allow_faults,
+    )
+    run(app_, host, port, port_file)
+
+
+@app.command("writer-service")
+def writer_service(
+    host: ServiceHost = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8082,
+    port_file: PortFile = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Database to write (default: Forager's own).")
+    ] = None,
+    table: Annotated[
+        list[str] | None, typer.Option(help="A table it may write (repeatable; default ads).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, max=10_000, help="Rows per upsert.")] = 150,
+    max_download_mb: Annotated[
+        int, typer.Option(min=1, max=4096, help="Largest JSON it downloads.")
+    ] = 64,
+) -> None:
+    """Run the reference writer (seed 003 §9.2); callers send FORAGER_SERVICE_API_KEY."""
+    from forager.config import load_settings
+    from forager.db.engine import Database
+    from forager.missions.reference.serve import run
+    from forager.missions.reference.tables import AllowedTable, Refused, reflect
+    from forager.missions.reference.writer_app import create_app
+    from forager.runtime import open_database
+
+    settings = _settings()
+    key = _service_key()
+
+    async def _tables() -> tuple[Database, dict[str, AllowedTable]]:
+        if database_url:  # someone else's database: used as it is, never migrated
+            db = Database(load_settings(database_url=database_url).resolved_database_url)
+        else:
+            db = await open_database(settings)
+        try:
+            return db, await reflect(db.engine, table or ["ads"])
+        except Refused as exc:
+            raise ConfigError(str(exc)) from exc
+        finally:
+            await db.dispose()  # the app's own loop reconnects
+
+    db, allowed = asyncio.run(_tables())
+    app_ = create_app(
+        api_key=key,
+        db=db,
+        tables=allowed,
+        batch_size=batch_size,
+        max_bytes=max_download_mb * 1024 * 1024,
+    )
+    run(app_, host, port, port_file)
+
+
 def main() -> None:
     """Entry point: click handles usage errors itself; Forager errors print as one line."""
     try:

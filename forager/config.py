@@ -193,6 +193,53 @@ class Settings(BaseSettings):
         description="How long a worker's writer gathers finished tasks before it commits them.",
     )
 
+    # -- missions (issue 16, seed 003 §8): the orchestrator's clocks and limits --
+    mission_loop_seconds: float = Field(
+        5.0, gt=0, description="How often the orchestrator loop looks at queue and writers."
+    )
+    mission_session_poll_seconds: float = Field(
+        10.0, gt=0, description="Polling of a worker service's session until it is ready."
+    )
+    mission_session_timeout_seconds: float = Field(
+        180.0, gt=0, description="A session not ready after this long fails with ERROR101."
+    )
+    mission_job_poll_seconds: float = Field(
+        30.0, gt=0, description="Polling of a worker service's scrape job."
+    )
+    mission_job_timeout_seconds: float = Field(
+        6000.0, gt=0, description="A scrape job still running after this long is ERROR202."
+    )
+    mission_writer_poll_seconds: float = Field(30.0, gt=0, description="Polling of a writer job.")
+    mission_writer_timeout_seconds: float = Field(
+        3600.0, gt=0, description="A writer job still processing after this long is ERROR300."
+    )
+    mission_poll_failure_limit: int = Field(
+        3,
+        ge=1,
+        description="Polls in a row that get no usable answer (5xx, garbage, timeout) before "
+        "the job counts as failed.",
+    )
+    mission_http_timeout_seconds: float = Field(
+        30.0, gt=0, description="Timeout of one request to a worker service or writer."
+    )
+    mission_max_response_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest answer read from a worker service or writer; larger is garbage.",
+    )
+    mission_proxy_failure_limit: int = Field(
+        3, ge=1, description="Session failures in a row that disable a proxy (seed §6.3)."
+    )
+    mission_leader_lease_seconds: float = Field(
+        15.0,
+        gt=0,
+        description="Lease of the one orchestrator loop among all processes; another takes "
+        "over within this long when its holder dies.",
+    )
+    mission_max_span_days: int = Field(
+        31, ge=1, le=3660, description="Longest date range one mission (or one split) may cover."
+    )
+
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
         url = self.resolved_database_url

@@ -80,6 +80,14 @@ def test_no_5xx_and_responses_match_the_schema(
                 "test_proxy",
                 "--exclude-operation-id",
                 "refresh_domain_robots",
+                # Missions: these call the worker services and writers the fuzzer registered
+                # (at addresses taken from its input), or start the loop that calls them.
+                "--exclude-operation-id",
+                "test_worker_service",
+                "--exclude-operation-id",
+                "test_writer",
+                "--exclude-operation-id",
+                "start_orchestrator",
                 "--seed",
                 "1",
                 "--no-color",

@@ -28,7 +28,8 @@ BULK_LINE = "pw-bulkline-2Lx8"
 BULK_OBJECT = "pw-bulkobject-Hh4"
 BAD_LINE = "pw-badline-Vv61"
 WRONG = "pw-wrong-Zq02"
-PASSWORDS = (CREATED, UPDATED, BULK_LINE, BULK_OBJECT, BAD_LINE, WRONG)
+SERVICE_KEY = "svc-key-Rt5m"  # a worker service's and a writer's API keys (missions)
+PASSWORDS = (CREATED, UPDATED, BULK_LINE, BULK_OBJECT, BAD_LINE, WRONG, SERVICE_KEY)
 
 
 def _runtime(api: httpx.AsyncClient) -> Runtime:
@@ -103,7 +104,18 @@ async def _use_every_secret(
     agent = _ok(await api.post("/api/agents", json={"name": "home-1"}), 201)
     rotated = _ok(await api.post(f"/api/agents/{agent['id']}/rotate-token"))
     tokens.extend([agent["token"], rotated["token"]])
+    # Missions: the API keys of a worker service and a writer, then a connection test of each.
+    service = {"name": "w", "url": "http://127.0.0.1:9", "api_key": SERVICE_KEY}
+    worker = _ok(await api.post("/api/worker-services", json=service), 201)
+    writer = _ok(await api.post("/api/writers", json=service), 201)
+    _ok(await api.post(f"/api/worker-services/{worker['id']}/test"))
+    _ok(await api.post(f"/api/writers/{writer['id']}/test"))
+    mission = {"date_start": "2026-01-01", "date_end": "2026-01-01", "languages": ["pt"]}
+    missions = _ok(await api.post("/api/missions", json=mission), 201)["missions"]
     return {
+        "mission_id": missions[0]["id"],
+        "service_id": worker["id"],
+        "writer_id": writer["id"],
         "agent_id": agent["id"],
         "task_id": task_id,
         "domain_id": domain_id,

@@ -11,9 +11,11 @@ from fastapi import Depends, FastAPI
 from forager import __version__
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
+from forager.api import missions as missions_api
 from forager.api.auth import require_key
 from forager.api.limits import BodyLimit
 from forager.config import Settings
+from forager.missions.runner import MissionRunner
 from forager.runtime import Runtime
 from forager.web.router import install as install_dashboard
 from forager.worker.pool import new_worker_id
@@ -34,9 +36,14 @@ def create_app(settings: Settings) -> FastAPI:
         hub = runtime.agent_hub()  # home-network agents at /agents/ws
         hub.start()
         app.state.runtime = runtime
+        # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
+        app.state.missions = missions = MissionRunner(runtime.db, settings, box=runtime.box)
+        orchestrating = asyncio.create_task(missions.run(), name="mission runner")
         try:
             yield
         finally:
+            missions.stop()
+            await orchestrating
             await hub.stop()
             pool.stop()
             await worker
@@ -64,6 +71,9 @@ def create_app(settings: Settings) -> FastAPI:
         proxies.mappings,
         events.router,
         agents_api.router,
+        missions_api.router,
+        missions_api.services,
+        missions_api.writers,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

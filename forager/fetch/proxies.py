@@ -95,6 +95,7 @@ def _usable(policy: DomainPolicy, limit: int) -> list[Any]:
     """Conditions that hold whatever the moment: enabled, right country, mapping healthy."""
     conditions: list[Any] = [
         Proxy.is_active.is_(True),
+        Proxy.in_use_by_worker_id.is_(None),  # held by a worker service's session (missions)
         or_(
             DomainProxy.id.is_(None),
             and_(DomainProxy.is_active.is_(True), DomainProxy.failure_count < limit),

@@ -27,6 +27,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from types import TracebackType
@@ -46,7 +47,7 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.support import pages
+from tests.support import adlibrary, pages
 
 DEFAULT_ROBOTS = "User-agent: *\nDisallow: /private/\n"
 MIB = 1024 * 1024
@@ -82,9 +83,11 @@ class SiteState:
         self.prices: dict[int, tuple[Decimal, bool]] = {}
         self.robots = DEFAULT_ROBOTS
         self.flaky: dict[str, int] = {}
+        self.ads = adlibrary.AdSettings()
 
     def reset(self) -> None:
         with self._lock:
+            self.ads = adlibrary.AdSettings()
             self._generation += 1
             self.requests = []
             self.max_concurrency = {}
@@ -358,6 +361,28 @@ async def image(request: Request) -> Response:
     return Response(pages.TINY_JPEG, media_type="image/jpeg")
 
 
+async def ads(request: Request) -> Response:
+    """The ad library (tests/support/adlibrary.py): one page of matching ads."""
+    params = request.query_params
+    try:
+        start = date.fromisoformat(params.get("start", ""))
+        end = date.fromisoformat(params.get("end", params.get("start", "")))
+        page = int(params.get("page", "1"))
+        languages = [x for x in params.get("languages", "").split(",") if x]
+        found = adlibrary.query(
+            _state(request).ads, start, end, params.get("format", "all"), languages
+        )
+    except ValueError as exc:
+        return PlainTextResponse(f"bad query: {exc}", status_code=400)
+    pages = max(1, -(-len(found) // adlibrary.PAGE_SIZE))
+    if not 1 <= page <= pages:
+        return PlainTextResponse("no such page", status_code=404)
+    following = None
+    if page < pages:  # relative, as sites write it
+        following = "?" + request.url.include_query_params(page=page + 1).query
+    return HTMLResponse(adlibrary.page_html(found, page, following))
+
+
 # --------------------------------------------------------------------------- control
 
 
@@ -381,6 +406,18 @@ async def control_price(request: Request) -> Response:
         return JSONResponse({"error": str(exc)}, status_code=400)
     _state(request).set_price(n, price, available)
     return JSONResponse({"n": n, "price": str(price), "available": available})
+
+
+async def control_ads(request: Request) -> Response:
+    try:
+        data = await request.json()
+        settings = adlibrary.AdSettings(
+            int(data.get("per_day", 40)), int(data.get("bad_per_day", 0))
+        )
+    except (ValueError, TypeError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    _state(request).ads = settings
+    return JSONResponse({"per_day": settings.per_day, "bad_per_day": settings.bad_per_day})
 
 
 async def control_robots(request: Request) -> Response:
@@ -413,10 +450,12 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/gzip-bomb", gzip_bomb),
         Route("/echo-headers", echo_headers),
         Route("/img/{name}", image),
+        Route("/ads", ads),
         Route("/__log", control_log),
         Route("/__reset", control_reset, methods=["POST"]),
         Route("/__price/{n:int}", control_price, methods=["POST"]),
         Route("/__robots", control_robots, methods=["POST"]),
+        Route("/__ads", control_ads, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={BadParam: bad_param})
     app.state.site = state = state or SiteState()
@@ -603,6 +642,11 @@ class TestSite:
         """What ``POST /__robots`` does."""
         self.state.robots = text
 
+    def set_ads(self, per_day: int = 40, bad_per_day: int = 0, **days: int) -> None:
+        """What ``POST /__ads`` does; ``days`` maps ``d2026_01_15=0`` to a day's own count."""
+        counts = {date.fromisoformat(k[1:].replace("_", "-")): v for k, v in days.items()}
+        self.state.ads = adlibrary.AdSettings(per_day, bad_per_day, counts or None)
+
 
 # --------------------------------------------------------------------------- standalone
 
@@ -711,6 +755,12 @@ class SiteProcess:
         import httpx
 
         httpx.post(self.url("/__reset"), timeout=10).raise_for_status()
+
+    def set_ads(self, per_day: int = 40, bad_per_day: int = 0) -> None:
+        import httpx
+
+        body = {"per_day": per_day, "bad_per_day": bad_per_day}
+        httpx.post(self.url("/__ads"), json=body, timeout=10).raise_for_status()
 
 
 if __name__ == "__main__":

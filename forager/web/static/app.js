@@ -10,6 +10,7 @@ import * as proxies from "./pages/proxies.js";
 import * as products from "./pages/products.js";
 import * as events from "./pages/events.js";
 import * as agents from "./pages/agents.js";
+import * as missions from "./pages/missions.js";
 
 const PAGES = [
   ["/", "Overview", overview.render],
@@ -19,6 +20,7 @@ const PAGES = [
   ["/proxies", "Proxies", proxies.render],
   ["/products", "Products", products.render],
   ["/agents", "Agents", agents.render],
+  ["/missions", "Missions", missions.render],
   ["/events", "Events", events.render],
 ];
 const DETAILS = [
