@@ -28,6 +28,9 @@ class FetchRequest:
     # and, for the browser, the selector to wait for before taking the page (else network idle).
     fetcher: str = "http"
     wait_for_selector: str | None = None
+    # Keep only the first this many decoded bytes and end the transfer there, instead of
+    # failing ``too_large`` (robots.txt: RFC 9309 lets a crawler cut it at 500 KiB).
+    truncate_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

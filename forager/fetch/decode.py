@@ -28,18 +28,28 @@ class _Sink(Protocol):
     def write(self, data: bytes) -> int: ...
 
 
-class _Collector:
-    """The last stage: keeps the decoded body and refuses the byte past ``limit``."""
+class _Full(Exception):
+    """A truncating decoder has its ``limit`` bytes: the rest is not wanted."""
 
-    def __init__(self, limit: int) -> None:
+
+class _Collector:
+    """The last stage: keeps the decoded body and refuses the byte past ``limit`` (or, when
+    truncating, keeps exactly ``limit`` bytes and stops there)."""
+
+    def __init__(self, limit: int, truncate: bool) -> None:
         self.limit = limit
+        self.truncate = truncate
         self.size = 0
         self.parts: list[bytes] = []
 
     def write(self, data: bytes) -> int:
+        if self.size + len(data) > self.limit:
+            if not self.truncate:
+                raise TooLarge(f"body exceeds the {self.limit} byte limit (after decompression)")
+            self.parts.append(data[: self.limit - self.size])
+            self.size = self.limit
+            raise _Full
         self.size += len(data)
-        if self.size > self.limit:
-            raise TooLarge(f"body exceeds the {self.limit} byte limit (after decompression)")
         self.parts.append(data)
         return len(data)
 
@@ -174,7 +184,7 @@ def _layer(name: str, sink: _Sink) -> _Zlib | _Brotli | _Zstd:
 class BoundedDecoder:
     """Undo a ``Content-Encoding`` chain while never producing more than ``limit`` bytes."""
 
-    def __init__(self, content_encoding: str, limit: int) -> None:
+    def __init__(self, content_encoding: str, limit: int, *, truncate: bool = False) -> None:
         names = [n.strip().lower() for n in content_encoding.split(",")]
         names = [n for n in names if n and n != "identity"]
         if len(names) > MAX_LAYERS:
@@ -184,7 +194,8 @@ class BoundedDecoder:
             )
         self.limit = limit
         self.wire = 0
-        self._body = _Collector(limit)
+        self.truncated = False  # ``truncate`` and the limit was reached: nothing more is read
+        self._body = _Collector(limit, truncate)
         sink: _Sink = self._body
         self._layers: list[_Zlib | _Brotli | _Zstd] = []
         # The last coding applied is the first undone: build the chain from the body outwards.
@@ -201,13 +212,20 @@ class BoundedDecoder:
 
     def feed(self, data: bytes) -> None:
         self.wire += len(data)
-        self._head.write(data)
+        if self.truncated:
+            return
+        try:
+            self._head.write(data)
+        except _Full:
+            self.truncated = True
 
     def partial(self) -> bytes:
         """What was decoded so far, for a body that was cut short on purpose."""
         return b"".join(self._body.parts)
 
     def finish(self) -> bytes:
+        if self.truncated:
+            return self.partial()
         for layer in reversed(self._layers):  # outermost first, so its tail reaches the inner
             layer.close()
         return b"".join(self._body.parts)

@@ -107,14 +107,18 @@ class CurlFetcher(CredentialSafeFetcher):
         policy = EgressPolicy(s.private_targets, host)
         jar: dict[str, str] = {}
         url = request.url
+        limit = s.max_body_bytes
+        if request.truncate_at is not None:
+            limit = min(limit, request.truncate_at)
         for hop_number in range(s.max_redirects + 1):
             host, port = _target(url)
             hop = Hop(
                 url,
                 self._headers(request, jar),
-                s.max_body_bytes,
+                limit,
                 max(0.001, s.fetch_timeout_seconds - (time.monotonic() - began)),
                 request.proxy_url,
+                truncate=request.truncate_at is not None,
             )
             if request.proxy_url:
                 await self.resolver.check_all(policy, host)

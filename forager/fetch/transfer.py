@@ -57,6 +57,7 @@ class Hop:
     limit: int  # largest decoded body kept
     timeout_seconds: float
     proxy_url: str | None = None
+    truncate: bool = False  # keep ``limit`` bytes and stop, instead of failing too_large
     connect_to: str | None = None  # "host:port:address:port", the checked address
     on_headers_out: Callable[[], None] | None = None
 
@@ -101,19 +102,21 @@ class _Exchange:
         if self.decoder is None:  # a redirect: counted, never decoded
             return self._stop() if self.wire > REDIRECT_BODY_BYTES else len(chunk)
         try:
-            self.decoder.feed(chunk)  # raises TooLarge past its limit
+            self.decoder.feed(chunk)  # raises TooLarge past its limit, unless truncating
         except TooLarge:
             if self.status < 400:
                 raise
             return self._stop()  # the start of an error page is all we keep
-        return len(chunk)
+        return self._stop() if self.decoder.truncated else len(chunk)
 
     def _start(self) -> None:
         self.started = True
         if 300 <= self.status < 400 and "location" in self.headers:
             return
         limit = self.hop.limit if self.status < 400 else ERROR_BODY_BYTES
-        self.decoder = BoundedDecoder(self.headers.get("content-encoding", ""), limit)
+        self.decoder = BoundedDecoder(
+            self.headers.get("content-encoding", ""), limit, truncate=self.hop.truncate
+        )
 
     def _stop(self) -> int:
         self.stopped = True
@@ -243,6 +246,8 @@ def _classify(exc: CurlError, hop: Hop) -> FetchError:
     via_proxy = hop.proxy_url is not None
     if code == CurlECode.FILESIZE_EXCEEDED:
         return TooLarge(f"body exceeds the {hop.limit} byte limit (declared size)")
+    if code == CurlECode.COULDNT_CONNECT and not via_proxy:
+        return NetworkError(f"Connection failed: {detail}")
     if code == CurlECode.OPERATION_TIMEDOUT:
         return FetchTimeout(f"timed out: {detail}")
     if code in (CurlECode.COULDNT_RESOLVE_PROXY, CurlECode.PROXY):
