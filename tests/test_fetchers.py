@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -20,15 +21,16 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Product, Proxy
-from forager.errors import FetchError, ParseError, ProxyError
+from forager.errors import FetchError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.fetch.browser import BrowserFetcher, _proxy_settings, running_browsers
+from forager.fetch.browser import BrowserFetcher, running_browsers
 from forager.fetch.registry import FetcherSet, build_fetcher
 from forager.parse.registry import get_parser
 from tests.conftest import SettingsFactory, service_missing
 from tests.support.crawling import crawl, submit
 from tests.support.proxy import TestProxy
 from tests.support.site import SiteProcess, TestSite
+from tests.support.socks import TestSocksProxy
 
 CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 UA = "forager-fetcher-test/1"
@@ -376,13 +378,21 @@ async def test_the_domain_delay_holds_for_every_fetcher(
     assert min(gaps) >= delay - 0.03, gaps
 
 
-def test_browser_proxy_settings_keep_credentials_apart() -> None:
-    assert _proxy_settings("http://crawler:p%40ss%3Aw@127.0.0.1:3128") == {
-        "server": "http://127.0.0.1:3128",
-        "username": "crawler",
-        "password": "p@ss:w",
-    }
-    assert _proxy_settings("socks5h://127.0.0.1:1080") == {"server": "socks5://127.0.0.1:1080"}
-    with pytest.raises(ProxyError, match="socks5") as caught:
-        _proxy_settings("socks5://crawler:hunter2@127.0.0.1:1080")
-    assert "hunter2" not in caught.value.message
+async def test_browser_through_a_socks5_proxy_with_credentials(
+    chromium: Path, site: TestSite, tmp_path: Path
+) -> None:
+    """Chromium cannot authenticate to a SOCKS5 proxy itself; its egress gateway does."""
+    password = "s0cks:p@ss/word"
+    url = site.url("/product/17", host="127.0.0.3")
+    with TestSocksProxy(username="crawler", password=password) as socks:
+        good = f"socks5://crawler:{quote(password, safe='')}@127.0.0.1:{socks.port}"
+        async with _fetcher("browser", _settings(tmp_path)) as fetcher:
+            page = await fetcher.fetch(FetchRequest(url, UA, good))
+            assert "Test Product 17" in page.text
+            assert socks.requests and socks.requests[0].endswith(f":{site.port}")
+            bad = good.replace("s0cks", "wrong")
+            refused = await _error(
+                fetcher, site.url("/product/18", host="127.0.0.3"), proxy_url=bad
+            )
+    assert refused.error_type == "proxy", refused.message
+    assert "wrong" not in refused.message and "s0cks" not in refused.message
