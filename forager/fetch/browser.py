@@ -340,8 +340,14 @@ class BrowserFetcher(CredentialSafeFetcher):
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
         s = self.settings
-        # Waiting for a free page slot is queueing, not fetching: the deadline starts after it.
+        # Waiting for a free page slot, and for Chromium and the gateway to start (a sandboxed
+        # start takes seconds on a busy machine), is not fetching: the deadline starts after.
         async with self._slots:
+            try:
+                await self._browser()
+            except PlaywrightError as exc:
+                raise _classify(exc, request.proxy_url is not None) from exc
+            await self.gateway.start()
             deadline = time.monotonic() + s.fetch_timeout_seconds
             try:
                 async with asyncio.timeout(s.fetch_timeout_seconds):

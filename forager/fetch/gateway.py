@@ -32,6 +32,7 @@ FAILED_HEADER = "x-forager-gateway-error"  # the target (or the proxy) could not
 _HEAD_LIMIT = 64 * 1024
 _HEAD_SECONDS = 30.0
 _DROPPED = frozenset({"proxy-authorization", "proxy-connection", "connection", "keep-alive"})
+_BODY_LIMIT = 16 * 1024 * 1024  # a request body the browser sends (a form post)
 
 
 @dataclass(slots=True)
@@ -173,19 +174,39 @@ class Gateway:
         if remote is None:
             return
         try:
-            out = [line, *(f"{k}: {v}" for k, v in kept), "Connection: close", "", ""]
-            remote[1].write("\r\n".join(out).encode("latin-1"))
-            if upstream is not None and upstream.scheme in ("http", "https"):
-                # The proxy's own refusal must not reach Chromium as this gateway's challenge.
-                answer = await asyncio.wait_for(remote[0].readuntil(b"\r\n\r\n"), _HEAD_SECONDS)
-                if answer.split(b" ", 2)[1:2] == [b"407"]:
-                    refused = ProxyError("proxy refused the credentials (407)")
-                    await self._answer(writer, grant, url.hostname, refused)
-                    return
-                writer.write(answer)
-            await _pipe(reader, writer, *remote)
+            await self._exchange(reader, writer, remote, grant, url.hostname, line, kept)
         finally:
             remote[1].close()
+
+    async def _exchange(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        remote: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        grant: Grant,
+        host: str,
+        line: str,
+        headers: list[tuple[str, str]],
+    ) -> None:
+        """One plain-HTTP request and its answer; both connections close after it, so a next
+        request of the browser can never reach this target without its own check."""
+        out = [line, *(f"{k}: {v}" for k, v in headers), "Connection: close", "", ""]
+        remote[1].write("\r\n".join(out).encode("latin-1"))
+        length = next((v for k, v in headers if k.lower() == "content-length"), "0")
+        if length.isdigit() and int(length) > 0:  # a form's body (GET has none)
+            remote[1].write(await reader.readexactly(min(int(length), _BODY_LIMIT)))
+        answer = await asyncio.wait_for(remote[0].readuntil(b"\r\n\r\n"), _HEAD_SECONDS)
+        if grant.upstream is not None and answer.split(b" ", 2)[1:2] == [b"407"]:
+            # The proxy's own refusal must not reach Chromium as this gateway's challenge.
+            await self._answer(writer, grant, host, ProxyError("proxy refused the credentials"))
+            return
+        first, *rest = answer.decode("latin-1").split("\r\n")
+        kept = [h for h in rest if h and h.split(":", 1)[0].strip().lower() not in _DROPPED]
+        writer.write("\r\n".join([first, *kept, "Connection: close", "", ""]).encode("latin-1"))
+        with contextlib.suppress(OSError):
+            while data := await remote[0].read(65536):
+                writer.write(data)
+                await writer.drain()
 
     async def _open_or_answer(
         self,
