@@ -3,8 +3,8 @@
 ``GET /bomb?enc=gzip,gzip&mb=512&status=302&to=/ok`` answers ``status`` with a body of ``mb``
 MiB (decoded) compressed by each coding of ``enc`` in turn and labelled so in
 ``Content-Encoding`` (a redirect goes to ``to``); ``/ok`` is a small page; ``/robots.txt`` is
-a stacked-gzip bomb of comment lines. Bombs are built once per process, streaming, so the
-tests never hold the decoded bytes themselves::
+a stacked-gzip bomb of comment lines; ``/to?url=U`` redirects to ``U``. Bombs are built once
+per process, streaming, so the tests never hold the decoded bytes themselves::
 
     with BombServer() as bombs:
         url = bombs.url("/bomb?enc=br&mb=512")
@@ -90,6 +90,8 @@ class BombServer(LoopbackServer):
             status = int(query.get("status", "200"))
             if 300 <= status < 400:
                 headers["Location"] = query.get("to", "/ok")
+        elif parts.path == "/to":  # a plain redirect to ``url``
+            status, headers["Location"] = 302, query.get("url", "/ok")
         elif parts.path == "/robots.txt":
             body = await asyncio.to_thread(bomb, ("gzip", "gzip"), 512, b"# bomb\n")
             headers = {"Content-Type": "text/plain", "Content-Encoding": "gzip, gzip"}
