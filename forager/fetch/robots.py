@@ -74,7 +74,8 @@ def _text(body: bytes) -> str:
     """The body as text; one cut at the size limit loses its last, partial line."""
     if len(body) >= ROBOTS_MAX_BYTES:
         body = body[:ROBOTS_MAX_BYTES].rsplit(b"\n", 1)[0]
-    return body.decode("utf-8", errors="replace")
+    # NUL is no text (and PostgreSQL's text columns refuse it).
+    return body.decode("utf-8", errors="replace").replace("\x00", "")
 
 
 async def _fetch_for(
