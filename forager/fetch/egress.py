@@ -24,6 +24,7 @@ import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from forager.errors import EgressDenied, NetworkError
@@ -51,6 +52,7 @@ _CACHE_SECONDS = 30.0
 _CACHE_SIZE = 4096
 
 
+@lru_cache(maxsize=4096)  # a pure function of the address: safe to remember
 def classify(address: IPAddress) -> Kind:
     """``refused``, ``private`` or ``public`` for one address (see the module docstring)."""
     if isinstance(address, ipaddress.IPv6Address):
@@ -64,6 +66,7 @@ def classify(address: IPAddress) -> Kind:
     return "public" if address.is_global else "private"
 
 
+@lru_cache(maxsize=4096)
 def literal(host: str) -> IPAddress | None:
     """``host`` as an address when it is one (``[::1]`` included), else None."""
     try:

@@ -32,12 +32,12 @@ def _target(url: str) -> tuple[str, int]:
     """(host, port) of an http(s) URL; ``NetworkError`` for anything else."""
     try:
         parts = urlsplit(url)
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
+        host, port = parts.hostname, parts.port
     except ValueError as exc:
         raise NetworkError(f"unusable URL {url!r}: {exc}") from exc
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+    if parts.scheme not in _DEFAULT_PORTS or not host:
         raise NetworkError(f"unusable URL {url!r}: only http(s) URLs with a host are fetched")
-    return parts.hostname, port
+    return host, port or _DEFAULT_PORTS[parts.scheme]
 
 
 def _cookies(jar: dict[str, str], headers: dict[str, str]) -> None:
@@ -103,8 +103,7 @@ class CurlFetcher(CredentialSafeFetcher):
         self, request: FetchRequest, sent: list[asyncio.Future[None]], began: float
     ) -> Answer:
         s = self.settings
-        host, _ = _target(request.url)
-        policy = EgressPolicy(s.private_targets, host)
+        policy = EgressPolicy(s.private_targets, _target(request.url)[0])
         jar: dict[str, str] = {}
         url = request.url
         limit = s.max_body_bytes

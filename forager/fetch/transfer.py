@@ -129,6 +129,99 @@ class _Exchange:
         return Answer(self.status, self.headers, body, self.hop.url)
 
 
+def _long(value: int) -> Any:
+    return ffi.new("long*", value)
+
+
+class _Handle:
+    """An easy handle whose fixed options are set once, when it is made; a transfer sets only
+    what differs (URL, headers, limit, deadline, proxy, pinned address). Its callbacks hand
+    each line and chunk to the current exchange."""
+
+    def __init__(self, transfers: Transfers) -> None:
+        s = transfers.settings
+        self.curl = curl = Curl()
+        self.c = curl._curl
+        self.exchange: _Exchange | None = None
+        self.notify: Callable[[], None] | None = None
+        # HTTP/2 over TLS only, as browsers do: no cleartext "Upgrade: h2c" offer.
+        curl.setopt(CurlOpt.HTTP_VERSION, CurlHttpVersion.V2TLS)
+        if transfers.impersonate and curl.impersonate(transfers.impersonate, default_headers=True):
+            raise FetchError(f"cannot impersonate {transfers.impersonate!r}", error_type="internal")
+        curl.setopt(CurlOpt.HTTP_CONTENT_DECODING, 0)  # bodies are decoded by us, bounded
+        curl.setopt(CurlOpt.FOLLOWLOCATION, 0)
+        curl.setopt(CurlOpt.PROTOCOLS_STR, "http,https")
+        curl.setopt(CurlOpt.NOSIGNAL, 1)
+        curl.setopt(CurlOpt.CONNECTTIMEOUT_MS, max(1, int(s.connect_timeout_seconds * 1000)))
+        curl.setopt(CurlOpt.CAINFO, transfers.cafile())
+        curl.setopt(CurlOpt.PROXY_CAINFO, transfers.cafile())
+        curl.setopt(CurlOpt.NOPROXY, "")  # no_proxy from the environment is not read either
+        curl.setopt(CurlOpt.PROXY_CREDENTIAL_NO_REUSE, 1)
+        curl.setopt(CurlOpt.SUPPRESS_CONNECT_HEADERS, 1)
+        curl.setopt(CurlOpt.HEADERFUNCTION, self._header)
+        curl.setopt(CurlOpt.WRITEFUNCTION, self._body)
+        curl.setopt(CurlOpt.DEBUGFUNCTION, self._debug)
+        self.proxy: str | None = "unset"
+        self.limit = -1
+        self.verbose = False
+        self.headers: Any = ffi.NULL
+        self.pinned: Any = ffi.NULL
+
+    def _header(self, line: bytes) -> int:
+        assert self.exchange is not None
+        return self.exchange.header(line)
+
+    def _body(self, chunk: bytes) -> int:
+        assert self.exchange is not None
+        return self.exchange.body(chunk)
+
+    def _debug(self, kind: int, _data: bytes) -> None:
+        if kind == CURLINFO_HEADER_OUT and self.notify is not None:
+            notify, self.notify = self.notify, None
+            notify()
+
+    def prepare(self, hop: Hop, exchange: _Exchange) -> None:
+        """Set this transfer's options (the lists libcurl reads are freed by ``done``)."""
+        c = self.c
+        self.exchange = exchange
+        lib._curl_easy_setopt(c, CurlOpt.URL, hop.url.encode())
+        self.headers = ffi.NULL
+        for line in hop.headers:
+            self.headers = lib.curl_slist_append(self.headers, line.encode("latin-1"))
+        lib._curl_easy_setopt(c, CurlOpt.HTTPHEADER, self.headers)
+        lib._curl_easy_setopt(c, CurlOpt.TIMEOUT_MS, _long(max(1, int(hop.timeout_seconds * 1000))))
+        limit = max(hop.limit, ERROR_BODY_BYTES)
+        if limit != self.limit:
+            lib._curl_easy_setopt(c, CurlOpt.MAXFILESIZE_LARGE, ffi.new("int64_t*", limit))
+            self.limit = limit
+        if hop.proxy_url != self.proxy:
+            lib._curl_easy_setopt(c, CurlOpt.PROXY, (hop.proxy_url or "").encode())  # "": none
+            self.proxy = hop.proxy_url
+        tunnel = bool(hop.proxy_url) and hop.url.startswith("https:")
+        tunnel = tunnel and not (hop.proxy_url or "").startswith("socks")
+        lib._curl_easy_setopt(c, CurlOpt.HTTPPROXYTUNNEL, _long(int(tunnel)))
+        self.notify = hop.on_headers_out
+        # curl reports to DEBUGFUNCTION only when verbose: costly, so only when asked.
+        if (hop.on_headers_out is not None) != self.verbose:
+            self.verbose = not self.verbose
+            lib._curl_easy_setopt(c, CurlOpt.VERBOSE, _long(int(self.verbose)))
+        self.pinned = ffi.NULL
+        if hop.connect_to is not None:
+            self.pinned = lib.curl_slist_append(ffi.NULL, hop.connect_to.encode())
+        lib._curl_easy_setopt(c, CurlOpt.CONNECT_TO, self.pinned)
+
+    def done(self) -> None:
+        """After a transfer: libcurl lets go of this transfer's lists, then they are freed."""
+        self.exchange = None
+        self.notify = None
+        lib._curl_easy_setopt(self.c, CurlOpt.HTTPHEADER, ffi.NULL)
+        lib._curl_easy_setopt(self.c, CurlOpt.CONNECT_TO, ffi.NULL)
+        for owned in (self.headers, self.pinned):
+            if owned != ffi.NULL:
+                lib.curl_slist_free_all(owned)
+        self.headers = self.pinned = ffi.NULL
+
+
 class Transfers:
     """A libcurl multi handle (one connection cache) and a pool of easy handles."""
 
@@ -139,10 +232,10 @@ class Transfers:
             resolve_latest_browser_type(impersonate) if impersonate else None  # type: ignore[no-untyped-call]
         )
         self._multi: AsyncCurl | None = None
-        self._idle: list[Curl] = []
+        self._idle: list[_Handle] = []
         self._ca_file: str | None = None
 
-    def _cafile(self) -> str:
+    def cafile(self) -> str:
         """certifi's authorities plus ``FORAGER_CA_BUNDLE_FILE`` (libcurl takes one file)."""
         if self._ca_file is None:
             extra = self.settings.ca_bundle_file
@@ -155,58 +248,18 @@ class Transfers:
                 self._ca_file = path
         return self._ca_file
 
-    def _prepare(self, curl: Curl, hop: Hop, exchange: _Exchange) -> Any:
-        s = self.settings
-        # HTTP/2 over TLS only, as browsers do: no cleartext "Upgrade: h2c" offer.
-        curl.setopt(CurlOpt.HTTP_VERSION, CurlHttpVersion.V2TLS)
-        if self.impersonate and curl.impersonate(self.impersonate, default_headers=True):
-            raise FetchError(f"cannot impersonate {self.impersonate!r}", error_type="internal")
-        curl.setopt(CurlOpt.URL, hop.url)
-        curl.setopt(CurlOpt.HTTPHEADER, [h.encode("latin-1") for h in hop.headers])
-        curl.setopt(CurlOpt.HTTP_CONTENT_DECODING, 0)  # bodies are decoded by us, bounded
-        curl.setopt(CurlOpt.FOLLOWLOCATION, 0)
-        curl.setopt(CurlOpt.NOSIGNAL, 1)
-        curl.setopt(CurlOpt.MAXFILESIZE_LARGE, max(hop.limit, ERROR_BODY_BYTES))
-        curl.setopt(CurlOpt.TIMEOUT_MS, max(1, int(hop.timeout_seconds * 1000)))
-        curl.setopt(CurlOpt.CONNECTTIMEOUT_MS, max(1, int(s.connect_timeout_seconds * 1000)))
-        curl.setopt(CurlOpt.CAINFO, self._cafile())
-        curl.setopt(CurlOpt.PROXY_CAINFO, self._cafile())
-        curl.setopt(CurlOpt.NOPROXY, "")  # no_proxy from the environment is not read either
-        curl.setopt(CurlOpt.PROXY, hop.proxy_url or "")  # "": no proxy, not http_proxy's
-        if hop.proxy_url:
-            curl.setopt(CurlOpt.PROXY_CREDENTIAL_NO_REUSE, 1)
-            curl.setopt(CurlOpt.SUPPRESS_CONNECT_HEADERS, 1)
-            if hop.url.startswith("https:") and not hop.proxy_url.startswith("socks"):
-                curl.setopt(CurlOpt.HTTPPROXYTUNNEL, 1)
-        curl.setopt(CurlOpt.HEADERFUNCTION, exchange.header)
-        curl.setopt(CurlOpt.WRITEFUNCTION, exchange.body)
-        if hop.on_headers_out is not None:
-            notify = hop.on_headers_out
-
-            def debug(kind: int, _data: bytes) -> None:
-                if kind == CURLINFO_HEADER_OUT:
-                    notify()
-
-            curl.setopt(CurlOpt.VERBOSE, 1)
-            curl.setopt(CurlOpt.DEBUGFUNCTION, debug)
-        pinned = ffi.NULL
-        if hop.connect_to is not None:
-            pinned = lib.curl_slist_append(ffi.NULL, hop.connect_to.encode())
-            lib._curl_easy_setopt(curl._curl, CurlOpt.CONNECT_TO, pinned)
-        return pinned
-
     async def run(self, hop: Hop) -> Answer:
         """Send ``hop`` and read its answer (body bounded as the module docstring says)."""
         if self._multi is None:
             self._multi = AsyncCurl()
         multi = self._multi
-        curl = self._idle.pop() if self._idle else Curl()
+        handle = self._idle.pop() if self._idle else _Handle(self)
         exchange = _Exchange(hop)
-        pinned = self._prepare(curl, hop, exchange)
+        handle.prepare(hop, exchange)
         reusable = True
         try:
             try:
-                await multi.add_handle(curl)
+                await multi.add_handle(handle.curl)
             except CurlError as exc:
                 if not (exchange.stopped and exc.code == CurlECode.WRITE_ERROR):
                     raise _classify(exc, hop) from exc
@@ -216,22 +269,19 @@ class Transfers:
             raise
         finally:
             with contextlib.suppress(CurlError):
-                multi.remove_handle(curl)
-            curl.clean_handles_and_buffers()
-            curl.reset()
-            if pinned != ffi.NULL:
-                lib.curl_slist_free_all(pinned)
+                multi.remove_handle(handle.curl)
+            handle.done()
             if reusable and len(self._idle) < _IDLE_HANDLES:
-                self._idle.append(curl)
+                self._idle.append(handle)
             else:
-                curl.close()
+                handle.curl.close()
 
     async def aclose(self) -> None:
         multi, self._multi = self._multi, None
         if multi is not None:
             await multi.close()  # type: ignore[no-untyped-call]
-        for curl in self._idle:
-            curl.close()
+        for handle in self._idle:
+            handle.curl.close()
         self._idle.clear()
         if self._ca_file is not None and self._ca_file != certifi.where():
             with contextlib.suppress(OSError):
