@@ -7,10 +7,8 @@ a redirect's body, an error page or robots.txt with an unbounded decoder grows b
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -22,12 +20,12 @@ from forager.errors import FetchError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.registry import build_fetcher
 from forager.fetch.robots import ROBOTS_MAX_BYTES, refresh_robots
-from tests.conftest import SettingsFactory, service_missing
+from tests.conftest import SettingsFactory
 from tests.support.bombs import BombServer, bomb, peak_growth
 from tests.support.crawling import submit
+from tests.support.fetching import KINDS, fetch_settings, require
 from tests.support.proxy import TestProxy
 
-CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 LIMIT = 2 * 1024 * 1024
 GROWTH_MIB = 48  # a generous bound on what a 2 MiB body costs; a bomb costs 512 MiB
 UA = "forager-bomb-test/1"
@@ -54,23 +52,13 @@ def bombs() -> Iterator[BombServer]:
         yield server
 
 
-@pytest.fixture(params=["http", "impersonate", "browser"])
+@pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    if request.param == "browser" and not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        service_missing("Chromium", f"no executable at {CHROMIUM}")
-    name: str = request.param
-    return name
+    return require(request.param)
 
 
-def _settings(tmp_path: Path, **overrides: Any) -> Settings:
-    return Settings(
-        data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path / 'unused.db'}",
-        max_body_bytes=LIMIT,
-        fetch_timeout_seconds=20.0,
-        chromium_path=CHROMIUM,
-        **overrides,
-    )
+def _settings(tmp_path: Path) -> Settings:
+    return fetch_settings(tmp_path, max_body_bytes=LIMIT, fetch_timeout_seconds=20.0)
 
 
 def _outcome(result: FetchResponse | BaseException) -> str:

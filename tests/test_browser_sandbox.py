@@ -17,26 +17,19 @@ from forager.config import Settings
 from forager.errors import FetchError
 from forager.fetch.base import FetchRequest
 from forager.fetch.browser import BrowserFetcher
-from tests.conftest import service_missing
+from tests.support.fetching import fetch_settings, require
 from tests.support.site import TestSite
 
-CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 UA = "forager-sandbox-test/1"
 
 
 @pytest.fixture(autouse=True)
 def chromium() -> None:
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        service_missing("Chromium", f"no executable at {CHROMIUM}")
+    require("browser")
 
 
 def _settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path,
-        "database_url": f"sqlite:///{tmp_path / 'unused.db'}",
-        "chromium_path": CHROMIUM,
-    }
-    return Settings(**(values | overrides))
+    return fetch_settings(tmp_path, **({"fetch_timeout_seconds": 30.0} | overrides))
 
 
 def _descendants() -> list[dict[str, Any]]:

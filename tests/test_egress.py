@@ -9,7 +9,6 @@ request it gets, and the refused host's log stays as it was.
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,10 @@ from forager.fetch.robots import refresh_robots
 from tests.conftest import SettingsFactory, service_missing
 from tests.support.bombs import BombServer
 from tests.support.crawling import submit
+from tests.support.fetching import KINDS, fetch_settings, require
 from tests.support.netns import TestNetwork, missing
 from tests.support.proxy import TestProxy
 
-CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 UA = "forager-egress-test/1"
 
 
@@ -50,22 +49,13 @@ def net() -> Iterator[TestNetwork]:
         network.stop()
 
 
-@pytest.fixture(params=["http", "impersonate", "browser"])
+@pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    if request.param == "browser" and not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        service_missing("Chromium", f"no executable at {CHROMIUM}")
-    name: str = request.param
-    return name
+    return require(request.param)
 
 
 def _settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path,
-        "database_url": f"sqlite:///{tmp_path / 'unused.db'}",
-        "fetch_timeout_seconds": 15.0,
-        "chromium_path": CHROMIUM,
-    }
-    return Settings(**(values | overrides))
+    return fetch_settings(tmp_path, **({"fetch_timeout_seconds": 15.0} | overrides))
 
 
 async def _fetch(

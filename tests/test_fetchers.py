@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -26,21 +25,20 @@ from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.browser import BrowserFetcher, running_browsers
 from forager.fetch.registry import FetcherSet, build_fetcher
 from forager.parse.registry import get_parser
-from tests.conftest import SettingsFactory, service_missing
+from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit
+from tests.support.fetching import CHROMIUM, fetch_settings, require
 from tests.support.proxy import TestProxy
 from tests.support.site import SiteProcess, TestSite
 from tests.support.socks import TestSocksProxy
 
-CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 UA = "forager-fetcher-test/1"
 
 
 @pytest.fixture
 def chromium() -> Path:
     """The system Chromium; skipped when absent (fails with FORAGER_REQUIRE_SERVICES=1)."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        service_missing("Chromium", f"no executable at {CHROMIUM}; `make chromium` installs it")
+    require("browser")
     return CHROMIUM
 
 
@@ -53,15 +51,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def _settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path,
-        "database_url": f"sqlite:///{tmp_path / 'unused.db'}",
-        "fetch_timeout_seconds": 10.0,
-        "connect_timeout_seconds": 2.0,
-        "chromium_path": CHROMIUM,
-    }
-    values.update(overrides)
-    return Settings(**values)
+    return fetch_settings(tmp_path, **overrides)
 
 
 @contextlib.asynccontextmanager
