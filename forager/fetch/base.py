@@ -12,7 +12,8 @@ import httpx
 
 from forager.errors import FetchError
 
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
+# Bounded within a tag: "<meta<meta<meta…" cannot make the search quadratic (DESIGN.md 10).
+_META_CHARSET = re.compile(rb"""<meta[^>]{1,512}?charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
 _HEADER_CHARSET = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9_\-:.]+)", re.I)
 
 
