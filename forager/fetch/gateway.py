@@ -64,14 +64,16 @@ class Gateway:
         self._server: asyncio.Server | None = None
         self._tls: ssl.SSLContext | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._starting = asyncio.Lock()
         self.port = 0
 
     async def start(self) -> None:
-        if self._server is None:
-            self._server = await asyncio.start_server(
-                self._serve, "127.0.0.1", 0, limit=_HEAD_LIMIT
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
+        async with self._starting:  # concurrent first fetches must not start two servers
+            if self._server is None:
+                self._server = await asyncio.start_server(
+                    self._serve, "127.0.0.1", 0, limit=_HEAD_LIMIT
+                )
+                self.port = self._server.sockets[0].getsockname()[1]
 
     @property
     def server(self) -> str:
