@@ -1,9 +1,14 @@
-"""``python -m bench.fetchers``: pages/s of each fetcher, and the browser fetcher's memory.
+"""``python -m bench.fetchers``: pages/s and CPU per page of each fetcher, and the browser's memory.
 
-Each fetcher (http, impersonate, browser) fetches product pages of the local test site
-(tests/support/site.py in its own process, so the server is not starved by the client)
-at concurrency 1, 16, 64 and 256, straight through the fetcher (no database: this measures
-the fetcher). The browser is measured twice: waiting for network idle (its default) and
+First the plain HTTP clients that the ``http`` fetcher could be built on are compared doing
+the same plain GET (no egress checks, no bounded decoding: the client alone): httpx, aiohttp
+(measured when installed: ``uv pip install aiohttp``; Forager does not depend on it) and
+curl_cffi without impersonation. Then each fetcher (http, impersonate, browser) fetches
+product pages of the local test site (tests/support/site.py in its own process, so the
+server is not starved by the client) at concurrency 1, 16, 64 and 256, straight through the
+fetcher (no database: this measures the fetcher). CPU per page is this process's CPU time
+(user + system) over the pages fetched: the client's cost, whatever the machine's load.
+The browser is measured twice: waiting for network idle (its default) and
 waiting for a selector. Then the browser fetcher renders 500 pages at concurrency 16 while
 the memory (PSS) of this process and its Chromium processes is sampled: the peak, and
 the total after 100 and after 500 pages (contexts are recycled, so it should not grow).
@@ -103,13 +108,16 @@ async def _run(
                 if errors <= 3:
                     print(f"    error: {exc.error_type}: {exc.message}", file=sys.stderr)
 
+    cpu = time.process_time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - began
+    cpu = time.process_time() - cpu
     return {
         "pages": done,
         "errors": errors,
         "seconds": round(elapsed, 2),
         "pages_per_s": round(done / elapsed, 1),
+        "cpu_ms_per_page": round(cpu * 1000 / max(done, 1), 3),
     }
 
 
@@ -122,14 +130,82 @@ async def _throughput(site: SiteProcess, settings: Settings) -> list[dict[str, A
             for concurrency in CONCURRENCIES:
                 result = await _run(fetcher, site, kind, selector, concurrency)
                 row = {"fetcher": label, "concurrency": concurrency, **result}
-                print(
-                    f"  {label:24} c={concurrency:<4} {result['pages_per_s']:>8} pages/s "
-                    f"({result['pages']} pages, {result['errors']} errors)",
-                    flush=True,
-                )
+                _show(label, concurrency, result)
                 rows.append(row)
         finally:
             await fetcher.aclose()
+    return rows
+
+
+def _show(label: str, concurrency: int, result: dict[str, Any]) -> None:
+    print(
+        f"  {label:24} c={concurrency:<4} {result['pages_per_s']:>8} pages/s "
+        f"{result['cpu_ms_per_page']:>7} ms CPU/page "
+        f"({result['pages']} pages, {result['errors']} errors)",
+        flush=True,
+    )
+
+
+class _PlainClient:
+    """One raw client doing a plain GET (for the comparison; not a Forager fetcher)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.client: Any = None
+
+    async def start(self) -> None:
+        if self.name == "httpx":
+            import httpx
+
+            self.client = httpx.AsyncClient(
+                http2=True,
+                trust_env=False,
+                limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+            )
+        elif self.name == "aiohttp":
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(limit=256)
+            self.client = aiohttp.ClientSession(connector=connector, trust_env=False)
+        else:
+            from curl_cffi.requests import AsyncSession
+
+            self.client = AsyncSession(max_clients=256, trust_env=False)
+
+    async def fetch(self, request: FetchRequest) -> None:
+        headers = {"User-Agent": request.user_agent, "Accept-Encoding": "gzip, deflate"}
+        if self.name == "aiohttp":
+            async with self.client.get(request.url, headers=headers) as response:
+                await response.read()
+        else:
+            response = await self.client.get(request.url, headers=headers)
+            if self.name == "httpx":
+                await response.aread()
+
+    async def aclose(self) -> None:
+        await self.client.close() if self.name != "httpx" else await self.client.aclose()
+
+
+async def _clients(site: SiteProcess) -> list[dict[str, Any]]:
+    """The plain clients side by side (see the module docstring)."""
+    rows = []
+    for name in ("httpx", "aiohttp", "curl_cffi"):
+        if name == "aiohttp":
+            try:
+                import aiohttp  # noqa: F401
+            except ImportError:
+                print("  aiohttp not installed: skipped", flush=True)
+                continue
+        client = _PlainClient(name)
+        await client.start()
+        try:
+            await _run(client, site, "http", None, 4, pages=8)  # type: ignore[arg-type]
+            for concurrency in CONCURRENCIES:
+                result = await _run(client, site, "http", None, concurrency)  # type: ignore[arg-type]
+                _show(f"{name} (plain GET)", concurrency, result)
+                rows.append({"client": name, "concurrency": concurrency, **result})
+        finally:
+            await client.aclose()
     return rows
 
 
@@ -185,6 +261,8 @@ async def main() -> None:
             database_url=f"sqlite:///{Path(tmp) / 'unused.db'}",
             fetch_timeout_seconds=60.0,
         )
+        print("plain clients (pages/s, CPU per page; /product/N?kb=16):", flush=True)
+        clients = await _clients(site)
         print("fetcher throughput (pages/s, /product/N?kb=16, ~17 KB pages):", flush=True)
         rows = await _throughput(site, settings)
         print(f"browser fetcher memory over {RSS_PAGES} pages:", flush=True)
@@ -194,6 +272,7 @@ async def main() -> None:
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "seconds_per_measurement": SECONDS,
+        "plain_clients": clients,
         "throughput": rows,
         "browser_memory": memory,
     }

@@ -355,6 +355,14 @@ def agent_run(
         float, typer.Option(min=0, help="On SIGTERM: how long tasks in hand may still run.")
     ] = 30.0,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    private_targets: Annotated[
+        str,
+        typer.Option(
+            envvar="FORAGER_PRIVATE_TARGETS",
+            help="Non-public addresses of this machine's network the agent may fetch: "
+            "submitted (only a task's own host; redirects into them are refused), all, none.",
+        ),
+    ] = "submitted",
 ) -> None:
     """Run a home-network agent: connect out to the server and fetch the tasks it pushes."""
     import logging
@@ -376,6 +384,7 @@ def agent_run(
             isp=isp,
             ip_echo_url=ip_echo_url,
             shutdown_seconds=shutdown_seconds,
+            private_targets=private_targets,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc

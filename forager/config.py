@@ -240,6 +240,27 @@ class Settings(BaseSettings):
         31, ge=1, le=3660, description="Longest date range one mission (or one split) may cover."
     )
 
+    # -- network hardening (issue 11): where requests may go, the browser's sandbox --
+    private_targets: str = Field(
+        "submitted",
+        description="Which non-public addresses fetches may reach: `submitted` (only the host "
+        "of a URL the operator submitted; redirects and robots.txt hops into private addresses "
+        "are refused), `all`, or `none`. Link-local and cloud metadata addresses are always "
+        "refused.",
+    )
+    browser_no_sandbox: bool = Field(
+        False,
+        description="Run Chromium without its sandbox. Only for hosts where neither the sandbox "
+        "nor dropping to FORAGER_BROWSER_USER works; a page that breaks out of the renderer "
+        "then runs as Forager's own user.",
+    )
+    browser_user: str = Field(
+        "nobody",
+        min_length=1,
+        description="When Forager runs as root, the unprivileged user Chromium runs as "
+        "(through setpriv), with its sandbox on.",
+    )
+
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
         url = self.resolved_database_url
@@ -257,6 +278,8 @@ class Settings(BaseSettings):
             raise ValueError("FORAGER_RETRY_BASE_SECONDS must not exceed FORAGER_RETRY_MAX_SECONDS")
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
+        if self.private_targets not in ("submitted", "all", "none"):
+            raise ValueError("FORAGER_PRIVATE_TARGETS must be one of submitted, all, none")
         if self.agent_heartbeat_seconds * 2 > self.agent_timeout_seconds:
             raise ValueError(
                 "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of "

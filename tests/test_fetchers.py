@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -20,25 +20,25 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Product, Proxy
-from forager.errors import FetchError, ParseError, ProxyError
+from forager.errors import FetchError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.fetch.browser import BrowserFetcher, _proxy_settings, running_browsers
+from forager.fetch.browser import BrowserFetcher, running_browsers
 from forager.fetch.registry import FetcherSet, build_fetcher
 from forager.parse.registry import get_parser
-from tests.conftest import SettingsFactory, service_missing
+from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit
+from tests.support.fetching import CHROMIUM, fetch_settings, require
 from tests.support.proxy import TestProxy
 from tests.support.site import SiteProcess, TestSite
+from tests.support.socks import TestSocksProxy
 
-CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
 UA = "forager-fetcher-test/1"
 
 
 @pytest.fixture
 def chromium() -> Path:
     """The system Chromium; skipped when absent (fails with FORAGER_REQUIRE_SERVICES=1)."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        service_missing("Chromium", f"no executable at {CHROMIUM}; `make chromium` installs it")
+    require("browser")
     return CHROMIUM
 
 
@@ -51,15 +51,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def _settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path,
-        "database_url": f"sqlite:///{tmp_path / 'unused.db'}",
-        "fetch_timeout_seconds": 10.0,
-        "connect_timeout_seconds": 2.0,
-        "chromium_path": CHROMIUM,
-    }
-    values.update(overrides)
-    return Settings(**values)
+    return fetch_settings(tmp_path, **overrides)
 
 
 @contextlib.asynccontextmanager
@@ -376,13 +368,21 @@ async def test_the_domain_delay_holds_for_every_fetcher(
     assert min(gaps) >= delay - 0.03, gaps
 
 
-def test_browser_proxy_settings_keep_credentials_apart() -> None:
-    assert _proxy_settings("http://crawler:p%40ss%3Aw@127.0.0.1:3128") == {
-        "server": "http://127.0.0.1:3128",
-        "username": "crawler",
-        "password": "p@ss:w",
-    }
-    assert _proxy_settings("socks5h://127.0.0.1:1080") == {"server": "socks5://127.0.0.1:1080"}
-    with pytest.raises(ProxyError, match="socks5") as caught:
-        _proxy_settings("socks5://crawler:hunter2@127.0.0.1:1080")
-    assert "hunter2" not in caught.value.message
+async def test_browser_through_a_socks5_proxy_with_credentials(
+    chromium: Path, site: TestSite, tmp_path: Path
+) -> None:
+    """Chromium cannot authenticate to a SOCKS5 proxy itself; its egress gateway does."""
+    password = "s0cks:p@ss/word"
+    url = site.url("/product/17", host="127.0.0.3")
+    with TestSocksProxy(username="crawler", password=password) as socks:
+        good = f"socks5://crawler:{quote(password, safe='')}@127.0.0.1:{socks.port}"
+        async with _fetcher("browser", _settings(tmp_path)) as fetcher:
+            page = await fetcher.fetch(FetchRequest(url, UA, good))
+            assert "Test Product 17" in page.text
+            assert socks.requests and socks.requests[0].endswith(f":{site.port}")
+            bad = good.replace("s0cks", "wrong")
+            refused = await _error(
+                fetcher, site.url("/product/18", host="127.0.0.3"), proxy_url=bad
+            )
+    assert refused.error_type == "proxy", refused.message
+    assert "wrong" not in refused.message and "s0cks" not in refused.message

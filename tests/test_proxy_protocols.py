@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, DomainProxy, Proxy
+from forager.db.models import CrawlAttempt, Domain, DomainProxy, Proxy
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
@@ -81,11 +81,13 @@ async def test_socks5_proxy_with_auth(
             password=PASSWORD,
         )
         assert (status, error) == ("completed", None)
-        assert socks.requests == [f"127.0.0.1:{site.port}"]
+        # robots.txt, then the page: both through the domain's proxy, never direct.
+        assert socks.requests == [f"127.0.0.1:{site.port}"] * 2
         assert socks.rejected == 0
     async with db.reader() as session:
         proxy = await session.scalar(select(Proxy).where(Proxy.id == proxy_id))
     assert proxy is not None and (proxy.success_count, proxy.failure_count) == (1, 0)
+    assert [r.path for r in site.requests()][-2:] == ["/robots.txt", "/product/11"]
     # (A wrong SOCKS password is not exercised here: httpcore 1.x leaks the client socket
     # when the SOCKS handshake fails, which pytest reports as an unraisable ResourceWarning.)
 
@@ -110,8 +112,9 @@ async def test_http_proxy_with_auth_tunnels_to_an_https_site(
             password=PASSWORD,
         )
     assert (status, error) == ("completed", None)
-    assert proxy.requests == [f"127.0.0.1:{https_site.port}"]  # a CONNECT tunnel
-    assert https_site.connections == 1
+    # robots.txt, then the page, each through a CONNECT tunnel of the domain's proxy.
+    assert proxy.requests == [f"127.0.0.1:{https_site.port}"] * 2
+    assert https_site.connections == 2
     assert "/product/13" in [r.path for r in site.requests()]
 
 
@@ -138,7 +141,11 @@ async def test_https_proxy_with_auth(
         )
     assert (status, error) == ("completed", None)
     assert tls_proxy.connections >= 1  # TLS to the proxy …
-    assert proxy.requests == [site.url("/product/14", host="127.0.0.3")]  # … then forwarded
+    # … then forwarded: robots.txt first, then the page.
+    assert proxy.requests == [
+        site.url("/robots.txt", host="127.0.0.3"),
+        site.url("/product/14", host="127.0.0.3"),
+    ]
 
 
 async def test_connection_reset_through_a_proxy_rotates_and_counts_for_the_domain(
@@ -147,6 +154,10 @@ async def test_connection_reset_through_a_proxy_rotates_and_counts_for_the_domai
     settings = make_settings(max_retries=2)
     [task_id] = await submit(db, settings, site.url("/product/15", host="127.0.0.4"))
     domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    async with db.session() as session:  # the page fetches are what this test is about
+        await session.execute(
+            update(Domain).where(Domain.id == domain_id).values(ignore_robots=True)
+        )
     with TestSocksProxy(reset=True) as dropping, TestSocksProxy() as fine:
         ids = []
         async with db.session() as session:

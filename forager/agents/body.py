@@ -1,7 +1,7 @@
 """Receiving a response body from an agent: gzip chunks in, bounded bytes out.
 
 The limit holds on the server whatever the agent declares: the decompressed size stops at
-``max_body_bytes`` (the same bounded decoder the HTTP fetcher uses), so a lying or broken
+``max_body_bytes`` (the bounded decoders every fetcher uses), so a lying or broken
 agent costs at most the limit in memory.
 """
 
@@ -10,13 +10,22 @@ from __future__ import annotations
 from forager.agents.protocol import ERROR_BODY_BYTES, Result
 from forager.errors import FetchError, HTTPStatusError, TooLarge
 from forager.fetch.base import FetchResponse
-from forager.fetch.http import _BoundedDecoder
+from forager.fetch.decode import BoundedDecoder
 
 # gzip of incompressible data is slightly larger than the data itself.
 _GZIP_SLACK = 64 * 1024
 # Error types an agent may report; anything else is taken as a network error.
 FETCH_ERRORS = frozenset(
-    {"network", "timeout", "http_4xx", "http_5xx", "rate_limited", "too_large", "proxy"}
+    {
+        "network",
+        "timeout",
+        "http_4xx",
+        "http_5xx",
+        "rate_limited",
+        "too_large",
+        "proxy",
+        "egress_denied",
+    }
 )
 _HTTP_ERRORS = frozenset({"http_4xx", "http_5xx", "rate_limited"})
 
@@ -50,7 +59,7 @@ class BodyReceiver:
         self.url = url
         self.limit = limit
         self.wire = 0
-        self.decoder = _BoundedDecoder(header.encoding, limit)
+        self.decoder = BoundedDecoder(header.encoding, limit)
 
     def feed(self, chunk: bytes) -> None:
         self.wire += len(chunk)

@@ -17,7 +17,6 @@ import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
@@ -26,7 +25,8 @@ from forager.agents import protocol
 from forager.config import Settings
 from forager.errors import FetchError, HTTPStatusError
 from forager.fetch.base import FetchRequest, FetchResponse
-from forager.fetch.http import HttpxFetcher
+from forager.fetch.egress import PRIVATE_TARGETS
+from forager.fetch.http import HttpFetcher
 
 log = logging.getLogger("forager.agent")
 
@@ -52,6 +52,7 @@ class AgentClient:
         ip_echo_url: str | None = None,
         shutdown_seconds: float = 30.0,
         backoff_max: float = BACKOFF_MAX,
+        private_targets: str = "submitted",
     ) -> None:
         self.url = protocol.ws_url(server)
         self._token = token
@@ -61,6 +62,10 @@ class AgentClient:
         self.ip_echo_url = ip_echo_url
         self.shutdown_seconds = shutdown_seconds
         self.backoff_max = backoff_max
+        if private_targets not in PRIVATE_TARGETS:
+            raise ValueError(f"private targets must be one of {', '.join(PRIVATE_TARGETS)}")
+        # The egress policy on the agent's own network: its owner's choice, never the server's.
+        self.private_targets = private_targets
         self.completed = 0
         self._stopping = asyncio.Event()
         self._send_lock = asyncio.Lock()
@@ -140,8 +145,8 @@ class AgentClient:
             welcome.get("name"),
             welcome.get("status"),
         )
-        fetcher = HttpxFetcher(
-            Settings.model_construct(
+        fetcher = HttpFetcher(
+            self._settings(
                 max_body_bytes=int(welcome["max_body_bytes"]),
                 fetch_timeout_seconds=float(welcome["fetch_timeout_seconds"]),
                 connect_timeout_seconds=float(welcome["connect_timeout_seconds"]),
@@ -181,7 +186,7 @@ class AgentClient:
                 await self._send(ws, protocol.message("return", task_id=task_id, reason="stopping"))
         await ws.close(protocol.CLOSE_NORMAL, "agent stopping")
 
-    async def _read(self, ws: ClientConnection, fetcher: HttpxFetcher) -> None:
+    async def _read(self, ws: ClientConnection, fetcher: HttpFetcher) -> None:
         async for raw in ws:
             if isinstance(raw, bytes):
                 continue  # the server sends no binary frames
@@ -197,7 +202,7 @@ class AgentClient:
             elif kind == "error":
                 log.warning("server says: %s", msg.get("message"))
 
-    def _on_task(self, ws: ClientConnection, fetcher: HttpxFetcher, msg: dict[str, Any]) -> None:
+    def _on_task(self, ws: ClientConnection, fetcher: HttpFetcher, msg: dict[str, Any]) -> None:
         task_id = int(msg["task_id"])
         host = (urlsplit(msg["url"]).hostname or "").lower()
         if self._stopping.is_set() or (self.allow is not None and host not in self.allow):
@@ -210,7 +215,7 @@ class AgentClient:
         self._jobs[task_id] = asyncio.create_task(self._job(ws, fetcher, task_id, msg))
 
     async def _job(
-        self, ws: ClientConnection, fetcher: HttpxFetcher, task_id: int, msg: dict[str, Any]
+        self, ws: ClientConnection, fetcher: HttpFetcher, task_id: int, msg: dict[str, Any]
     ) -> None:
         try:
 
@@ -289,16 +294,30 @@ class AgentClient:
             await self._send(ws, protocol.message("heartbeat", external_ip=ip, isp=self.isp))
             await asyncio.sleep(every)
 
+    def _settings(self, **values: Any) -> Settings:
+        """The fetch settings of this agent: the server's limits, the agent's egress policy."""
+        return Settings.model_construct(private_targets=self.private_targets, **values)
+
     async def _external_ip(self) -> str | None:
         if not self.ip_echo_url:
             return None  # the server records the address it sees
+        fetcher = HttpFetcher(
+            self._settings(
+                max_body_bytes=1024,
+                fetch_timeout_seconds=5.0,
+                connect_timeout_seconds=5.0,
+                max_redirects=2,
+            )
+        )
         try:
-            async with httpx.AsyncClient(timeout=5, trust_env=False) as client:
-                text = (await client.get(self.ip_echo_url)).text.strip()
-            return str(ipaddress.ip_address(text))
-        except (httpx.HTTPError, ValueError) as exc:
+            request = FetchRequest(self.ip_echo_url, f"forager-agent/{__version__}")
+            response = await fetcher.fetch(request)
+            return str(ipaddress.ip_address(response.text.strip()))
+        except (FetchError, ValueError) as exc:
             log.debug("external IP lookup failed: %s", exc)
             return None
+        finally:
+            await fetcher.aclose()
 
     async def _send(self, ws: ClientConnection, data: dict[str, Any] | bytes) -> None:
         payload = data if isinstance(data, bytes) else json.dumps(data)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,11 +18,10 @@ from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
 from forager.db.queries import page
 from forager.db.types import utcnow
 from forager.errors import Conflict, NotFound
+from forager.fetch import robots
 from forager.parse.registry import parser_name_for_host
 from forager.queue.lifecycle import LEASED, TaskStatus
 
-ROBOTS_MAX_BYTES = 512 * 1024
-MAX_CRAWL_DELAY_SECONDS = 3600.0
 STATS_WINDOW = timedelta(hours=24)
 
 
@@ -183,111 +181,9 @@ async def remove(db: Database, domain_id: int) -> None:
         audit.record(session, "domain", [domain_id], "deleted", details)
 
 
-# -- robots.txt -------------------------------------------------------------------------
+# -- robots.txt: all of it lives in forager.fetch.robots; the API's refresh goes through here.
 
-
-@dataclass(frozen=True, slots=True)
-class RobotsFetch:
-    """A fetched robots.txt: its text (empty when the site has none) or why it failed."""
-
-    url: str
-    content: str | None = None
-    status_code: int | None = None
-    error: str | None = None
-
-
-async def _fetch_robots(domain: Domain, settings: Settings) -> RobotsFetch:
-    url = f"{domain.base_url}/robots.txt"
-    try:
-        async with (
-            httpx.AsyncClient(
-                timeout=settings.fetch_timeout_seconds,
-                follow_redirects=True,
-                max_redirects=settings.max_redirects,
-                headers={"User-Agent": domain.user_agent},
-            ) as client,
-            client.stream("GET", url) as response,
-        ):
-            if 400 <= response.status_code < 500:  # RFC 9309: unavailable, all allowed
-                return RobotsFetch(url, "", response.status_code)
-            if response.status_code >= 300:
-                return RobotsFetch(
-                    url, status_code=response.status_code, error=f"HTTP {response.status_code}"
-                )
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) >= ROBOTS_MAX_BYTES:
-                    break
-    except httpx.HTTPError as exc:
-        return RobotsFetch(url, error=f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
-    return RobotsFetch(url, _truncated_text(bytes(body)), response.status_code)
-
-
-def _truncated_text(body: bytes) -> str:
-    """The body as text, cut at the size limit on a line boundary (as RFC 9309 allows)."""
-    if len(body) >= ROBOTS_MAX_BYTES:
-        body = body[:ROBOTS_MAX_BYTES].rsplit(b"\n", 1)[0]
-    return body.decode("utf-8", errors="replace")
-
-
-def crawl_delay(content: str, user_agent: str) -> float | None:
-    """The ``Crawl-delay`` for ``user_agent`` (falling back to ``User-agent: *``), if any."""
-    # Parsed here, not by RobotFileParser: it ignores fractional delays ("Crawl-delay: 0.5").
-    agent = user_agent.split("/")[0].lower()
-    delays: dict[str, float] = {}
-    group: list[str] = []
-    in_agents = False
-    for raw in content.splitlines():
-        key, _, value = raw.split("#", 1)[0].partition(":")
-        key, value = key.strip().lower(), value.strip()
-        if key == "user-agent":
-            group = group if in_agents else []
-            group.append(value.lower())
-            in_agents = True
-            continue
-        in_agents = False
-        if key == "crawl-delay":
-            try:
-                seconds = float(value)
-            except ValueError:
-                continue
-            if not 0 <= seconds < float("inf"):  # nan, negative, inf
-                continue
-            for name in group:
-                delays.setdefault(name, seconds)
-    named = [v for k, v in delays.items() if k != "*" and k in agent]
-    delay = named[0] if named else delays.get("*")
-    return None if delay is None else min(max(delay, 0.0), MAX_CRAWL_DELAY_SECONDS)
-
-
-async def refresh_robots(
-    db: Database, settings: Settings, domain_id: int
-) -> tuple[Domain, str | None]:
-    """Fetch and store robots.txt, raising the crawl delay to its ``Crawl-delay``.
-
-    Returns the domain and, when the fetch failed, why (the stored content is then kept).
-    """
-    async with db.reader() as session:
-        domain = await _get(session, domain_id)
-    fetched = await _fetch_robots(domain, settings)
-    async with db.session() as session:
-        domain = await _get(session, domain_id, lock=True)
-        if fetched.content is None:
-            failure = {"url": fetched.url, "error": fetched.error}
-            audit.record(session, "domain", [domain_id], "robots_refresh_failed", failure)
-            return domain, fetched.error
-        domain.robots_txt_url = fetched.url
-        domain.robots_txt_content = fetched.content
-        domain.robots_txt_last_fetched = utcnow()
-        details: dict[str, Any] = {"url": fetched.url, "status_code": fetched.status_code}
-        delay = crawl_delay(fetched.content, domain.user_agent)
-        if delay is not None and delay > domain.crawl_delay_seconds:
-            details["crawl_delay_seconds"] = {"from": domain.crawl_delay_seconds, "to": delay}
-            domain.crawl_delay_seconds = delay
-        await session.flush()
-        audit.record(session, "domain", [domain_id], "robots_refreshed", details)
-        return await _get(session, domain_id), None
+refresh_robots = robots.refresh_robots
 
 
 # -- statistics -------------------------------------------------------------------------

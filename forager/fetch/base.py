@@ -12,7 +12,8 @@ import httpx
 
 from forager.errors import FetchError
 
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
+# Bounded within a tag: "<meta<meta<meta…" cannot make the search quadratic (DESIGN.md 10).
+_META_CHARSET = re.compile(rb"""<meta[^>]{1,512}?charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
 _HEADER_CHARSET = re.compile(r"charset\s*=\s*\"?([A-Za-z0-9_\-:.]+)", re.I)
 
 
@@ -28,6 +29,9 @@ class FetchRequest:
     # and, for the browser, the selector to wait for before taking the page (else network idle).
     fetcher: str = "http"
     wait_for_selector: str | None = None
+    # Keep only the first this many decoded bytes and end the transfer there, instead of
+    # failing ``too_large`` (robots.txt: RFC 9309 lets a crawler cut it at 500 KiB).
+    truncate_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from playwright.async_api import (
     Browser,
@@ -41,6 +41,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from forager.config import Settings
 from forager.errors import (
+    EgressDenied,
     FetchError,
     FetchTimeout,
     HTTPStatusError,
@@ -49,6 +50,9 @@ from forager.errors import (
     TooLarge,
 )
 from forager.fetch.base import CredentialSafeFetcher, FetchRequest, FetchResponse
+from forager.fetch.egress import EgressPolicy, classify
+from forager.fetch.gateway import DENIED_HEADER, FAILED_HEADER, Gateway, Grant
+from forager.fetch.sandbox import Launch, launch_options
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,8 +63,14 @@ MAX_CONTEXT_AGE_SECONDS = 300.0
 MAX_CONTEXTS = 16  # least recently used contexts beyond this are retired
 NETWORK_IDLE_MAX_SECONDS = 10.0
 _MARGIN_MS = 150.0  # without a selector: how long to wait for the network to idle
-# Loopback targets go through the proxy too (Chromium bypasses the proxy for them by default).
-_LAUNCH_ARGS = ["--proxy-bypass-list=<-loopback>", "--disable-dev-shm-usage"]
+# Every connection goes through the egress gateway, loopback too (Chromium bypasses proxies
+# for it by default); WebRTC may not use UDP outside it, and no DNS is prefetched.
+_LAUNCH_ARGS = [
+    "--proxy-bypass-list=<-loopback>",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--dns-prefetch-disable",
+    "--disable-dev-shm-usage",
+]
 _PROXY_ERRORS = (
     "ERR_PROXY",
     "ERR_TUNNEL_CONNECTION_FAILED",
@@ -85,25 +95,26 @@ class _SharedBrowser:
         self.lock = asyncio.Lock()
         self.playwright: Playwright | None = None
         self.browser: Browser | None = None
+        self.launch: Launch | None = None
 
     def acquire(self) -> None:
         self.users += 1
 
-    async def browser_for(self, path: Path) -> Browser:
+    async def browser_for(self, settings: Settings) -> Browser:
         async with self.lock:
             if self.browser is not None and self.browser.is_connected():
                 return self.browser
             await self._close()
+            path = settings.chromium_path
             if not await asyncio.to_thread(_executable, path):
                 raise FetchError(
                     f"Chromium not found at {path} (set FORAGER_CHROMIUM_PATH)",
                     error_type="internal",
                 )
+            self.launch = launch_options(settings, _LAUNCH_ARGS)
             self.playwright = await async_playwright().start()
             try:
-                self.browser = await self.playwright.chromium.launch(
-                    executable_path=str(path), headless=True, args=_LAUNCH_ARGS
-                )
+                self.browser = await self.playwright.chromium.launch(**self.launch.kwargs)
             except PlaywrightError as exc:
                 await self._close()
                 raise FetchError(
@@ -127,6 +138,9 @@ class _SharedBrowser:
         if playwright is not None:
             with contextlib.suppress(Exception):
                 await playwright.stop()
+        launch, self.launch = self.launch, None
+        if launch is not None:
+            await asyncio.to_thread(launch.cleanup)
 
 
 _shared: dict[asyncio.AbstractEventLoop, _SharedBrowser] = {}
@@ -149,9 +163,14 @@ def running_browsers() -> int:
 # -- contexts -----------------------------------------------------------------------------
 
 
+_Key = tuple[str | None, str, str | None]  # (proxy URL, user agent, private host allowed)
+
+
 @dataclass(slots=True)
 class _Context:
     context: BrowserContext
+    grant_user: str  # its credentials at the egress gateway
+    grant: Grant
     created: float = field(default_factory=time.monotonic)
     pages: int = 0  # fetches started in it so far
     open: int = 0  # fetches running in it now
@@ -165,22 +184,6 @@ class _Tab:
 
     page: Page
     watch: _Watch
-
-
-def _proxy_settings(proxy_url: str) -> dict[str, str]:
-    """Playwright's proxy dict from ``scheme://user:pass@host:port``."""
-    parts = urlsplit(proxy_url)
-    scheme = parts.scheme.lower()
-    if scheme in ("socks5h", "socks5") and parts.username:
-        raise ProxyError("Chromium cannot use a socks5 proxy that needs credentials")
-    if not parts.hostname or parts.port is None:
-        raise ProxyError("unusable proxy URL: no host or port")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    settings = {"server": f"{'socks5' if scheme == 'socks5h' else scheme}://{host}:{parts.port}"}
-    if parts.username:
-        settings["username"] = unquote(parts.username)
-        settings["password"] = unquote(parts.password or "")
-    return settings
 
 
 async def _block(route: Route) -> None:
@@ -209,6 +212,7 @@ class _Watch:
     def begin(self, request: FetchRequest | None) -> None:
         self.request = request
         self.documents: set[str] = set()
+        self.last_document_url = request.url if request is not None else ""
         self.on_wire: set[str] = set()
         self.received = 0
         self.redirects = 0
@@ -230,11 +234,12 @@ class _Watch:
             return
         request_id = params["requestId"]
         self.documents.add(request_id)
+        self.last_document_url = str(params.get("request", {}).get("url", ""))
         if "redirectResponse" in params:
             self.redirects += 1
             if self.redirects > self.max_redirects:
                 self.too_many_redirects = True
-                self._stop()
+                self.stop()
                 self.exceeded.set()
         self._maybe_sent(request_id)
 
@@ -259,10 +264,11 @@ class _Watch:
         self.received += int(params.get("dataLength") or 0)
         if self.received > self.limit and not self.too_large:
             self.too_large = True
-            self._stop()
+            self.stop()
             self.exceeded.set()
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
+        """Stop the page's load (a limit crossed, or an error page not worth reading)."""
         if self._stopping is None and self.cdp is not None:
             self._stopping = asyncio.get_running_loop().create_task(
                 self.cdp.send("Page.stopLoading")
@@ -324,7 +330,8 @@ class BrowserFetcher(CredentialSafeFetcher):
         self.block_resource_types = block_resource_types
         self.max_pages_per_context = max_pages_per_context
         self.max_context_age_seconds = max_context_age_seconds
-        self._contexts: OrderedDict[tuple[str | None, str], _Context] = OrderedDict()
+        self._contexts: OrderedDict[_Key, _Context] = OrderedDict()
+        self.gateway = Gateway(settings)
         self._context_lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(settings.browser_max_pages)
         self._shared: _SharedBrowser | None = None
@@ -333,8 +340,14 @@ class BrowserFetcher(CredentialSafeFetcher):
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
         s = self.settings
-        # Waiting for a free page slot is queueing, not fetching: the deadline starts after it.
+        # Waiting for a free page slot, and for Chromium and the gateway to start (a sandboxed
+        # start takes seconds on a busy machine), is not fetching: the deadline starts after.
         async with self._slots:
+            try:
+                await self._browser()
+            except PlaywrightError as exc:
+                raise _classify(exc, request.proxy_url is not None) from exc
+            await self.gateway.start()
             deadline = time.monotonic() + s.fetch_timeout_seconds
             try:
                 async with asyncio.timeout(s.fetch_timeout_seconds):
@@ -348,10 +361,22 @@ class BrowserFetcher(CredentialSafeFetcher):
         if self._shared is None:
             self._shared = _shared_browser()
             self._shared.acquire()
-        return await self._shared.browser_for(self.settings.chromium_path)
+        return await self._shared.browser_for(self.settings)
+
+    async def _private_host(self, request: FetchRequest) -> str | None:
+        """The host a context's grant lets be private: the submitted one, when it is."""
+        if self.settings.private_targets != "submitted":
+            return None
+        host = urlsplit(request.url).hostname or ""
+        try:
+            addresses = await self.gateway.resolver.resolve(host)
+        except FetchError:
+            return None  # it does not resolve: no private address to allow
+        return host if any(classify(a) == "private" for a in addresses) else None
 
     async def _context(self, request: FetchRequest) -> _Context:
-        key = (request.proxy_url, request.user_agent)
+        private = await self._private_host(request)
+        key = (request.proxy_url, request.user_agent, private)
         async with self._context_lock:
             entry = self._contexts.get(key)
             if entry is not None and (
@@ -364,16 +389,18 @@ class BrowserFetcher(CredentialSafeFetcher):
                 entry = None
             if entry is None:
                 browser = await self._browser()
-                proxy = _proxy_settings(request.proxy_url) if request.proxy_url else None
+                await self.gateway.start()
+                policy = EgressPolicy(self.settings.private_targets, private)
+                user, password, grant = self.gateway.grant(policy, request.proxy_url)
                 context = await browser.new_context(
-                    proxy=proxy,  # type: ignore[arg-type]
+                    proxy={"server": self.gateway.server, "username": user, "password": password},
                     user_agent=request.user_agent,
                     extra_http_headers=request.headers or None,
                     service_workers="block",
                 )
                 if self.block_resource_types:
                     await context.route("**/*", _block)
-                entry = self._contexts[key] = _Context(context)
+                entry = self._contexts[key] = _Context(context, user, grant)
                 self.contexts_created += 1
                 while len(self._contexts) > MAX_CONTEXTS:
                     await self._retire(next(iter(self._contexts)))
@@ -382,7 +409,7 @@ class BrowserFetcher(CredentialSafeFetcher):
             entry.open += 1
             return entry
 
-    async def _retire(self, key: tuple[str | None, str]) -> None:
+    async def _retire(self, key: _Key) -> None:
         entry = self._contexts.pop(key)
         entry.retired = True
         if entry.open == 0:
@@ -392,6 +419,7 @@ class BrowserFetcher(CredentialSafeFetcher):
         self.contexts_closed += 1
         with contextlib.suppress(Exception):
             await entry.context.close()
+        self.gateway.revoke(entry.grant_user)
 
     async def _fetch(self, request: FetchRequest, deadline: float) -> FetchResponse:
         try:
@@ -410,7 +438,7 @@ class BrowserFetcher(CredentialSafeFetcher):
                     )
                     await tab.watch.start()
                 tab.watch.begin(request)
-                response = await self._render(tab.page, tab.watch, request, deadline)
+                response = await self._render(tab, entry.grant, request, deadline)
                 reusable = True
                 return response
             except HTTPStatusError:
@@ -419,6 +447,7 @@ class BrowserFetcher(CredentialSafeFetcher):
             except PlaywrightError as exc:
                 if tab is not None:
                     tab.watch.check()
+                    _gateway_refusal(entry.grant, tab.watch.last_document_url)
                 raise _classify(exc, request.proxy_url is not None) from exc
         finally:
             await asyncio.shield(self._done(entry, tab, reusable))
@@ -437,9 +466,10 @@ class BrowserFetcher(CredentialSafeFetcher):
             await self._close_context(entry)
 
     async def _render(
-        self, page: Page, watch: _Watch, request: FetchRequest, deadline: float
+        self, tab: _Tab, grant: Grant, request: FetchRequest, deadline: float
     ) -> FetchResponse:
         s = self.settings
+        page, watch = tab.page, tab.watch
         started = time.perf_counter()
 
         def remaining_ms() -> float:
@@ -454,9 +484,10 @@ class BrowserFetcher(CredentialSafeFetcher):
         if response is None:
             raise NetworkError("the browser got no response")
         status = response.status
-        if request.proxy_url and status == 407:
-            raise ProxyError("proxy refused the credentials (407)")
         if status >= 400:
+            watch.stop()  # the error page itself is not read
+            if DENIED_HEADER in response.headers or FAILED_HEADER in response.headers:
+                _gateway_refusal(grant, response.url)
             raise HTTPStatusError(f"HTTP {status} from {response.url}", status_code=status)
         headers = {k.lower(): v for k, v in (await response.all_headers()).items()}
         declared = headers.get("content-length", "")
@@ -507,6 +538,7 @@ class BrowserFetcher(CredentialSafeFetcher):
         shared, self._shared = self._shared, None
         if shared is not None:
             await shared.release()
+        await self.gateway.aclose()
 
 
 def _executable(path: Path) -> bool:
@@ -516,6 +548,19 @@ def _executable(path: Path) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _gateway_refusal(grant: Grant, url: str) -> None:
+    """Raise what the egress gateway said about the document's host, if it did not reach it."""
+    refused = grant.refusals.get((urlsplit(url).hostname or "").lower())
+    if refused is None:
+        return
+    kind, why = refused
+    if kind == "egress_denied":
+        raise EgressDenied(why)
+    if kind == "proxy":
+        raise ProxyError(f"proxy failed: {why}")
+    raise NetworkError(f"network error: {why}")
 
 
 def _classify(exc: PlaywrightError, via_proxy: bool) -> FetchError:

@@ -1,207 +1,163 @@
-"""Plain HTTP fetching with httpx: timeouts, bounded redirects and bounded bodies.
+"""The ``http`` fetcher, and the redirect-following both libcurl fetchers share.
 
-Bodies are read as a stream and content-decoded here, not by httpx, so that both the
-wire size and the decompressed size stop at ``max_body_bytes``: a 200 MB gzip bomb
-costs at most the limit in memory, never the 200 MB.
+Plain fetching is libcurl through curl_cffi without impersonation: at 15 KB pages it costs a
+fraction of httpx's CPU per page (docs/BENCHMARKS.md, "Fetchers"). ``CurlFetcher`` follows
+redirects itself, hop by hop, so that before each request the target is checked by the egress
+policy (``forager.fetch.egress``) and the connection is pinned to the checked address; through
+a proxy the host is checked as a literal and by a local resolution before it is handed over.
+One overall deadline covers every hop, ``on_sent`` is started once the first request's headers
+are out, and bodies are decoded by bounded decoders (``forager.fetch.transfer``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
-import zlib
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-import certifi
-import httpx
+from collections.abc import Callable
+from urllib.parse import urljoin, urlsplit
 
 from forager.config import Settings
-from forager.errors import (
-    FetchError,
-    FetchTimeout,
-    HTTPStatusError,
-    NetworkError,
-    ProxyError,
-    TooLarge,
-)
+from forager.errors import FetchError, FetchTimeout, HTTPStatusError, NetworkError, ProxyError
 from forager.fetch.base import CredentialSafeFetcher, FetchRequest, FetchResponse
+from forager.fetch.decode import ACCEPT_ENCODING
+from forager.fetch.egress import EgressPolicy, Resolver, literal
+from forager.fetch.transfer import Answer, Hop, Transfers
 
-_MAX_CLIENTS = 64  # one pooled client per proxy; least recently used ones are closed
-_BAN_STATUSES = frozenset({403, 429, 503})  # error answers whose body may be a block page
-_ERROR_BODY_BYTES = 64 * 1024
-
-
-class _BoundedDecoder:
-    """Undo gzip/deflate while never producing more than ``limit`` bytes in total."""
-
-    def __init__(self, encoding: str, limit: int) -> None:
-        self.limit = limit
-        self.size = 0
-        self.parts: list[bytes] = []
-        encoding = encoding.strip().lower()
-        if encoding in ("", "identity"):
-            self._zlib = None
-        elif encoding in ("gzip", "x-gzip", "deflate"):
-            self._zlib = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
-        else:
-            raise FetchError(f"unsupported Content-Encoding {encoding!r}", error_type="network")
-
-    def _add(self, piece: bytes) -> None:
-        self.size += len(piece)
-        if self.size > self.limit:
-            raise TooLarge(f"body exceeds the {self.limit} byte limit (after decompression)")
-        self.parts.append(piece)
-
-    def feed(self, data: bytes) -> None:
-        if self._zlib is None:
-            self._add(data)
-            return
-        try:
-            while data:
-                self._add(self._zlib.decompress(data, self.limit - self.size + 1))
-                data = self._zlib.unconsumed_tail
-        except zlib.error as exc:
-            raise FetchError(f"corrupt compressed body: {exc}", error_type="network") from exc
-
-    def finish(self) -> bytes:
-        if self._zlib is not None:
-            self._add(self._zlib.flush())
-        return b"".join(self.parts)
+_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _sent_hook(
-    on_sent: Callable[[], Awaitable[None]],
-) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
-    """An httpcore ``trace`` callback that awaits ``on_sent`` once the first headers are out."""
-    fired = False
-
-    async def trace(event: str, _info: dict[str, Any]) -> None:
-        nonlocal fired
-        if not fired and event.endswith("send_request_headers.complete"):
-            fired = True
-            await on_sent()
-
-    return trace
+def _target(url: str) -> tuple[str, int]:
+    """(host, port) of an http(s) URL; ``NetworkError`` for anything else."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise NetworkError(f"unusable URL {url!r}: {exc}") from exc
+    if parts.scheme not in _DEFAULT_PORTS or not host:
+        raise NetworkError(f"unusable URL {url!r}: only http(s) URLs with a host are fetched")
+    return host, port or _DEFAULT_PORTS[parts.scheme]
 
 
-def tls_context(settings: Settings) -> ssl.SSLContext | bool:
-    """Certificate checking for fetches: the defaults, plus ``FORAGER_CA_BUNDLE_FILE`` if set."""
-    if settings.ca_bundle_file is None:
-        return True
-    context = ssl.create_default_context(cafile=certifi.where())
-    context.load_verify_locations(cafile=str(settings.ca_bundle_file))
-    return context
+def _cookies(jar: dict[str, str], headers: dict[str, str]) -> None:
+    """Keep a redirect's cookies for the next hops of this fetch (never across fetches)."""
+    for cookie in headers.get("set-cookie", "").split(","):
+        name, sep, value = cookie.split(";", 1)[0].strip().partition("=")
+        if sep and name and "=" not in name and " " not in name:
+            jar[name] = value
 
 
-class HttpxFetcher(CredentialSafeFetcher):
-    """The ``http`` fetcher: httpx with HTTP/2 where offered, one connection pool per proxy."""
+class CurlFetcher(CredentialSafeFetcher):
+    """libcurl fetching with redirects, egress checks and bounded bodies (see the docstring)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, impersonate: str | None = None) -> None:
         self.settings = settings
-        self._clients: OrderedDict[str | None, httpx.AsyncClient] = OrderedDict()
+        self.impersonate = impersonate
+        self.transfers = Transfers(settings, impersonate)
+        self.resolver = Resolver()
 
-    def _client(self, proxy_url: str | None) -> httpx.AsyncClient:
-        client = self._clients.get(proxy_url)
-        if client is None:
-            s = self.settings
-            tls = tls_context(s)
-            proxy: httpx.Proxy | str | None = proxy_url
-            if proxy_url and proxy_url.startswith("https://") and isinstance(tls, ssl.SSLContext):
-                proxy = httpx.Proxy(proxy_url, ssl_context=tls)  # TLS to the proxy itself
-            client = httpx.AsyncClient(
-                http2=True,
-                proxy=proxy,
-                verify=tls,
-                follow_redirects=True,
-                max_redirects=s.max_redirects,
-                timeout=httpx.Timeout(s.fetch_timeout_seconds, connect=s.connect_timeout_seconds),
-                limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-                trust_env=False,
-            )
-            self._clients[proxy_url] = client
-            while len(self._clients) > _MAX_CLIENTS:
-                _, old = self._clients.popitem(last=False)
-                asyncio.get_running_loop().create_task(old.aclose())
-        self._clients.move_to_end(proxy_url)
-        return client
+    def _headers(self, request: FetchRequest, jar: dict[str, str]) -> list[str]:
+        merged = {"user-agent": ("User-Agent", request.user_agent)}
+        if not self.impersonate:  # the impersonated browser brings its own, in its order
+            merged["accept"] = ("Accept", _ACCEPT)
+        merged |= {k.lower(): (k, v) for k, v in request.headers.items()}
+        # Only the codings decode.py undoes, whatever the caller asked for; the impersonation
+        # offers the same ones itself (and libcurl is told not to decode them).
+        merged.pop("accept-encoding", None)
+        if not self.impersonate:
+            merged["accept-encoding"] = ("Accept-Encoding", ACCEPT_ENCODING)
+        if jar and "cookie" not in merged:
+            merged["cookie"] = ("Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()))
+        return [f"{name}: {value}" for name, value in merged.values()]
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
+        s = self.settings
         started = time.perf_counter()
-        via_proxy = request.proxy_url is not None
+        sent: list[asyncio.Future[None]] = []
         try:
-            async with asyncio.timeout(self.settings.fetch_timeout_seconds):
-                response = await self._fetch(request)
+            async with asyncio.timeout(s.fetch_timeout_seconds):
+                try:
+                    answer = await self._follow(request, sent, time.monotonic())
+                finally:
+                    if sent:  # the politeness hook runs to its end whatever happened
+                        await asyncio.shield(sent[0])
         except TimeoutError as exc:
             raise FetchTimeout(
-                f"no complete response within {self.settings.fetch_timeout_seconds:g} s"
+                f"no complete response within {s.fetch_timeout_seconds:g} s"
             ) from exc
-        except httpx.TimeoutException as exc:
-            raise FetchTimeout(f"timed out: {type(exc).__name__}") from exc
-        except httpx.ProxyError as exc:
-            raise ProxyError(f"proxy failed: {exc}") from exc
-        except httpx.TooManyRedirects as exc:
-            raise FetchError(
-                f"more than {self.settings.max_redirects} redirects", error_type="http_4xx"
-            ) from exc
-        except ValueError as exc:  # httpx refuses a malformed proxy URL when building a client
-            if via_proxy:
-                raise ProxyError(f"unusable proxy URL: {exc}") from exc
-            raise NetworkError(f"unusable URL: {exc}") from exc
-        except (httpx.TransportError, httpx.InvalidURL, httpx.DecodingError) as exc:
-            detail = str(exc) or type(exc).__name__
-            if via_proxy and isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
-                # The connection is to the proxy: a refusal or reset there is the proxy's fault.
-                raise ProxyError(f"proxy connection failed: {detail}") from exc
-            raise NetworkError(f"network error: {detail}") from exc
         elapsed_ms = int((time.perf_counter() - started) * 1000)
-        status, headers, final_url, body = response
-        if via_proxy and status == 407:
+        status = answer.status
+        if request.proxy_url and status == 407:
             raise ProxyError("proxy refused the credentials (407)")
         if status >= 400:
             raise HTTPStatusError(
-                f"HTTP {status} from {final_url}", status_code=status, headers=headers, body=body
+                f"HTTP {status} from {answer.url}",
+                status_code=status,
+                headers=answer.headers,
+                body=answer.body,
             )
-        return FetchResponse(final_url, status, headers, body, elapsed_ms)
+        return FetchResponse(answer.url, status, answer.headers, answer.body, elapsed_ms)
 
-    async def _fetch(self, request: FetchRequest) -> tuple[int, dict[str, str], str, bytes]:
-        limit = self.settings.max_body_bytes
-        headers = {
-            "User-Agent": request.user_agent,
-            "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
-            "Accept-Encoding": "gzip, deflate",
-            **request.headers,
-        }
-        client = self._client(request.proxy_url)
-        extensions = {"trace": _sent_hook(request.on_sent)} if request.on_sent else None
-        async with client.stream(
-            "GET", request.url, headers=headers, extensions=extensions
-        ) as response:
-            declared = response.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > limit:
-                raise TooLarge(f"Content-Length {declared} exceeds the {limit} byte limit")
-            decoder = _BoundedDecoder(response.headers.get("content-encoding", ""), limit)
-            if response.status_code < 400:
-                async for chunk in response.aiter_raw():
-                    decoder.feed(chunk)
-            elif response.status_code in _BAN_STATUSES:
-                # Only the start of an error page: enough to tell a block page (ban handling).
-                async for chunk in response.aiter_raw():
-                    decoder.feed(chunk)
-                    if decoder.size >= _ERROR_BODY_BYTES:
-                        break
-            body = decoder.finish()
-            return (
-                response.status_code,
-                {k.lower(): v for k, v in response.headers.items()},
-                str(response.url),
-                body,
+    async def _follow(
+        self, request: FetchRequest, sent: list[asyncio.Future[None]], began: float
+    ) -> Answer:
+        s = self.settings
+        policy = EgressPolicy(s.private_targets, _target(request.url)[0])
+        jar: dict[str, str] = {}
+        url = request.url
+        limit = s.max_body_bytes
+        if request.truncate_at is not None:
+            limit = min(limit, request.truncate_at)
+        for hop_number in range(s.max_redirects + 1):
+            host, port = _target(url)
+            hop = Hop(
+                url,
+                self._headers(request, jar),
+                limit,
+                max(0.001, s.fetch_timeout_seconds - (time.monotonic() - began)),
+                request.proxy_url,
+                truncate=request.truncate_at is not None,
             )
+            if request.proxy_url:
+                await self.resolver.check_all(policy, host)
+            else:
+                address = await self.resolver.connect_address(policy, host)
+                if literal(host) is None:
+                    pinned = f"[{address}]" if address.version == 6 else str(address)
+                    hop.connect_to = f"{host}:{port}:{pinned}:{port}"
+            if hop_number == 0 and request.on_sent is not None:
+                hop.on_headers_out = _sent_hook(request, sent)
+            answer = await self.transfers.run(hop)
+            location = answer.headers.get("location")
+            if answer.status not in _REDIRECTS or not location:
+                return answer
+            _cookies(jar, answer.headers)
+            url = urljoin(url, location.strip())
+        raise FetchError(f"more than {s.max_redirects} redirects", error_type="http_4xx")
 
     async def aclose(self) -> None:
-        clients = list(self._clients.values())
-        self._clients.clear()
-        for client in clients:
-            await client.aclose()
+        await self.transfers.aclose()
+
+
+class HttpFetcher(CurlFetcher):
+    """The ``http`` fetcher: plain libcurl, HTTP/2 where the server offers it over TLS."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, None)
+
+
+def _sent_hook(request: FetchRequest, sent: list[asyncio.Future[None]]) -> Callable[[], None]:
+    """Starts ``on_sent`` when the first request headers are out.
+
+    curl calls it from the event loop's thread (the multi handle is driven from loop
+    callbacks); it must not raise into C, so it only schedules the hook.
+    """
+    on_sent = request.on_sent
+    loop = asyncio.get_running_loop()
+
+    def hook() -> None:
+        if on_sent is not None and not sent:
+            sent.append(asyncio.ensure_future(on_sent(), loop=loop))
+
+    return hook

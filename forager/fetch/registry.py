@@ -17,13 +17,13 @@ FETCHER_KINDS = ("http", "impersonate", "browser")
 def build_fetcher(kind: str, settings: Settings) -> Fetcher:
     """A new fetcher of ``kind`` (one of ``FETCHER_KINDS``)."""
     if kind == "http":
-        from forager.fetch.http import HttpxFetcher
+        from forager.fetch.http import HttpFetcher
 
-        return HttpxFetcher(settings)
+        return HttpFetcher(settings)
     if kind == "impersonate":
-        from forager.fetch.impersonate import CurlFetcher
+        from forager.fetch.impersonate import ImpersonateFetcher
 
-        return CurlFetcher(settings)
+        return ImpersonateFetcher(settings)
     if kind == "browser":
         from forager.fetch.browser import BrowserFetcher
 

@@ -1,9 +1,17 @@
-"""robots.txt enforcement: fetched on demand, cached in the ``robots_txt_*`` columns, refreshed
-after ``FORAGER_ROBOTS_REFRESH_SECONDS`` (a day), parsed once per process and version.
+"""robots.txt, all of it: fetching, ``Crawl-delay``, caching and enforcement.
 
-A domain with ``ignore_robots`` skips all of it. When robots.txt cannot be fetched and no
-copy is cached, everything is allowed and the fetch is tried again a minute later (a site
-whose robots.txt is down is not made uncrawlable; RFC 9309 leaves this to the crawler).
+robots.txt is fetched through the fetcher port like a page: the domain's fetcher (``impersonate``
+for a ``browser`` domain: a text file needs no rendering), through the domain's proxy choice,
+under the egress policy (its host is the domain's own; a redirect into a private address is
+refused under ``submitted``), with bodies bounded and cut at ``ROBOTS_MAX_BYTES`` on a line
+boundary (RFC 9309 lets a crawler stop at 500 KiB). The text is kept in the ``robots_txt_*``
+columns, refreshed after ``FORAGER_ROBOTS_REFRESH_SECONDS`` (a day), parsed once per process
+and version, and returned by the domains API: it is the site's public text, and the egress
+check means it can only come from where a page of the domain could.
+
+A domain with ``ignore_robots`` skips all of it. When robots.txt cannot be fetched and no copy
+is cached, everything is allowed and the fetch is tried again a minute later (a site whose
+robots.txt is down is not made uncrawlable; RFC 9309 leaves this to the crawler).
 """
 
 from __future__ import annotations
@@ -11,17 +19,170 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.robotparser import RobotFileParser
 
 from sqlalchemy import select
 
 from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
-from forager.domains.service import refresh_robots
+from forager.errors import FetchError, HTTPStatusError, NotFound
+from forager.fetch.base import Fetcher, FetchRequest
+from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, choose_proxy, release_proxy
+from forager.fetch.registry import FetcherSet
 
+ROBOTS_MAX_BYTES = 512 * 1024
+MAX_CRAWL_DELAY_SECONDS = 3600.0
 _RETRY_FAILED_FETCH = timedelta(seconds=60)
+
+
+# -- fetching ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsFetch:
+    """A fetched robots.txt: its text (empty when the site has none) or why it failed."""
+
+    url: str
+    content: str | None = None
+    status_code: int | None = None
+    error: str | None = None
+
+
+async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> RobotsFetch:
+    url = f"{domain.base_url.rstrip('/')}/robots.txt"
+    kind = "impersonate" if domain.fetcher == "browser" else domain.fetcher
+    request = FetchRequest(
+        url, domain.user_agent, proxy_url, fetcher=kind, truncate_at=ROBOTS_MAX_BYTES
+    )
+    try:
+        response = await fetcher.fetch(request)
+    except HTTPStatusError as exc:
+        if exc.status_code is not None and 400 <= exc.status_code < 500:
+            return RobotsFetch(url, "", exc.status_code)  # RFC 9309: unavailable, all allowed
+        return RobotsFetch(url, status_code=exc.status_code, error=exc.message)
+    except FetchError as exc:
+        return RobotsFetch(url, error=f"{exc.error_type}: {exc.message}")
+    return RobotsFetch(url, _text(response.body), response.status_code)
+
+
+def _text(body: bytes) -> str:
+    """The body as text; one cut at the size limit loses its last, partial line."""
+    if len(body) >= ROBOTS_MAX_BYTES:
+        body = body[:ROBOTS_MAX_BYTES].rsplit(b"\n", 1)[0]
+    # NUL is no text (and PostgreSQL's text columns refuse it).
+    return body.decode("utf-8", errors="replace").replace("\x00", "")
+
+
+async def _fetch_for(
+    db: Database, settings: Settings, domain: Domain, fetcher: Fetcher, box: SecretBox
+) -> RobotsFetch:
+    """Fetch through the proxy the domain's policy picks now (released right after)."""
+    owner = f"robots:{domain.id}"
+    try:
+        async with db.session() as session:
+            proxy = await choose_proxy(session, DomainPolicy.of(domain), settings, box, owner=owner)
+    except NoProxyAvailable as exc:
+        return RobotsFetch(f"{domain.base_url.rstrip('/')}/robots.txt", error=exc.message)
+    try:
+        return await _fetch(fetcher, domain, proxy.url if proxy else None)
+    finally:
+        if proxy is not None and proxy.lease_owner is not None:
+            async with db.session() as session:
+                await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
+
+
+def crawl_delay(content: str, user_agent: str) -> float | None:
+    """The ``Crawl-delay`` for ``user_agent`` (falling back to ``User-agent: *``), if any."""
+    # Parsed here, not by RobotFileParser: it ignores fractional delays ("Crawl-delay: 0.5").
+    agent = user_agent.split("/")[0].lower()
+    delays: dict[str, float] = {}
+    group: list[str] = []
+    in_agents = False
+    for raw in content.splitlines():
+        key, _, value = raw.split("#", 1)[0].partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key == "user-agent":
+            group = group if in_agents else []
+            group.append(value.lower())
+            in_agents = True
+            continue
+        in_agents = False
+        if key == "crawl-delay":
+            try:
+                seconds = float(value)
+            except ValueError:
+                continue
+            if not 0 <= seconds < float("inf"):  # nan, negative, inf
+                continue
+            for name in group:
+                delays.setdefault(name, seconds)
+    named = [v for k, v in delays.items() if k != "*" and k in agent]
+    delay = named[0] if named else delays.get("*")
+    return None if delay is None else min(max(delay, 0.0), MAX_CRAWL_DELAY_SECONDS)
+
+
+async def _domain(db: Database, domain_id: int) -> Domain:
+    async with db.reader() as session:
+        domain = await session.scalar(select(Domain).where(Domain.id == domain_id))
+    if domain is None:
+        raise NotFound(f"domain {domain_id} does not exist")
+    return domain
+
+
+async def refresh_robots(
+    db: Database,
+    settings: Settings,
+    domain_id: int,
+    *,
+    fetcher: Fetcher | None = None,
+    box: SecretBox | None = None,
+) -> tuple[Domain, str | None]:
+    """Fetch and store robots.txt, raising the crawl delay to its ``Crawl-delay``.
+
+    Returns the domain and, when the fetch failed, why (the stored content is then kept).
+    Without ``fetcher`` one is built for this fetch and closed after it.
+    """
+    domain = await _domain(db, domain_id)
+    own = fetcher is None
+    used = fetcher or FetcherSet(settings)
+    try:
+        fetched = await _fetch_for(db, settings, domain, used, box or SecretBox(settings))
+    finally:
+        if own:
+            await used.aclose()
+    async with db.session() as session:
+        locked = await session.scalar(
+            select(Domain)
+            .where(Domain.id == domain_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        if locked is None:
+            raise NotFound(f"domain {domain_id} does not exist")
+        domain = locked
+        if fetched.content is None:
+            failure = {"url": fetched.url, "error": fetched.error}
+            audit.record(session, "domain", [domain_id], "robots_refresh_failed", failure)
+            return domain, fetched.error
+        domain.robots_txt_url = fetched.url
+        domain.robots_txt_content = fetched.content
+        domain.robots_txt_last_fetched = utcnow()
+        details: dict[str, Any] = {"url": fetched.url, "status_code": fetched.status_code}
+        delay = crawl_delay(fetched.content, domain.user_agent)
+        if delay is not None and delay > domain.crawl_delay_seconds:
+            details["crawl_delay_seconds"] = {"from": domain.crawl_delay_seconds, "to": delay}
+            domain.crawl_delay_seconds = delay
+        await session.flush()
+        audit.record(session, "domain", [domain_id], "robots_refreshed", details)
+    return await _domain(db, domain_id), None
+
+
+# -- enforcement ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +201,24 @@ class _RobotsState:
 
 
 class RobotsRules:
-    """Per-process cache of parsed robots.txt files; the database holds the text."""
+    """Per-process cache of parsed robots.txt files; the database holds the text.
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    ``fetcher`` and ``box`` are the worker's own when given; otherwise each (daily) refresh
+    builds a fetcher for itself.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        *,
+        fetcher: Fetcher | None = None,
+        box: SecretBox | None = None,
+    ) -> None:
         self.db = db
         self.settings = settings
+        self.fetcher = fetcher
+        self.box = box
         self._parsed: dict[int, tuple[datetime | None, RobotFileParser | None]] = {}
         self._failed_until: dict[int, datetime] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -81,7 +255,12 @@ class RobotsRules:
                     return Verdict(True, False)
                 if self._stale(state, utcnow()):
                     fetched = True
-                    _, error = await refresh_robots(self.db, self.settings, domain_id)
+                    try:
+                        _, error = await refresh_robots(
+                            self.db, self.settings, domain_id, fetcher=self.fetcher, box=self.box
+                        )
+                    except NotFound:
+                        return Verdict(True, fetched)
                     if error is not None:
                         self._failed_until[domain_id] = utcnow() + _RETRY_FAILED_FETCH
                     state = await self._state(domain_id)

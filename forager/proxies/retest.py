@@ -23,7 +23,7 @@ from forager.db.models import Proxy
 from forager.db.types import utcnow
 from forager.errors import FetchError
 from forager.fetch.base import FetchRequest
-from forager.fetch.http import HttpxFetcher
+from forager.fetch.http import HttpFetcher
 from forager.fetch.proxies import proxy_url
 
 
@@ -71,7 +71,7 @@ async def retest_due(
         return RetestResult([], [])
     enabled: list[int] = []
     failing: list[int] = []
-    fetcher = HttpxFetcher(settings)
+    fetcher = HttpFetcher(settings)
     try:
         for proxy in proxies:
             request = FetchRequest(
@@ -82,8 +82,6 @@ async def retest_due(
                 await fetcher.fetch(request)
             except FetchError as exc:
                 error = exc.error_type
-            except ImportError:  # httpx without its socks extra
-                error = "proxy"
             now = utcnow()
             async with db.session() as session:
                 if error is None:

@@ -24,7 +24,7 @@ from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import Conflict, FetchError, NotFound
 from forager.fetch.base import FetchRequest
-from forager.fetch.http import HttpxFetcher
+from forager.fetch.http import HttpFetcher
 from forager.fetch.proxies import (
     MAPPING_FAILURE_LIMIT,
     PROXY_FAULTS,
@@ -212,13 +212,11 @@ class ProbeResult:
 
 
 async def _probe(settings: Settings, via: str, url: str) -> ProbeResult:
-    fetcher = HttpxFetcher(settings)
+    fetcher = HttpFetcher(settings)
     try:
         response = await fetcher.fetch(FetchRequest(url, settings.user_agent, via))
     except FetchError as exc:
         return ProbeResult(False, exc.status_code, None, exc.error_type, exc.message)
-    except ImportError:  # httpx without its socks extra
-        return ProbeResult(False, None, None, "proxy", "socks5 proxies need httpx[socks]")
     finally:
         await fetcher.aclose()
     return ProbeResult(True, response.status_code, response.elapsed_ms)

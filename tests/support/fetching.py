@@ -1,0 +1,32 @@
+"""What the fetcher tests share: where Chromium is, fetch settings without a database."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from forager.config import Settings
+from tests.conftest import service_missing
+
+CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
+KINDS = ("http", "impersonate", "browser")
+
+
+def require(kind: str) -> str:
+    """``kind``, after skipping (failing in CI) when it is the browser and Chromium is absent."""
+    if kind == "browser" and not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        service_missing("Chromium", f"no executable at {CHROMIUM}; `make chromium` installs it")
+    return kind
+
+
+def fetch_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    """Settings for driving fetchers directly (the database URL is never opened)."""
+    values: dict[str, Any] = {
+        "data_dir": tmp_path,
+        "database_url": f"sqlite:///{tmp_path / 'unused.db'}",
+        "fetch_timeout_seconds": 10.0,
+        "connect_timeout_seconds": 2.0,
+        "chromium_path": CHROMIUM,
+    }
+    return Settings(**(values | overrides))
