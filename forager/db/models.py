@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -249,6 +250,9 @@ class Proxy(Timestamped, Base):
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # max_requests_per_hour is enforced over this window, shared by every process (0010).
+    hour_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    hour_requests: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class DomainProxy(Timestamped, Base):
@@ -287,6 +291,8 @@ class Event(Base):
     event: Mapped[str] = mapped_column(String(50), index=True)
     details: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # The API key's name, or "cli", behind the event; NULL for workers (migration 0010).
+    actor: Mapped[str | None] = mapped_column(String(100))
 
 
 class ApiKey(Base):
@@ -338,3 +344,51 @@ class Agent(Timestamped, Base):
     agent_version: Mapped[str | None] = mapped_column(String(50))
     blocked_reason: Mapped[str | None] = mapped_column(String(500))
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+# -- Task counters and dashboard logouts (migration 0010) ------------------------------------
+
+
+class TaskCountDelta(Base):
+    """A signed change to the task counts, appended by triggers on ``crawl_tasks`` only."""
+
+    __tablename__ = "task_count_deltas"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20))
+    priority: Mapped[int] = mapped_column(Integer)
+    created_hour: Mapped[int] = mapped_column(BigInteger)  # hours since 1970 (UTC)
+    n: Mapped[int] = mapped_column(Integer)
+    duration_n: Mapped[int] = mapped_column(Integer)
+    duration_sum: Mapped[float] = mapped_column(Float)
+
+
+class TaskCount(Base):
+    """Tasks by status and priority, as of the last fold (``forager.queue.counts``)."""
+
+    __tablename__ = "task_counts"
+
+    status: Mapped[str] = mapped_column(String(20), primary_key=True)
+    priority: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
+class TaskCountHourly(Base):
+    """Tasks by creation hour and status, with the sum of their durations, as of the last fold."""
+
+    __tablename__ = "task_counts_hourly"
+
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    duration_n: Mapped[int] = mapped_column(BigInteger)
+    duration_sum: Mapped[float] = mapped_column(Float)
+
+
+class DashboardLogout(Base):
+    """A logged-out dashboard session (its nonce), refused until the session would expire."""
+
+    __tablename__ = "dashboard_logouts"
+
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -22,8 +22,10 @@ from forager.db.models import Domain, Product
 
 FTS_TABLE = "products_fts"
 PG_SEARCH_INDEX = "ix_products_search"
-# Names schema comparison skips: the FTS5 table, its shadow tables and the PG GIN index.
-SEARCH_OBJECTS = (FTS_TABLE, PG_SEARCH_INDEX)
+PG_DOCUMENT_COLUMN = "search_document"
+# Names schema comparison skips: the FTS5 tables and their shadow tables, the PG GIN index
+# and stored tsvector column, and the task URL trigram objects (forager.queue.counts).
+SEARCH_OBJECTS = (FTS_TABLE, PG_SEARCH_INDEX, PG_DOCUMENT_COLUMN, "task_urls")
 
 # Must stay textually equivalent to the indexed expression of migration 0002, or PostgreSQL
 # will not use the GIN index. 'simple': no stemming and no stop words, any language.
