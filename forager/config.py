@@ -165,6 +165,10 @@ class Settings(BaseSettings):
         gt=0,
         description="An agent silent this long is disconnected and its tasks go back to pending.",
     )
+    # -- operator opt-outs that weaken safety (issue 11): each one is named by /health --
+    browser_no_sandbox: bool = Field(
+        False, description="Run Chromium without its sandbox (unsafe; shown in /health)"
+    )
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

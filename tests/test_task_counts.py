@@ -89,9 +89,7 @@ async def _task(db: Database, task_id: int) -> CrawlTask:
         return task
 
 
-async def test_counts_stay_exact_under_concurrent_writers(
-    db: Database, settings: Settings
-) -> None:
+async def test_counts_stay_exact_under_concurrent_writers(db: Database, settings: Settings) -> None:
     async def writer(n: int) -> None:
         mine = await submit(db, settings, *(f"https://w{n}.example/{i}" for i in range(10)))
         for task_id in mine[::2]:

@@ -12,10 +12,11 @@ from forager import __version__
 from forager.agents.hub import AgentHub
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
-from forager.api.auth import require_key
+from forager.api.auth import ActorScope, require_key
 from forager.api.deps import Runtime
 from forager.api.limits import BodyLimit
 from forager.config import Settings
+from forager.queue import counts
 from forager.runtime import open_database
 from forager.web.router import install as install_dashboard
 from forager.worker.pool import WorkerPool, new_worker_id
@@ -41,10 +42,15 @@ def create_app(settings: Settings) -> FastAPI:
         worker = asyncio.create_task(pool.run(), name="built-in worker")
         runtime.hub = AgentHub(db, settings)  # home-network agents at /agents/ws
         runtime.hub.start()
+        # Task counters: fold the triggers' deltas now and every few seconds (issue 14).
+        folding = asyncio.create_task(counts.keep_folded(db), name="task counts fold")
         app.state.runtime = runtime
         try:
             yield
         finally:
+            folding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await folding
             await runtime.hub.stop()
             pool.stop()
             await worker
@@ -58,6 +64,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(ActorScope)  # the API key named by require_key lives for one request
     # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
     app.include_router(metrics.router)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +14,7 @@ from sqlalchemy import select
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
 from forager.db.models import PriceHistory, Product
+from forager.db.queries import page
 from forager.errors import NotFound
 from forager.products import export, search
 from forager.products.records import image_urls
@@ -140,23 +141,47 @@ async def export_products_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> Str
     return _export(runtime, filters, "jsonl")
 
 
-@router.get(
-    "/{product_id}",
-    operation_id="get_product",
-    responses={404: {"description": "No such product."}},
-)
-async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductDetail:
-    """One product with its images and full price history (oldest first)."""
+# The detail shows this many of the newest price points; /price-history pages through all.
+DETAIL_ROWS = 100
+_NO_PRODUCT: dict[int | str, dict[str, Any]] = {404: {"description": "No such product."}}
+
+
+async def _product_or_404(session: ReadSessionDep, product_id: int) -> Product:
     product = await session.get(Product, product_id)
     if product is None:
         raise NotFound(f"product {product_id} does not exist")
+    return product
+
+
+def _history_of(product_id: int) -> Any:
+    return select(PriceHistory).where(PriceHistory.product_id == product_id)
+
+
+@router.get("/{product_id}", operation_id="get_product", responses=_NO_PRODUCT)
+async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductDetail:
+    """One product with its images and newest price points (oldest first among them)."""
+    product = await _product_or_404(session, product_id)
     images = await image_urls(session, [product_id])
-    history = await session.scalars(
-        select(PriceHistory)
-        .where(PriceHistory.product_id == product_id)
-        .order_by(PriceHistory.recorded_at, PriceHistory.id)
+    newest = (PriceHistory.recorded_at.desc(), PriceHistory.id.desc())
+    history, total = await page(
+        session, _history_of(product_id), *newest, limit=DETAIL_ROWS, offset=0
     )
     return ProductDetail(
         **_public(product, images[product_id]).model_dump(),
-        price_history=[PricePoint.model_validate(h) for h in history],
+        price_history=[PricePoint.model_validate(h) for h in reversed(history)],
+        price_history_total=total,
     )
+
+
+@router.get("/{product_id}/price-history", operation_id="list_price_history", responses=_NO_PRODUCT)
+async def list_price_history(
+    product_id: EntityId, session: ReadSessionDep, paging: PagingDep
+) -> Page[PricePoint]:
+    """A product's whole price history, oldest first, a page at a time."""
+    await _product_or_404(session, product_id)
+    oldest = (PriceHistory.recorded_at, PriceHistory.id)
+    rows, total = await page(
+        session, _history_of(product_id), *oldest, limit=paging.limit, offset=paging.offset
+    )
+    items = [PricePoint.model_validate(h) for h in rows]
+    return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)

@@ -209,12 +209,17 @@ class EventPublic(BaseModel):
     id: int
     event: str
     details: dict[str, Any] | None
+    actor: str | None = Field(
+        None, description="The API key (its name) or cli behind the event; null for workers."
+    )
     created_at: datetime
 
 
 class TaskDetail(TaskPublic):
-    attempts: list[AttemptPublic]
-    events: list[EventPublic]
+    attempts: list[AttemptPublic] = Field(description="The newest attempts, oldest first.")
+    attempts_total: int = Field(description="All attempts; page with /api/tasks/{id}/attempts.")
+    events: list[EventPublic] = Field(description="The newest events, oldest first.")
+    events_total: int = Field(description="All events; page with /api/tasks/{id}/events.")
 
 
 class ProductPublic(BaseModel):
@@ -265,7 +270,10 @@ class PricePoint(BaseModel):
 
 
 class ProductDetail(ProductPublic):
-    price_history: list[PricePoint]
+    price_history: list[PricePoint] = Field(description="The newest price points, oldest first.")
+    price_history_total: int = Field(
+        description="All price points; page with /api/products/{id}/price-history."
+    )
 
 
 class WorkerSeen(BaseModel):
@@ -295,16 +303,20 @@ class BreakerSeen(BaseModel):
 
 
 class Health(BaseModel):
+    """Anonymous callers get ``status``, ``timestamp`` and ``opt_outs``; the rest needs a key."""
+
     status: Literal["healthy", "degraded", "down"]
-    database: Literal["ok", "unreachable"]
-    queue_depth: dict[str, int] = Field(description="Tasks by status.")
-    due_tasks: int = Field(0, description="Pending tasks whose time has come.")
-    workers: list[WorkerSeen] = Field(
-        default_factory=list, description="Worker processes seen recently."
-    )
-    circuit_breakers: list[BreakerSeen] = Field(
+    timestamp: datetime = Field(description="When the server answered (UTC).")
+    opt_outs: list[str] = Field(
         default_factory=list,
-        description="Domain and proxy circuit breakers that are open or half-open.",
+        description="Settings in force that weaken safety, e.g. browser_no_sandbox.",
+    )
+    database: Literal["ok", "unreachable"] | None = Field(None, description="With an API key.")
+    queue_depth: dict[str, int] | None = Field(None, description="Tasks by status.")
+    due_tasks: int | None = Field(None, description="Pending tasks whose time has come.")
+    workers: list[WorkerSeen] | None = Field(None, description="Worker processes seen recently.")
+    circuit_breakers: list[BreakerSeen] | None = Field(
+        None, description="Domain and proxy circuit breakers that are open or half-open."
     )
     detail: str | None = None
 
