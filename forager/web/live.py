@@ -2,8 +2,9 @@
 
 Every ``INTERVAL`` seconds it runs one short set of queries (tasks by status from the
 counters, tasks changed since the last poll, the newest event id, live workers and agents)
-and hands the same snapshot to every subscriber; heavier figures (pages per minute over the last hour, errors
-by type, alerts, open circuit breakers) are refreshed every ``SLOW_INTERVAL``. With no
+and hands the same snapshot to every subscriber; heavier figures (pages per minute over the
+last hour, errors by type, alerts, open circuit breakers) are refreshed every
+``SLOW_INTERVAL``. With no
 subscriber it stops, so an idle server does not poll at all. Tabs never query the database
 on their own schedule.
 """
