@@ -84,7 +84,7 @@ async def test_processes_share_each_proxys_hourly_budget(
     assert sorted(picks) == sorted([str(small)] * 3 + [str(large)] * 5 + ["-"] * 7)
     async with db.reader() as session:
         rows = await session.execute(select(Proxy.id, Proxy.hour_requests))
-        used = dict(rows.tuples().all())
+        used = {row.id: row.hour_requests for row in rows}
     assert used == {small: 3, large: 5}
 
 
