@@ -14,7 +14,7 @@ from sqlalchemy import select
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
 from forager.db.models import PriceHistory, Product
-from forager.db.queries import page
+from forager.db.queries import page, page_and_total
 from forager.errors import NotFound
 from forager.products import export, search
 from forager.products.records import image_urls
@@ -94,12 +94,19 @@ async def list_products(
     """Products, most recently updated first; by relevance (best first) with ``q``."""
     dialect = session.get_bind().dialect.name
     query, count = search.list_query(dialect, filters)
-    total = await session.scalar(count)
-    products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
+    # PostgreSQL: one full-text search for the page and its total (FTS5's bm25() cannot sit
+    # beside a window function; SQLite counts its FTS matches cheaply anyway).
+    if filters.searching and dialect == "postgresql":
+        products, total = await page_and_total(
+            session, query, limit=paging.limit, offset=paging.offset
+        )
+    else:
+        total = await session.scalar(count) or 0
+        products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
     images = await image_urls(session, [p.id for p in products])
     return Page(
         items=[_public(p, images[p.id]) for p in products],
-        total=total or 0,
+        total=total,
         limit=paging.limit,
         offset=paging.offset,
     )

@@ -33,7 +33,7 @@ from forager.api.schemas import (
 )
 from forager.api.task_filters import TaskFiltersDep
 from forager.db.models import ApiKey, CrawlAttempt, CrawlTask, Event
-from forager.db.queries import page
+from forager.db.queries import page, page_and_total
 from forager.db.types import utcnow
 from forager.errors import InvalidURL, NotFound
 from forager.queue import admin, counts
@@ -116,12 +116,19 @@ async def list_tasks(
 ) -> Page[TaskPublic]:
     """Tasks, newest first, with the total count for pagination."""
     query = filters.apply(select(CrawlTask), session.get_bind().dialect.name)
-    rows = await session.scalars(
-        query.order_by(CrawlTask.id.desc()).limit(paging.limit).offset(paging.offset)
-    )
+    newest = CrawlTask.id.desc()
+    if filters.url_contains:  # one trigram search for the page and its total
+        rows, total = await page_and_total(
+            session, query, newest, limit=paging.limit, offset=paging.offset
+        )
+    else:
+        rows = list(
+            await session.scalars(query.order_by(newest).limit(paging.limit).offset(paging.offset))
+        )
+        total = await filters.total(session, query)
     return Page(
         items=[TaskPublic.model_validate(t) for t in rows],
-        total=await filters.total(session, query),
+        total=total,
         limit=paging.limit,
         offset=paging.offset,
     )

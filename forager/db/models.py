@@ -143,7 +143,8 @@ class Product(Timestamped, Base):
     __tablename__ = "products"
     # Full-text search objects (SQLite FTS5 table, PostgreSQL GIN index) live in migration
     # 0002 only; see forager.products.search.
-    __table_args__ = (Index("ix_products_updated_at", "updated_at"),)
+    # (updated_at, id): the product list's order, read from the index alone (migration 0010).
+    __table_args__ = (Index("ix_products_updated_at", "updated_at", "id"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"), index=True)

@@ -13,7 +13,7 @@
   (PostgreSQL: ``task_urls`` + pg_trgm GIN; SQLite: the contentless FTS5 table
   ``task_urls_fts`` with the trigram tokenizer). Status changes never touch it.
 - Product search on PostgreSQL reads a stored ``search_document`` tsvector (GIN) instead of
-  recomputing ``to_tsvector`` per row for ranking.
+  recomputing ``to_tsvector`` per row for ranking; ``ix_products_updated_at`` gains ``id``.
 
 A later SQLite batch migration that recreates ``crawl_tasks`` or ``products`` (move and copy)
 drops their triggers with the table and must create them again from this module.
@@ -239,6 +239,9 @@ def _backfill(dialect: str) -> None:
 
 def upgrade() -> None:
     _create_tables()
+    # The product list orders by (updated_at, id): with id in the index, a page is a walk.
+    op.drop_index("ix_products_updated_at", table_name="products")
+    op.create_index("ix_products_updated_at", "products", ["updated_at", "id"])
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
         op.execute(
@@ -294,5 +297,7 @@ def downgrade() -> None:
     with op.batch_alter_table("events") as batch_op:
         batch_op.drop_column("actor")
     op.drop_index("ix_dashboard_logouts_expires_at", table_name="dashboard_logouts")
+    op.drop_index("ix_products_updated_at", table_name="products")
+    op.create_index("ix_products_updated_at", "products", ["updated_at"])
     for table in ("dashboard_logouts", "task_counts_hourly", "task_counts", "task_count_deltas"):
         op.drop_table(table)
