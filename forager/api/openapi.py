@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from forager.api.errors import PROBLEM
+from forager.api.links import add_links
 
 JSON = "application/json"
 Schema = dict[str, Any]
@@ -294,6 +295,35 @@ def _add_examples(op: dict[str, Any], components: dict[str, Schema]) -> None:
             media.setdefault("example", example_of(media["schema"], components))
 
 
+NO_NUL = "^[^\\x00]*$"  # forager.api.limits refuses NUL in every field
+
+
+def _forbid_nul(schema: Schema, components: dict[str, Schema], seen: set[str]) -> None:
+    """Give every free-text string an input can carry the pattern that says NUL is refused."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name not in seen:
+            seen.add(name)
+            _forbid_nul(components[name], components, seen)
+        return
+    free = not any(k in schema for k in ("pattern", "enum", "const", "format"))
+    if schema.get("type") == "string" and free:
+        schema["pattern"] = NO_NUL
+    for key in ("anyOf", "oneOf", "allOf"):
+        for part in schema.get(key, []):
+            _forbid_nul(part, components, seen)
+    for part in (*schema.get("properties", {}).values(), schema.get("items", {})):
+        _forbid_nul(part, components, seen)
+
+
+def _inputs(op: dict[str, Any]) -> list[Schema]:
+    body = op.get("requestBody", {}).get("content", {}).get(JSON, {}).get("schema")
+    return [
+        *(p["schema"] for p in op.get("parameters", []) if "schema" in p),
+        *filter(None, [body]),
+    ]
+
+
 def describe(app: FastAPI) -> dict[str, Any]:
     """The rewritten OpenAPI document (built once, then cached on the app)."""
     if app.openapi_schema is not None:
@@ -310,6 +340,12 @@ def describe(app: FastAPI) -> dict[str, Any]:
                 op["security"] = [{}, *op["security"]]
             _document_errors(path, method, op)
             _add_examples(op, components)
+    seen: set[str] = set()
+    for operations in spec["paths"].values():
+        for op in operations.values():
+            for schema in _inputs(op):
+                _forbid_nul(schema, components, seen)
+    add_links(spec)
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     app.openapi_schema = spec

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from pydantic import AwareDatetime
 from sqlalchemy import select
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
+from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product
 from forager.db.queries import page, page_and_total
 from forager.errors import NotFound
@@ -28,12 +26,11 @@ def _public(product: Product, images: list[str]) -> ProductPublic:
     return ProductPublic(**data, image_urls=images)
 
 
-MAX_PRICE = Decimal("999999999999.99")  # NUMERIC(14, 2)
-
-
 def product_filters(
-    min_price: Annotated[Decimal | None, Query(ge=0, le=MAX_PRICE, description="Price ≥.")] = None,
-    max_price: Annotated[Decimal | None, Query(ge=0, le=MAX_PRICE, description="Price ≤.")] = None,
+    min_price: Annotated[QueryMoney | None, Query(description="Price ≥.")] = None,
+    max_price: Annotated[
+        QueryMoney | None, Query(description="Price ≤ (below min_price: nothing matches).")
+    ] = None,
     currency: Annotated[
         str | None, Query(pattern=r"^[A-Za-z]{3}$", description="ISO 4217 code, e.g. USD.")
     ] = None,
@@ -49,7 +46,7 @@ def product_filters(
     ] = None,
     domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
     changed_since: Annotated[
-        AwareDatetime | None, Query(description="Updated at or after this time.")
+        Timestamp | None, Query(description="Updated at or after this time.")
     ] = None,
     q: Annotated[
         str | None,
@@ -59,17 +56,6 @@ def product_filters(
         ),
     ] = None,
 ) -> ProductFilters:
-    if min_price is not None and max_price is not None and min_price > max_price:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("query", "min_price"),
-                    "msg": f"min_price ({min_price}) is greater than max_price ({max_price})",
-                    "input": str(min_price),
-                }
-            ]
-        )
     return ProductFilters(
         min_price=min_price,
         max_price=max_price,
@@ -156,7 +142,7 @@ _NO_PRODUCT: dict[int | str, dict[str, Any]] = {404: {"description": "No such pr
 async def _product_or_404(session: ReadSessionDep, product_id: int) -> Product:
     product = await session.get(Product, product_id)
     if product is None:
-        raise NotFound(f"product {product_id} does not exist")
+        raise NotFound(f"product {product_id:int} does not exist")
     return product
 
 
@@ -164,7 +150,7 @@ def _history_of(product_id: int) -> Any:
     return select(PriceHistory).where(PriceHistory.product_id == product_id)
 
 
-@router.get("/{product_id}", operation_id="get_product", responses=_NO_PRODUCT)
+@router.get("/{product_id:int}", operation_id="get_product", responses=_NO_PRODUCT)
 async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductDetail:
     """One product with its images and newest price points (oldest first among them)."""
     product = await _product_or_404(session, product_id)
@@ -180,7 +166,9 @@ async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductD
     )
 
 
-@router.get("/{product_id}/price-history", operation_id="list_price_history", responses=_NO_PRODUCT)
+@router.get(
+    "/{product_id:int}/price-history", operation_id="list_price_history", responses=_NO_PRODUCT
+)
 async def list_price_history(
     product_id: EntityId, session: ReadSessionDep, paging: PagingDep
 ) -> Page[PricePoint]:

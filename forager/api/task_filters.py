@@ -15,13 +15,12 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Query
-from pydantic import AwareDatetime
 from sqlalchemy import ColumnElement, Select, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import column, table
 
+from forager.api.wire import Timestamp
 from forager.db.models import CrawlTask, Domain
-from forager.errors import InvalidRequest
 from forager.queue import counts
 from forager.queue.lifecycle import TaskStatus
 
@@ -129,17 +128,17 @@ def task_filters(
         str | None, Query(max_length=100, description="The API key's name, or cli.")
     ] = None,
     min_priority: Annotated[int | None, Query(ge=1, le=10)] = None,
-    max_priority: Annotated[int | None, Query(ge=1, le=10)] = None,
-    created_after: Annotated[AwareDatetime | None, Query()] = None,
-    created_before: Annotated[AwareDatetime | None, Query()] = None,
-    completed_after: Annotated[AwareDatetime | None, Query()] = None,
-    completed_before: Annotated[AwareDatetime | None, Query()] = None,
+    max_priority: Annotated[
+        int | None, Query(ge=1, le=10, description="Below min_priority: nothing matches.")
+    ] = None,
+    created_after: Annotated[Timestamp | None, Query()] = None,
+    created_before: Annotated[Timestamp | None, Query()] = None,
+    completed_after: Annotated[Timestamp | None, Query()] = None,
+    completed_before: Annotated[Timestamp | None, Query()] = None,
     url_contains: Annotated[
         str | None, Query(max_length=2048, description="Text the URL contains.")
     ] = None,
 ) -> TaskFilters:
-    if min_priority is not None and max_priority is not None and min_priority > max_priority:
-        raise InvalidRequest("min_priority must not exceed max_priority", field="min_priority")
     return TaskFilters(
         status,
         domain,

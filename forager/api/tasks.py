@@ -6,7 +6,6 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import AwareDatetime
 from sqlalchemy import select
 
 from forager.api.auth import ApiKeyDep
@@ -32,6 +31,7 @@ from forager.api.schemas import (
     TaskSubmitted,
 )
 from forager.api.task_filters import TaskFiltersDep
+from forager.api.wire import Timestamp
 from forager.db.models import ApiKey, CrawlAttempt, CrawlTask, Event
 from forager.db.queries import page, page_and_total
 from forager.db.types import utcnow
@@ -138,7 +138,7 @@ async def list_tasks(
 async def task_stats(
     session: ReadSessionDep,
     since: Annotated[
-        AwareDatetime | None,
+        Timestamp | None,
         Query(
             description="Tasks created since (default: 24 h ago); taken from the start of its "
             "hour, which the response's since shows."
@@ -203,7 +203,7 @@ _NO_TASK: dict[int | str, dict[str, Any]] = {404: {"description": "No such task.
 async def _task_or_404(session: ReadSessionDep, task_id: int) -> CrawlTask:
     task = await session.get(CrawlTask, task_id)
     if task is None:
-        raise NotFound(f"task {task_id} does not exist")
+        raise NotFound(f"task {task_id:int} does not exist")
     return task
 
 
@@ -215,7 +215,7 @@ def _events_of(task_id: int) -> Any:
     return select(Event).where(Event.entity_type == "task", Event.entity_id == str(task_id))
 
 
-@router.get("/{task_id}", operation_id="get_task", responses=_NO_TASK)
+@router.get("/{task_id:int}", operation_id="get_task", responses=_NO_TASK)
 async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
     """One task with its newest attempts and events (``…_total`` says how many there are;
     ``/attempts`` and ``/events`` page through all of them)."""
@@ -235,7 +235,7 @@ async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
     )
 
 
-@router.get("/{task_id}/attempts", operation_id="list_task_attempts", responses=_NO_TASK)
+@router.get("/{task_id:int}/attempts", operation_id="list_task_attempts", responses=_NO_TASK)
 async def list_task_attempts(
     task_id: EntityId, session: ReadSessionDep, paging: PagingDep
 ) -> Page[AttemptPublic]:
@@ -248,7 +248,7 @@ async def list_task_attempts(
     return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
 
 
-@router.get("/{task_id}/events", operation_id="list_task_events", responses=_NO_TASK)
+@router.get("/{task_id:int}/events", operation_id="list_task_events", responses=_NO_TASK)
 async def list_task_events(
     task_id: EntityId, session: ReadSessionDep, paging: PagingDep
 ) -> Page[EventPublic]:
@@ -273,25 +273,25 @@ def _moved(runtime: RuntimeDep, task: CrawlTask) -> TaskPublic:
     return TaskPublic.model_validate(task)
 
 
-@router.post("/{task_id}/pause", operation_id="pause_task", responses=_REFUSALS)
+@router.post("/{task_id:int}/pause", operation_id="pause_task", responses=_REFUSALS)
 async def pause_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Pause a waiting or running task; a worker busy with it drops it at its next step."""
     return _moved(runtime, await admin.pause(runtime.db, task_id, by=key.name))
 
 
-@router.post("/{task_id}/resume", operation_id="resume_task", responses=_REFUSALS)
+@router.post("/{task_id:int}/resume", operation_id="resume_task", responses=_REFUSALS)
 async def resume_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Put a paused task back in the queue."""
     return _moved(runtime, await admin.resume(runtime.db, task_id, by=key.name))
 
 
-@router.post("/{task_id}/cancel", operation_id="cancel_task", responses=_REFUSALS)
+@router.post("/{task_id:int}/cancel", operation_id="cancel_task", responses=_REFUSALS)
 async def cancel_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Cancel a task for good (it can be restarted later)."""
     return _moved(runtime, await admin.cancel(runtime.db, task_id, by=key.name))
 
 
-@router.post("/{task_id}/restart", operation_id="restart_task", responses=_REFUSALS)
+@router.post("/{task_id:int}/restart", operation_id="restart_task", responses=_REFUSALS)
 async def restart_task(
     task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep, body: TaskRestart | None = None
 ) -> TaskPublic:
@@ -309,7 +309,7 @@ async def restart_task(
 
 
 @router.post(
-    "/{task_id}/restart-parsing",
+    "/{task_id:int}/restart-parsing",
     operation_id="restart_task_parsing",
     responses=_REFUSALS,
 )
@@ -328,7 +328,7 @@ async def restart_task_parsing(
     return _moved(runtime, task)
 
 
-@router.patch("/{task_id}/priority", operation_id="set_task_priority", responses=_REFUSALS)
+@router.patch("/{task_id:int}/priority", operation_id="set_task_priority", responses=_REFUSALS)
 async def set_task_priority(
     task_id: EntityId, body: TaskPriority, runtime: RuntimeDep, key: ApiKeyDep
 ) -> TaskPublic:
