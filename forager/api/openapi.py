@@ -152,7 +152,7 @@ def example_of(schema: Schema, components: dict[str, Schema], name: str = "") ->
     if schema.get("default") is not None:
         return schema["default"]
     for key in ("anyOf", "oneOf"):
-        if key in schema:
+        if key in schema and "properties" not in schema:  # else: constraints on an object
             variants = [v for v in schema[key] if _resolve(v, components).get("type") != "null"]
             return example_of(variants[0], components, name) if variants else None
     if "allOf" in schema:
@@ -312,7 +312,8 @@ def _forbid_nul(schema: Schema, components: dict[str, Schema], seen: set[str]) -
     for key in ("anyOf", "oneOf", "allOf"):
         for part in schema.get(key, []):
             _forbid_nul(part, components, seen)
-    for part in (*schema.get("properties", {}).values(), schema.get("items", {})):
+    items = [schema["items"]] if isinstance(schema.get("items"), dict) else []
+    for part in (*schema.get("properties", {}).values(), *items):
         _forbid_nul(part, components, seen)
 
 
