@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.auth import OptionalKeyDep
 from forager.api.deps import ReadSessionDep, RuntimeDep
@@ -38,6 +39,24 @@ def _due(now: datetime) -> Any:
     return select(CrawlTask.id).where(CrawlTask.status == "pending", CrawlTask.scheduled_at <= now)
 
 
+async def _due_count(session: AsyncSession, now: datetime) -> int:
+    """Pending tasks whose time has come: the counters' pending tasks less those scheduled
+    later. Naming each pending priority lets the claim index (status, priority, scheduled_at)
+    read only the later ones, which are few (retries in backoff, scheduled submissions)."""
+    by = await counts.by_status_and_priority(session)
+    pending = {priority: n for (status, priority), n in by.items() if status == "pending"}
+    if not pending:
+        return 0
+    later = await session.scalar(
+        select(func.count()).where(
+            CrawlTask.status == "pending",
+            CrawlTask.priority.in_(sorted(pending)),
+            CrawlTask.scheduled_at > now,
+        )
+    )
+    return sum(pending.values()) - (later or 0)
+
+
 @router.get("/health", operation_id="health", responses={503: {"model": Health}})
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
     """``healthy``; ``degraded`` when work is due but no worker has been seen recently;
@@ -52,8 +71,7 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
             if caller is None:
                 due = 1 if await session.scalar(_due(now).limit(1)) is not None else 0
             else:
-                counted = select(func.count()).select_from(_due(now).subquery())
-                due = await session.scalar(counted) or 0
+                due = await _due_count(session, now)
                 body.queue_depth = await counts.by_status(session)
                 body.workers = [WorkerSeen.model_validate(w) for w in workers]
                 tripped = await breakers.not_closed(session, runtime.settings)
