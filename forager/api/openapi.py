@@ -306,7 +306,8 @@ def _forbid_nul(schema: Schema, components: dict[str, Schema], seen: set[str]) -
             seen.add(name)
             _forbid_nul(components[name], components, seen)
         return
-    free = not any(k in schema for k in ("pattern", "enum", "const", "format"))
+    shaped = any(k in schema for k in ("pattern", "enum", "const"))
+    free = not shaped and schema.get("format") not in ("date-time", "date", "time")
     if schema.get("type") == "string" and free:
         schema["pattern"] = NO_NUL
     for key in ("anyOf", "oneOf", "allOf"):

@@ -142,7 +142,7 @@ _NO_PRODUCT: dict[int | str, dict[str, Any]] = {404: {"description": "No such pr
 async def _product_or_404(session: ReadSessionDep, product_id: int) -> Product:
     product = await session.get(Product, product_id)
     if product is None:
-        raise NotFound(f"product {product_id:int} does not exist")
+        raise NotFound(f"product {product_id} does not exist")
     return product
 
 

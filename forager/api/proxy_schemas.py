@@ -179,6 +179,13 @@ class ProxyBulkCreate(JsonBody):
     lines: Lines | None = Field(None, description="One proxy per line.")
     proxies: list[ProxyCreate] = Field(default_factory=list, min_length=1, max_length=10_000)
 
+    @field_validator("lines", mode="before")
+    @classmethod
+    def _lines_not_null(cls, value: object) -> object:
+        if value is None:  # only runs when sent: leave lines out instead
+            raise ValueError("may not be null")
+        return value
+
     @model_validator(mode="after")
     def _something(self) -> ProxyBulkCreate:
         if not (self.lines or "").strip() and not self.proxies:

@@ -203,7 +203,7 @@ _NO_TASK: dict[int | str, dict[str, Any]] = {404: {"description": "No such task.
 async def _task_or_404(session: ReadSessionDep, task_id: int) -> CrawlTask:
     task = await session.get(CrawlTask, task_id)
     if task is None:
-        raise NotFound(f"task {task_id:int} does not exist")
+        raise NotFound(f"task {task_id} does not exist")
     return task
 
 
