@@ -37,15 +37,19 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
 def _allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at the request's path (routes are one per method)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
-    if "GET" in methods:
-        methods.add("HEAD")
-    return sorted(methods)
+    """Every method some route fully serves at the request's path (routers nest, so each
+    method is tried against the app's own routing)."""
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        routes = request.app.router.routes
+        if any(isinstance(r, BaseRoute) and r.matches(scope)[0] == Match.FULL for r in routes):
+            allowed.append(method)
+    return allowed
 
 
 def install(app: FastAPI) -> None:

@@ -9,10 +9,28 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forager.api.wire import CRAWL_URL, MAX_JSON_ID, JsonBody, Shape, Timestamp, choice_of
+from forager.errors import InvalidURL
 from forager.parse.registry import parser_names
+from forager.queue.urls import normalize_url
+
+
+def _why_not_crawlable(url: str) -> str | None:
+    """The normalizer's own reason for refusing ``url``, when it has one."""
+    try:
+        normalize_url(url)
+    except InvalidURL as exc:
+        return exc.message
+    return None
+
 
 CrawlURL = Annotated[
-    str, Shape(CRAWL_URL, "an http(s) URL: scheme, host name, optional port and path", 2047)
+    str,
+    Shape(
+        CRAWL_URL,
+        "an http(s) URL: scheme, host name, optional port and path",
+        2047,
+        explain=_why_not_crawlable,
+    ),
 ]
 VersionText = Annotated[str, Shape(r"^[A-Za-z0-9_.-]+(?![\s\S])", "a version like 2.1", 50)]
 

@@ -14,6 +14,7 @@ built from it must not learn the server is looser than its contract. So request 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -27,8 +28,9 @@ from pydantic import (
     ConfigDict,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    ValidationInfo,
     WithJsonSchema,
-    model_validator,
+    field_validator,
 )
 from pydantic_core import core_schema
 
@@ -68,20 +70,15 @@ class JsonBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    @model_validator(mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _json_kinds(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        for name, field in cls.model_fields.items():
-            kind, many = _kind(field.annotation)
-            if kind is None or name not in data:
-                continue
-            value = data[name]
-            values = value if many and isinstance(value, list) else [value]
-            if any(_wrong_kind(kind, v) for v in values):
-                raise ValueError(f"{name}: expected a JSON {kind}{' list' if many else ''}")
-        return data
+    def _json_kind(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        kind, many = _kind(field.annotation) if field is not None else (None, False)
+        values = value if many and isinstance(value, list) else [value]
+        if kind is not None and any(_wrong_kind(kind, v) for v in values):
+            raise ValueError(f"expected a JSON {kind}{' list' if many else ''}")
+        return value
 
 
 def _iso_only(value: Any) -> Any:
@@ -136,18 +133,21 @@ PORT = r"0*(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{
 HTTP = r"[Hh][Tt][Tt][Pp][Ss]?://"
 _URL_TAIL = r"[^\s\x00-\x1f\x7f]"
 HOST_NAME = rf"^{HOST}{END}"
-CRAWL_URL = rf"^{HTTP}{HOST}(?::(?:{PORT})?)?(?:[/?#]{_URL_TAIL}*)?{END}"
+# Spaces around a submitted URL are trimmed (as a paste from a spreadsheet has them).
+CRAWL_URL = rf"^\s*{HTTP}{HOST}(?::(?:{PORT})?)?(?:[/?#]{_URL_TAIL}*)?\s*{END}"
 SITE_URL = rf"^{HTTP}{HOST}(?::(?:{PORT})?)?(?:/[^\s?#\x00-\x1f\x7f]*)?{END}"
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
     """``Annotated[str, Shape(pattern, what, max_length)]``: a string with a documented
-    pattern and length, refused (naming ``what``) when it does not match them."""
+    pattern and length, refused when it does not match them, naming ``what`` or, when
+    ``explain`` has one, the precise reason."""
 
     pattern: str
     what: str
     max_length: int
+    explain: Callable[[str], str | None] | None = None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
         compiled = re.compile(self.pattern)
@@ -156,7 +156,10 @@ class Shape:
             if isinstance(value, str) and not (
                 len(value) <= self.max_length and compiled.search(value)
             ):
-                raise ValueError(f"expected {self.what} (at most {self.max_length} characters)")
+                reason = self.explain(value) if self.explain else None
+                raise ValueError(
+                    reason or f"expected {self.what} (at most {self.max_length} characters)"
+                )
             return value
 
         return core_schema.no_info_before_validator_function(check, handler(source))
