@@ -50,7 +50,11 @@ Host = Annotated[
     ],
     AfterValidator(_host),
 ]
-CountryCode = Annotated[str, AfterValidator(_country)]
+CountryCode = Annotated[
+    str,
+    Shape(r"^[A-Za-z]{2}(?![\s\S])", "a two-letter country code (ISO 3166-1 alpha-2)", 2),
+    AfterValidator(_country),
+]
 Password = Annotated[SecretStr, AfterValidator(_password)]
 Lines = Annotated[
     str,
