@@ -181,7 +181,8 @@ class ProxyBulkCreate(JsonBody):
     )
 
     lines: Lines | None = Field(None, description="One proxy per line.")
-    proxies: list[ProxyCreate] = Field(default_factory=list, min_length=1, max_length=10_000)
+    # 1,000 a request keeps one call well inside a client's timeout; ``lines`` takes more.
+    proxies: list[ProxyCreate] = Field(default_factory=list, min_length=1, max_length=1_000)
 
     @field_validator("lines", mode="before")
     @classmethod
