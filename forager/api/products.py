@@ -9,6 +9,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
+from forager.api.pages import paged
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
 from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product
@@ -175,8 +176,4 @@ async def list_price_history(
     """A product's whole price history, oldest first, a page at a time."""
     await _product_or_404(session, product_id)
     oldest = (PriceHistory.recorded_at, PriceHistory.id)
-    rows, total = await page(
-        session, _history_of(product_id), *oldest, limit=paging.limit, offset=paging.offset
-    )
-    items = [PricePoint.model_validate(h) for h in rows]
-    return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+    return await paged(session, _history_of(product_id), oldest, paging, PricePoint)

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.pages import paged
 from forager.api.schemas import (
     AttemptPublic,
     BatchSubmitted,
@@ -241,11 +242,7 @@ async def list_task_attempts(
 ) -> Page[AttemptPublic]:
     """Every attempt of a task, oldest first, a page at a time."""
     await _task_or_404(session, task_id)
-    rows, total = await page(
-        session, _attempts_of(task_id), CrawlAttempt.id, limit=paging.limit, offset=paging.offset
-    )
-    items = [AttemptPublic.model_validate(a) for a in rows]
-    return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+    return await paged(session, _attempts_of(task_id), CrawlAttempt.id, paging, AttemptPublic)
 
 
 @router.get("/{task_id:int}/events", operation_id="list_task_events", responses=_NO_TASK)
@@ -254,11 +251,7 @@ async def list_task_events(
 ) -> Page[EventPublic]:
     """A task's event timeline, oldest first, a page at a time."""
     await _task_or_404(session, task_id)
-    rows, total = await page(
-        session, _events_of(task_id), Event.id, limit=paging.limit, offset=paging.offset
-    )
-    items = [EventPublic.model_validate(e) for e in rows]
-    return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+    return await paged(session, _events_of(task_id), Event.id, paging, EventPublic)
 
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
