@@ -84,6 +84,8 @@ def test_no_5xx_and_responses_match_the_schema(
                 "run",
                 "--workers",
                 "2",
+                "--request-timeout",
+                "30",
                 f"{base_url}/openapi.json",
                 "--header",
                 f"Authorization: Bearer {key}",

@@ -181,8 +181,9 @@ class ProxyBulkCreate(JsonBody):
     )
 
     lines: Lines | None = Field(None, description="One proxy per line.")
-    # 1,000 a request keeps one call well inside a client's timeout; ``lines`` takes more.
-    proxies: list[ProxyCreate] = Field(default_factory=list, min_length=1, max_length=1_000)
+    # 200 a request keeps one call inside a client's timeout even on a busy server (each is
+    # checked, encrypted and deduplicated); ``lines`` takes more.
+    proxies: list[ProxyCreate] = Field(default_factory=list, min_length=1, max_length=200)
 
     @field_validator("lines", mode="before")
     @classmethod
