@@ -52,10 +52,12 @@ T = TypeVar("T")
 
 
 def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
-    """Run ``work`` against the migrated database, then close it."""
+    """Run ``work`` against the migrated database, then close it (events name ``cli``)."""
+    from forager.db import audit
     from forager.runtime import open_database
 
     async def _run() -> T:
+        audit.ACTOR.set("cli")  # an operator command: its events name the command line
         db = await open_database(settings)
         try:
             return await work(db)

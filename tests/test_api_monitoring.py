@@ -9,8 +9,9 @@ import httpx
 from sqlalchemy import update
 
 from forager.api.deps import Runtime
-from forager.db.models import CrawlTask, Proxy
+from forager.db.models import CrawlTask, Domain, Proxy
 from forager.db.types import utcnow
+from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl
 from tests.support.site import TestSite
 
@@ -39,15 +40,17 @@ async def test_task_filters(api: httpx.AsyncClient) -> None:
     assert await _ids(api, min_priority=6) == low
     assert await _ids(api, url_contains="sale_50%") == high[:1]
     assert await _ids(api, url_contains="_") == high[:1]  # LIKE wildcards are literal
-    assert await _ids(api, created_by="api") == sorted(high + low)
+    assert await _ids(api, created_by="test-admin") == sorted(high + low)
     assert await _ids(api, created_by="cli") == []
     later = (utcnow() + timedelta(minutes=1)).isoformat()
     assert await _ids(api, created_after=later) == []
     assert await _ids(api, created_before=later) == sorted(high + low)
     assert await _ids(api, batch_name="nightly", domain="b.example") == low
-    refused = await api.get("/api/tasks", params={"min_priority": 7, "max_priority": 2})
-    assert refused.status_code == 422
-    assert refused.json()["errors"][0]["field"] == "min_priority"
+    # An empty range matches nothing (the description cannot relate two parameters).
+    empty = await api.get("/api/tasks", params={"min_priority": 7, "max_priority": 2})
+    assert (empty.status_code, empty.json()["total"], empty.json()["items"]) == (200, 0, [])
+    numeric = await api.get("/api/tasks", params={"created_before": "0.5"})
+    assert numeric.status_code == 422  # a number is not a date-time
     naive = await api.get("/api/tasks", params={"created_after": "2026-01-01T00:00:00"})
     assert naive.status_code == 422
 
@@ -170,3 +173,63 @@ async def test_stats_summary(api: httpx.AsyncClient, site: TestSite) -> None:
     read = {"Authorization": f"Bearer {api.keys['read']}"}  # type: ignore[attr-defined]
     assert (await api.get("/api/stats", headers=read)).status_code == 200
     assert (await api.get("/api/stats", headers={"Authorization": ""})).status_code == 401
+
+
+async def _seen_everywhere(api: httpx.AsyncClient) -> list[str]:
+    """Real proxies, open breakers and workers; the host names, ports and ids they carry."""
+    runtime = _runtime(api)
+    await _batch(api, ["https://secret-shop.example/p/1"])
+    async with runtime.db.session() as session:
+        proxy = Proxy(proxy_url="proxy-host.internal", proxy_port=3128)
+        session.add(proxy)
+        await session.flush()
+        opened = {"breaker_state": "open", "breaker_opened_at": utcnow()}
+        await session.execute(update(Proxy).values(**opened))
+        await session.execute(update(Domain).values(**opened))
+    from forager.worker import registry
+
+    worker_id = "build-box-7:4242:worker:abc"
+    await registry.report(
+        runtime.db, worker_id, kind="worker", concurrency=8, in_flight=1, processed=3
+    )
+    return ["proxy-host.internal", "3128", "secret-shop.example", "build-box-7", "4242"]
+
+
+async def test_anonymous_health_and_metrics_show_no_host_port_or_worker(
+    api: httpx.AsyncClient,
+) -> None:
+    secrets = await _seen_everywhere(api)
+    anonymous = {"Authorization": ""}
+    health = await api.get("/health", headers=anonymous)
+    assert health.status_code == 200
+    body = health.json()
+    assert set(body) == {"status", "timestamp", "opt_outs"}
+    assert (body["status"], body["opt_outs"]) == ("healthy", [])
+    metrics = await api.get("/metrics", headers=anonymous)
+    assert 'forager_circuit_breaker_state{kind="proxy",id="1"} 1' in metrics.text
+    assert 'forager_circuit_breaker_state{kind="domain",id="1"} 1' in metrics.text
+    for text in (health.text, metrics.text):
+        assert not [s for s in secrets if s in text], text
+
+    # A valid key (Bearer, or a read key) sees the whole picture; a wrong one does not.
+    for headers in ({}, {"Authorization": f"Bearer {api.keys['read']}"}):  # type: ignore[attr-defined]
+        full = (await api.get("/health", headers=headers)).json()
+        assert full["queue_depth"] == {"pending": 1}
+        assert [w["id"] for w in full["workers"]] == ["build-box-7:4242:worker:abc"]
+        assert {b["name"] for b in full["circuit_breakers"]} == {
+            "secret-shop.example",
+            "proxy-host.internal:3128",
+        }
+    wrong = await api.get("/health", headers={"Authorization": "Bearer fgr_nope"})
+    assert set(wrong.json()) == {"status", "timestamp", "opt_outs"}
+
+
+async def test_health_names_safety_opt_outs(make_settings: SettingsFactory) -> None:
+    from forager.api.app import create_app
+
+    app = create_app(make_settings(serve_workers=0, browser_no_sandbox=True))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://forager.test") as c:
+            body = (await c.get("/health")).json()
+    assert body["opt_outs"] == ["browser_no_sandbox"]

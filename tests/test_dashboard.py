@@ -160,6 +160,30 @@ async def test_logout_and_revocation_end_the_session(
     assert (await browser.get("/api/tasks")).status_code == 401
 
 
+async def test_logout_survives_a_restart(
+    api: httpx.AsyncClient, browser: httpx.AsyncClient
+) -> None:
+    from forager.api.app import create_app
+
+    who = await _login(browser, _keys(api)["admin"])
+    cookie = browser.cookies["forager_session"]
+    token = {"X-CSRF-Token": who["csrf_token"]}
+    assert (await browser.post("/ui/logout", headers=token)).status_code == 200
+    # A new server process on the same database and secret key: the logout still holds,
+    # while a session that did not log out goes on working there.
+    other = await _login(browser, _keys(api)["admin"])
+    assert other["csrf_token"] != who["csrf_token"]
+    live_cookie = browser.cookies["forager_session"]
+    restarted = create_app(_app(api).state.runtime.settings)
+    async with restarted.router.lifespan_context(restarted):
+        transport = httpx.ASGITransport(app=restarted)
+        async with httpx.AsyncClient(transport=transport, base_url="http://forager.test") as new:
+            new.cookies.set("forager_session", cookie)
+            assert (await new.get("/api/tasks")).status_code == 401
+            new.cookies.set("forager_session", live_cookie)
+            assert (await new.get("/api/tasks")).status_code == 200
+
+
 async def test_stored_page_is_sandboxed(api: httpx.AsyncClient) -> None:
     from forager.store.pages import LocalPageStore
 
@@ -173,6 +197,7 @@ async def test_stored_page_is_sandboxed(api: httpx.AsyncClient) -> None:
             update(CrawlTask).where(CrawlTask.id == task_id).values(html_path=key)
         )
     response = await api.get(f"/ui/tasks/{task_id}/page")
+    assert response.headers["referrer-policy"] == "no-referrer"
     assert response.status_code == 200 and "<h1>Stored</h1>" in response.text
     csp = response.headers["content-security-policy"]
     assert csp.startswith("sandbox;") and "default-src 'none'" in csp

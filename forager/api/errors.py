@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from forager.errors import (
     Conflict,
@@ -36,6 +37,21 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route fully serves at the request's path (routers nest, so each
+    method is tried against the app's own routing)."""
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        routes = request.app.router.routes
+        if any(isinstance(r, BaseRoute) and r.matches(scope)[0] == Match.FULL for r in routes):
+            allowed.append(method)
+    return allowed
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -44,7 +60,11 @@ def install(app: FastAPI) -> None:
         return problem(422, "Invalid request", detail, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 405:  # RFC 9110: say which methods the resource has
+            response = problem(405, "Method not allowed", f"{request.method} is not allowed here")
+            response.headers["Allow"] = ", ".join(_allowed_methods(request))
+            return response
         if exc.status_code == 400:  # FastAPI's "error parsing the body": bytes that are not JSON
             detail = "the request body is not valid UTF-8 JSON"
             return problem(

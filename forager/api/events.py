@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import AwareDatetime, ConfigDict
+from pydantic import ConfigDict
 from sqlalchemy import select
 
 from forager.api.deps import PagingDep, ReadSessionDep
 from forager.api.schemas import EventPublic, Page
+from forager.api.wire import Timestamp
 from forager.db.models import Event
 from forager.db.queries import page
 
@@ -35,7 +36,7 @@ async def list_events(
     before_id: Annotated[
         int | None, Query(ge=1, le=2**63 - 1, description="Only events older than this id.")
     ] = None,
-    since: Annotated[AwareDatetime | None, Query(description="At or after this time.")] = None,
+    since: Annotated[Timestamp | None, Query(description="At or after this time.")] = None,
 ) -> Page[AuditEvent]:
     """Events, newest first, with the total count for pagination."""
     query = select(Event)

@@ -1,61 +1,94 @@
-"""``/health`` (open) and ``/api/stats``: is Forager working, and how much."""
+"""``/health`` (open: status only; the whole picture with an API key) and ``/api/stats``."""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.api.auth import OptionalKeyDep
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.api.schemas import BreakerSeen, Health, Stats, WorkerSeen
+from forager.config import Settings
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.fetch import breakers
+from forager.queue import counts
 from forager.worker.registry import alive_window, live_workers
 
 router = APIRouter(tags=["monitoring"])
 stats_router = APIRouter(prefix="/api", tags=["monitoring"])
 log = logging.getLogger(__name__)
 
+# Settings an operator may turn on that weaken safety: /health names each one that is on.
+OPT_OUTS = ("browser_no_sandbox",)
+
+
+def opt_outs(settings: Settings) -> list[str]:
+    return [name for name in OPT_OUTS if getattr(settings, name)]
+
+
+def _due(now: datetime) -> Any:
+    return select(CrawlTask.id).where(CrawlTask.status == "pending", CrawlTask.scheduled_at <= now)
+
+
+async def _due_count(session: AsyncSession, now: datetime) -> int:
+    """Pending tasks whose time has come: the counters' pending tasks less those scheduled
+    later. Naming each pending priority lets the claim index (status, priority, scheduled_at)
+    read only the later ones, which are few (retries in backoff, scheduled submissions)."""
+    by = await counts.by_status_and_priority(session)
+    pending = {priority: n for (status, priority), n in by.items() if status == "pending"}
+    if not pending:
+        return 0
+    later = await session.scalar(
+        select(func.count()).where(
+            CrawlTask.status == "pending",
+            CrawlTask.priority.in_(sorted(pending)),
+            CrawlTask.scheduled_at > now,
+        )
+    )
+    return sum(pending.values()) - (later or 0)
+
 
 @router.get("/health", operation_id="health", responses={503: {"model": Health}})
-async def health(runtime: RuntimeDep) -> JSONResponse:
+async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
     """``healthy``; ``degraded`` when work is due but no worker has been seen recently;
-    ``down`` (503) when the database does not answer."""
+    ``down`` (503) when the database does not answer. Anonymous callers get the status, the
+    time and the safety opt-outs in force; a valid API key also gets queue depth, workers and
+    circuit breakers."""
     now = utcnow()
+    body = Health(status="healthy", timestamp=now, opt_outs=opt_outs(runtime.settings))
     try:
         async with runtime.db.reader() as session:
-            depth: dict[str, int] = await count_by(session, CrawlTask.status)
-            due = await session.scalar(
-                select(func.count()).where(
-                    CrawlTask.status == "pending", CrawlTask.scheduled_at <= now
-                )
-            )
             workers = await live_workers(session, now - alive_window(runtime.settings))
-            tripped = await breakers.not_closed(session, runtime.settings)
+            if caller is None:
+                due = 1 if await session.scalar(_due(now).limit(1)) is not None else 0
+            else:
+                due = await _due_count(session, now)
+                body.queue_depth = await counts.by_status(session)
+                body.workers = [WorkerSeen.model_validate(w) for w in workers]
+                tripped = await breakers.not_closed(session, runtime.settings)
+                body.circuit_breakers = [BreakerSeen.model_validate(b) for b in tripped]
     except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
-        body = Health(
-            status="down", database="unreachable", queue_depth={}, detail=type(exc).__name__
-        )
-        return JSONResponse(body.model_dump(mode="json"), status_code=503)
-    degraded = bool(due) and not workers
-    body = Health(
-        status="degraded" if degraded else "healthy",
-        database="ok",
-        queue_depth=depth,
-        due_tasks=due or 0,
-        workers=[WorkerSeen.model_validate(w) for w in workers],
-        circuit_breakers=[BreakerSeen.model_validate(b) for b in tripped],
-        detail=f"{due} tasks are due but no worker has been seen recently" if degraded else None,
-    )
-    return JSONResponse(body.model_dump(mode="json"))
+        body.status = "down"
+        if caller is not None:
+            body.database, body.detail = "unreachable", type(exc).__name__
+        return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=503)
+    if due and not workers:
+        body.status = "degraded"
+    if caller is not None:
+        body.database, body.due_tasks = "ok", due or 0
+        if body.status == "degraded":
+            body.detail = f"{due} tasks are due but no worker has been seen recently"
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True))
 
 
 @stats_router.get("/stats", operation_id="stats")
@@ -65,13 +98,13 @@ async def stats(session: ReadSessionDep, runtime: RuntimeDep) -> Stats:
     hour_ago = now - timedelta(hours=1)
 
     async def grouped(column: Any, *where: Any) -> dict[str, int]:
-        counts = await count_by(session, column, *where)
-        return {str(k).lower() if isinstance(k, bool) else str(k): n for k, n in counts.items()}
+        counted = await count_by(session, column, *where)
+        return {str(k).lower() if isinstance(k, bool) else str(k): n for k, n in counted.items()}
 
     fetches = CrawlAttempt.phase == "fetch"
     recent = CrawlAttempt.started_at >= hour_ago
     return Stats(
-        tasks_by_status=await grouped(CrawlTask.status),
+        tasks_by_status=await counts.by_status(session),
         products=await session.scalar(select(func.count()).select_from(Product)) or 0,
         domains=await grouped(Domain.is_active),
         proxies=await grouped(Proxy.is_active),

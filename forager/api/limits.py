@@ -11,6 +11,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _NUL = "NUL characters are not accepted in any field"
+_NUL_ESCAPE = b"\\u0000"  # how JSON writes a NUL
 
 
 class BodyLimit:
@@ -38,6 +39,7 @@ class BodyLimit:
         # Read the body here, up to the limit, then hand it on.
         messages: list[Message] = []
         seen = 0
+        tail = b""  # the end of the previous chunk: a NUL escape may straddle two chunks
         while True:
             message = await receive()
             messages.append(message)
@@ -48,9 +50,10 @@ class BodyLimit:
             if seen > self.max_bytes:
                 await self._refuse(send, 413, "Request too large", self._too_large)
                 return
-            if b"\x00" in chunk or b"\\u0000" in chunk:
+            if b"\x00" in chunk or _NUL_ESCAPE in tail + chunk:
                 await self._refuse(send, 422, "Invalid request", _NUL)
                 return
+            tail = (tail + chunk)[-(len(_NUL_ESCAPE) - 1) :]
             if not message.get("more_body", False):
                 break
 

@@ -1,25 +1,34 @@
-"""``/metrics`` in Prometheus text format, read from the database so it covers every worker."""
+"""``/metrics`` in Prometheus text format, read from the database so it covers every worker.
+
+Labels name statuses, kinds and ids, never a host, port, worker host name or URL (the
+endpoint is open). Task counts come from the trigger-kept counters (``forager.queue.counts``);
+the attempt figures, one pass over ``crawl_attempts``, are computed at most once per
+``ATTEMPTS_TTL_SECONDS`` per process, however often the endpoint is scraped.
+"""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.config import Settings
-from forager.db.models import CrawlAttempt, CrawlTask, Domain, Proxy
+from forager.db.models import CrawlAttempt, Domain, Proxy
 from forager.db.queries import count_by
 from forager.fetch import breakers
+from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])
 
 # Fetch latency buckets in seconds (Prometheus' default ladder, stretched to 30 s timeouts).
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+ATTEMPTS_TTL_SECONDS = 15.0
 
 
 def _label(value: object) -> str:
@@ -37,57 +46,22 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> lis
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {}}}},
 )
-async def metrics(session: ReadSessionDep, runtime: RuntimeDep) -> PlainTextResponse:
+async def metrics(
+    request: Request, session: ReadSessionDep, runtime: RuntimeDep
+) -> PlainTextResponse:
     """Tasks by status, attempts by outcome and error type, fetch latency, proxies, domains."""
-    lines: list[str] = []
-    tasks = await count_by(session, CrawlTask.status)
-    lines += _family(
+    tasks = await counts.by_status(session)
+    lines = _family(
         "forager_tasks",
         "gauge",
         "Tasks by current status.",
         (f'forager_tasks{{status="{_label(s)}"}} {n}' for s, n in tasks.items()),
     )
-    attempts = await session.execute(
-        select(
-            CrawlAttempt.phase, CrawlAttempt.outcome, CrawlAttempt.error_type, func.count()
-        ).group_by(CrawlAttempt.phase, CrawlAttempt.outcome, CrawlAttempt.error_type)
-    )
-    lines += _family(
-        "forager_attempts_total",
-        "counter",
-        "Fetch and parse attempts by outcome and error type.",
-        (
-            f'forager_attempts_total{{phase="{_label(p)}",outcome="{_label(o)}",'
-            f'error_type="{_label(e)}"}} {n}'
-            for p, o, e, n in attempts
-        ),
-    )
-    ms = CrawlAttempt.response_time_ms
-    fetched = (CrawlAttempt.phase == "fetch") & ms.is_not(None)
-    row = (
-        await session.execute(
-            select(
-                *(func.sum(case((fetched & (ms <= b * 1000), 1), else_=0)) for b in BUCKETS),
-                func.sum(case((fetched, 1), else_=0)),
-                func.sum(case((fetched, ms), else_=0)),
-            )
-        )
-    ).one()
-    *counts, total, total_ms = (int(v or 0) for v in row)
-    lines += _family(
-        "forager_fetch_duration_seconds",
-        "histogram",
-        "Time to fetch a page (all redirects, whole body).",
-        [
-            *(
-                f'forager_fetch_duration_seconds_bucket{{le="{b}"}} {c}'
-                for b, c in zip(BUCKETS, counts, strict=True)
-            ),
-            f'forager_fetch_duration_seconds_bucket{{le="+Inf"}} {total}',
-            f"forager_fetch_duration_seconds_sum {total_ms / 1000}",
-            f"forager_fetch_duration_seconds_count {total}",
-        ],
-    )
+    cached: tuple[float, list[str]] | None = getattr(request.app.state, "metrics_attempts", None)
+    if cached is None or time.monotonic() - cached[0] > ATTEMPTS_TTL_SECONDS:
+        cached = (time.monotonic(), await _attempt_lines(session))
+        request.app.state.metrics_attempts = cached
+    lines += cached[1]
     for name, column, states in (
         ("forager_proxies", Proxy.is_active, ("active", "disabled")),
         ("forager_domains", Domain.is_active, ("active", "inactive")),
@@ -108,11 +82,56 @@ async def metrics(session: ReadSessionDep, runtime: RuntimeDep) -> PlainTextResp
     )
 
 
+async def _attempt_lines(session: AsyncSession) -> list[str]:
+    """Attempts by phase, outcome and error type, and the fetch latency histogram."""
+    attempts = await session.execute(
+        select(
+            CrawlAttempt.phase, CrawlAttempt.outcome, CrawlAttempt.error_type, func.count()
+        ).group_by(CrawlAttempt.phase, CrawlAttempt.outcome, CrawlAttempt.error_type)
+    )
+    lines = _family(
+        "forager_attempts_total",
+        "counter",
+        "Fetch and parse attempts by outcome and error type.",
+        (
+            f'forager_attempts_total{{phase="{_label(p)}",outcome="{_label(o)}",'
+            f'error_type="{_label(e)}"}} {n}'
+            for p, o, e, n in attempts
+        ),
+    )
+    ms = CrawlAttempt.response_time_ms
+    fetched = (CrawlAttempt.phase == "fetch") & ms.is_not(None)
+    row = (
+        await session.execute(
+            select(
+                *(func.sum(case((fetched & (ms <= b * 1000), 1), else_=0)) for b in BUCKETS),
+                func.sum(case((fetched, 1), else_=0)),
+                func.sum(case((fetched, ms), else_=0)),
+            )
+        )
+    ).one()
+    *bucket_counts, total, total_ms = (int(v or 0) for v in row)
+    return lines + _family(
+        "forager_fetch_duration_seconds",
+        "histogram",
+        "Time to fetch a page (all redirects, whole body).",
+        [
+            *(
+                f'forager_fetch_duration_seconds_bucket{{le="{b}"}} {c}'
+                for b, c in zip(BUCKETS, bucket_counts, strict=True)
+            ),
+            f'forager_fetch_duration_seconds_bucket{{le="+Inf"}} {total}',
+            f"forager_fetch_duration_seconds_sum {total_ms / 1000}",
+            f"forager_fetch_duration_seconds_count {total}",
+        ],
+    )
+
+
 _BREAKER_CODES = {breakers.CLOSED: 0, breakers.OPEN: 1, breakers.HALF_OPEN: 2}
 
 
 async def _breaker_lines(session: AsyncSession, settings: Settings) -> list[str]:
-    """Breakers by kind and state, and each tripped one (0 closed, 1 open, 2 half-open)."""
+    """Breakers by kind and state, and each tripped one by id (0 closed, 1 open, 2 half-open)."""
     tripped = await breakers.not_closed(session, settings)
     lines: list[str] = []
     for kind, model in (("domain", Domain), ("proxy", Proxy)):
@@ -128,9 +147,9 @@ async def _breaker_lines(session: AsyncSession, settings: Settings) -> list[str]
         *_family(
             "forager_circuit_breaker_state",
             "gauge",
-            "Each breaker that is not closed: 1 open, 2 half-open.",
+            "Each breaker that is not closed, by kind and id: 1 open, 2 half-open.",
             (
-                f'forager_circuit_breaker_state{{kind="{b.kind}",name="{_label(b.name)}"}} '
+                f'forager_circuit_breaker_state{{kind="{b.kind}",id="{b.entity_id}"}} '
                 f"{_BREAKER_CODES[b.state]}"
                 for b in tripped
             ),

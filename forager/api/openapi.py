@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from forager.api.errors import PROBLEM
+from forager.api.links import add_links
 
 JSON = "application/json"
 Schema = dict[str, Any]
@@ -151,7 +152,7 @@ def example_of(schema: Schema, components: dict[str, Schema], name: str = "") ->
     if schema.get("default") is not None:
         return schema["default"]
     for key in ("anyOf", "oneOf"):
-        if key in schema:
+        if key in schema and "properties" not in schema:  # else: constraints on an object
             variants = [v for v in schema[key] if _resolve(v, components).get("type") != "null"]
             return example_of(variants[0], components, name) if variants else None
     if "allOf" in schema:
@@ -294,6 +295,37 @@ def _add_examples(op: dict[str, Any], components: dict[str, Schema]) -> None:
             media.setdefault("example", example_of(media["schema"], components))
 
 
+NO_NUL = "^[^\\x00]*$"  # forager.api.limits refuses NUL in every field
+
+
+def _forbid_nul(schema: Schema, components: dict[str, Schema], seen: set[str]) -> None:
+    """Give every free-text string an input can carry the pattern that says NUL is refused."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name not in seen:
+            seen.add(name)
+            _forbid_nul(components[name], components, seen)
+        return
+    shaped = any(k in schema for k in ("pattern", "enum", "const"))
+    free = not shaped and schema.get("format") not in ("date-time", "date", "time")
+    if schema.get("type") == "string" and free:
+        schema["pattern"] = NO_NUL
+    for key in ("anyOf", "oneOf", "allOf"):
+        for part in schema.get(key, []):
+            _forbid_nul(part, components, seen)
+    items = [schema["items"]] if isinstance(schema.get("items"), dict) else []
+    for part in (*schema.get("properties", {}).values(), *items):
+        _forbid_nul(part, components, seen)
+
+
+def _inputs(op: dict[str, Any]) -> list[Schema]:
+    body = op.get("requestBody", {}).get("content", {}).get(JSON, {}).get("schema")
+    return [
+        *(p["schema"] for p in op.get("parameters", []) if "schema" in p),
+        *filter(None, [body]),
+    ]
+
+
 def describe(app: FastAPI) -> dict[str, Any]:
     """The rewritten OpenAPI document (built once, then cached on the app)."""
     if app.openapi_schema is not None:
@@ -305,8 +337,17 @@ def describe(app: FastAPI) -> dict[str, Any]:
     components["Problem"] = PROBLEM_SCHEMA
     for path, operations in spec["paths"].items():
         for method, op in operations.items():
+            if not path.startswith("/api") and op.get("security"):
+                # Open routes that show more to a known caller (/health): the key is optional.
+                op["security"] = [{}, *op["security"]]
             _document_errors(path, method, op)
             _add_examples(op, components)
+    seen: set[str] = set()
+    for operations in spec["paths"].values():
+        for op in operations.values():
+            for schema in _inputs(op):
+                _forbid_nul(schema, components, seen)
+    add_links(spec)
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     app.openapi_schema = spec

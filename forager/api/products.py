@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from pydantic import AwareDatetime
 from sqlalchemy import select
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
+from forager.api.pages import paged
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
+from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product
+from forager.db.queries import page, page_and_total
 from forager.errors import NotFound
 from forager.products import export, search
 from forager.products.records import image_urls
@@ -27,12 +27,11 @@ def _public(product: Product, images: list[str]) -> ProductPublic:
     return ProductPublic(**data, image_urls=images)
 
 
-MAX_PRICE = Decimal("999999999999.99")  # NUMERIC(14, 2)
-
-
 def product_filters(
-    min_price: Annotated[Decimal | None, Query(ge=0, le=MAX_PRICE, description="Price ≥.")] = None,
-    max_price: Annotated[Decimal | None, Query(ge=0, le=MAX_PRICE, description="Price ≤.")] = None,
+    min_price: Annotated[QueryMoney | None, Query(description="Price ≥.")] = None,
+    max_price: Annotated[
+        QueryMoney | None, Query(description="Price ≤ (below min_price: nothing matches).")
+    ] = None,
     currency: Annotated[
         str | None, Query(pattern=r"^[A-Za-z]{3}$", description="ISO 4217 code, e.g. USD.")
     ] = None,
@@ -48,7 +47,7 @@ def product_filters(
     ] = None,
     domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
     changed_since: Annotated[
-        AwareDatetime | None, Query(description="Updated at or after this time.")
+        Timestamp | None, Query(description="Updated at or after this time.")
     ] = None,
     q: Annotated[
         str | None,
@@ -58,17 +57,6 @@ def product_filters(
         ),
     ] = None,
 ) -> ProductFilters:
-    if min_price is not None and max_price is not None and min_price > max_price:
-        raise RequestValidationError(
-            [
-                {
-                    "type": "value_error",
-                    "loc": ("query", "min_price"),
-                    "msg": f"min_price ({min_price}) is greater than max_price ({max_price})",
-                    "input": str(min_price),
-                }
-            ]
-        )
     return ProductFilters(
         min_price=min_price,
         max_price=max_price,
@@ -93,12 +81,19 @@ async def list_products(
     """Products, most recently updated first; by relevance (best first) with ``q``."""
     dialect = session.get_bind().dialect.name
     query, count = search.list_query(dialect, filters)
-    total = await session.scalar(count)
-    products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
+    # PostgreSQL: one full-text search for the page and its total (FTS5's bm25() cannot sit
+    # beside a window function; SQLite counts its FTS matches cheaply anyway).
+    if filters.searching and dialect == "postgresql":
+        products, total = await page_and_total(
+            session, query, limit=paging.limit, offset=paging.offset
+        )
+    else:
+        total = await session.scalar(count) or 0
+        products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
     images = await image_urls(session, [p.id for p in products])
     return Page(
         items=[_public(p, images[p.id]) for p in products],
-        total=total or 0,
+        total=total,
         limit=paging.limit,
         offset=paging.offset,
     )
@@ -140,23 +135,45 @@ async def export_products_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> Str
     return _export(runtime, filters, "jsonl")
 
 
-@router.get(
-    "/{product_id}",
-    operation_id="get_product",
-    responses={404: {"description": "No such product."}},
-)
-async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductDetail:
-    """One product with its images and full price history (oldest first)."""
+# The detail shows this many of the newest price points; /price-history pages through all.
+DETAIL_ROWS = 100
+_NO_PRODUCT: dict[int | str, dict[str, Any]] = {404: {"description": "No such product."}}
+
+
+async def _product_or_404(session: ReadSessionDep, product_id: int) -> Product:
     product = await session.get(Product, product_id)
     if product is None:
         raise NotFound(f"product {product_id} does not exist")
+    return product
+
+
+def _history_of(product_id: int) -> Any:
+    return select(PriceHistory).where(PriceHistory.product_id == product_id)
+
+
+@router.get("/{product_id:int}", operation_id="get_product", responses=_NO_PRODUCT)
+async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductDetail:
+    """One product with its images and newest price points (oldest first among them)."""
+    product = await _product_or_404(session, product_id)
     images = await image_urls(session, [product_id])
-    history = await session.scalars(
-        select(PriceHistory)
-        .where(PriceHistory.product_id == product_id)
-        .order_by(PriceHistory.recorded_at, PriceHistory.id)
+    newest = (PriceHistory.recorded_at.desc(), PriceHistory.id.desc())
+    history, total = await page(
+        session, _history_of(product_id), *newest, limit=DETAIL_ROWS, offset=0
     )
     return ProductDetail(
         **_public(product, images[product_id]).model_dump(),
-        price_history=[PricePoint.model_validate(h) for h in history],
+        price_history=[PricePoint.model_validate(h) for h in reversed(history)],
+        price_history_total=total,
     )
+
+
+@router.get(
+    "/{product_id:int}/price-history", operation_id="list_price_history", responses=_NO_PRODUCT
+)
+async def list_price_history(
+    product_id: EntityId, session: ReadSessionDep, paging: PagingDep
+) -> Page[PricePoint]:
+    """A product's whole price history, oldest first, a page at a time."""
+    await _product_or_404(session, product_id)
+    oldest = (PriceHistory.recorded_at, PriceHistory.id)
+    return await paged(session, _history_of(product_id), oldest, paging, PricePoint)

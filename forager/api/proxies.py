@@ -32,7 +32,7 @@ from forager.db.queries import page
 from forager.proxies import service
 
 router = APIRouter(prefix="/api/proxies", tags=["proxies"])
-mappings = APIRouter(prefix="/api/domains/{domain_id}/proxies", tags=["proxies"])
+mappings = APIRouter(prefix="/api/domains/{domain_id:int}/proxies", tags=["proxies"])
 
 _NO_PROXY: dict[int | str, dict[str, Any]] = {404: {"description": "No such proxy."}}
 _NO_MAPPING: dict[int | str, dict[str, Any]] = {
@@ -135,14 +135,14 @@ async def proxy_health(session: ReadSessionDep) -> ProxyHealthPublic:
     )
 
 
-@router.get("/{proxy_id}", operation_id="get_proxy", responses=_NO_PROXY)
+@router.get("/{proxy_id:int}", operation_id="get_proxy", responses=_NO_PROXY)
 async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
     """One proxy (the password only as ``password_set``)."""
     return ProxyPublic.of(await service.get_proxy(session, proxy_id))
 
 
 @router.patch(
-    "/{proxy_id}",
+    "/{proxy_id:int}",
     operation_id="update_proxy",
     responses={**_NO_PROXY, 409: {"description": "Another proxy has that host+port+username."}},
 )
@@ -152,26 +152,26 @@ async def update_proxy(proxy_id: EntityId, body: ProxyUpdate, runtime: RuntimeDe
     return ProxyPublic.of(await service.update_proxy(runtime.db, box, proxy_id, body.changes()))
 
 
-@router.delete("/{proxy_id}", operation_id="delete_proxy", status_code=204, responses=_NO_PROXY)
+@router.delete("/{proxy_id:int}", operation_id="delete_proxy", status_code=204, responses=_NO_PROXY)
 async def delete_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete a proxy and its domain mappings; tasks and attempts keep no reference to it."""
     await service.delete_proxy(runtime.db, proxy_id)
     return Response(status_code=204)
 
 
-@router.post("/{proxy_id}/enable", operation_id="enable_proxy", responses=_NO_PROXY)
+@router.post("/{proxy_id:int}/enable", operation_id="enable_proxy", responses=_NO_PROXY)
 async def enable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
     """Put a proxy back in rotation with its failure count reset."""
     return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=True))
 
 
-@router.post("/{proxy_id}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
+@router.post("/{proxy_id:int}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
 async def disable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
     """Take a proxy out of rotation for every domain; no background re-test brings it back."""
     return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=False))
 
 
-@router.post("/{proxy_id}/test", operation_id="test_proxy", responses=_NO_PROXY)
+@router.post("/{proxy_id:int}/test", operation_id="test_proxy", responses=_NO_PROXY)
 async def test_proxy(
     proxy_id: EntityId, body: ProxyTestRequest, runtime: RuntimeDep
 ) -> ProxyTestResult:
@@ -202,7 +202,7 @@ async def list_domain_proxies(
 
 
 @mappings.delete(
-    "/{proxy_id}", operation_id="remove_proxy_mapping", status_code=204, responses=_NO_MAPPING
+    "/{proxy_id:int}", operation_id="remove_proxy_mapping", status_code=204, responses=_NO_MAPPING
 )
 async def remove_proxy_mapping(
     domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
@@ -212,7 +212,7 @@ async def remove_proxy_mapping(
     return Response(status_code=204)
 
 
-@mappings.post("/{proxy_id}/enable", operation_id="enable_proxy_mapping", responses=_NO_MAPPING)
+@mappings.post("/{proxy_id:int}/enable", operation_id="enable_proxy_mapping", responses=_NO_MAPPING)
 async def enable_proxy_mapping(
     domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> DomainProxyPublic:
@@ -221,7 +221,9 @@ async def enable_proxy_mapping(
     return DomainProxyPublic.model_validate(view)
 
 
-@mappings.post("/{proxy_id}/disable", operation_id="disable_proxy_mapping", responses=_NO_MAPPING)
+@mappings.post(
+    "/{proxy_id:int}/disable", operation_id="disable_proxy_mapping", responses=_NO_MAPPING
+)
 async def disable_proxy_mapping(
     domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> DomainProxyPublic:

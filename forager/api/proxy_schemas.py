@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from forager.api.wire import HOST_NAME, MAX_JSON_ID, BodyMoney, JsonBody, Shape, without_null
 from forager.db.models import Proxy
 from forager.proxies.service import disabled_reason
 
@@ -28,10 +29,7 @@ _MAX_PASSWORD_BYTES = 255  # its ciphertext must fit the 512-character column
 
 
 def _host(value: str) -> str:
-    host = value.strip().lower()
-    if not host or any(c in host for c in "/@:?# \t"):
-        raise ValueError("a bare host name or IPv4 address (no scheme, port or path)")
-    return host
+    return value.lower()
 
 
 def _country(value: str) -> str:
@@ -46,12 +44,25 @@ def _password(value: SecretStr) -> SecretStr:
     return value
 
 
-Host = Annotated[str, Field(max_length=255), AfterValidator(_host)]
-CountryCode = Annotated[str, AfterValidator(_country)]
+Host = Annotated[
+    Annotated[
+        str, Shape(HOST_NAME, "a bare host name or IPv4 address (no scheme, port or path)", 255)
+    ],
+    AfterValidator(_host),
+]
+CountryCode = Annotated[
+    str,
+    Shape(r"^[A-Za-z]{2}(?![\s\S])", "a two-letter country code (ISO 3166-1 alpha-2)", 2),
+    AfterValidator(_country),
+]
 Password = Annotated[SecretStr, AfterValidator(_password)]
+Lines = Annotated[
+    str,
+    Shape(r"^[^\x00]*[^\s\x00][^\x00]*(?![\s\S])", "at least one proxy line", 1_000_000),
+]
 
 
-class ProxyCreate(BaseModel):
+class ProxyCreate(JsonBody):
     """A proxy; ``proxy_password`` is stored encrypted and never shown again."""
 
     model_config = ConfigDict(extra="forbid")
@@ -64,7 +75,7 @@ class ProxyCreate(BaseModel):
     country_code: CountryCode | None = Field(None, description="ISO 3166-1 alpha-2, e.g. US.")
     city: str | None = Field(None, max_length=100)
     provider: str | None = Field(None, max_length=100)
-    monthly_cost: Decimal | None = Field(None, ge=0, max_digits=14, decimal_places=2)
+    monthly_cost: BodyMoney | None = Field(None, description="Rounded to cents.")
     max_requests_per_hour: int = Field(1000, ge=1, le=10_000_000)
 
     def columns(self) -> dict[str, Any]:
@@ -76,10 +87,15 @@ class ProxyCreate(BaseModel):
         return values
 
 
-class ProxyUpdate(BaseModel):
+class ProxyUpdate(JsonBody):
     """Fields to change; an empty or null ``proxy_password`` clears the password."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=without_null(
+            "proxy_url", "proxy_port", "proxy_protocol", "max_requests_per_hour"
+        ),
+    )
 
     proxy_url: Host | None = None
     proxy_port: int | None = Field(None, ge=1, le=65535)
@@ -89,7 +105,7 @@ class ProxyUpdate(BaseModel):
     country_code: CountryCode | None = None
     city: str | None = Field(None, max_length=100)
     provider: str | None = Field(None, max_length=100)
-    monthly_cost: Decimal | None = Field(None, ge=0, max_digits=14, decimal_places=2)
+    monthly_cost: BodyMoney | None = Field(None, description="Rounded to cents.")
     max_requests_per_hour: int | None = Field(None, ge=1, le=10_000_000)
 
     @model_validator(mode="after")
@@ -152,13 +168,29 @@ class ProxyPublic(BaseModel):
         )
 
 
-class ProxyBulkCreate(BaseModel):
+class ProxyBulkCreate(JsonBody):
     """Many proxies: ``lines`` of ``scheme://user:pass@host:port``, and/or full ``proxies``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # At least one of the two (the description says so with anyOf): lines with something
+    # besides spaces, or one proxy or more.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=without_null(
+            "lines", also={"anyOf": [{"required": ["lines"]}, {"required": ["proxies"]}]}
+        ),
+    )
 
-    lines: str | None = Field(None, max_length=1_000_000, description="One proxy per line.")
-    proxies: list[ProxyCreate] = Field(default_factory=list, max_length=10_000)
+    lines: Lines | None = Field(None, description="One proxy per line.")
+    # 200 a request keeps one call inside a client's timeout even on a busy server (each is
+    # checked, encrypted and deduplicated); ``lines`` takes more.
+    proxies: list[ProxyCreate] = Field(default_factory=list, min_length=1, max_length=200)
+
+    @field_validator("lines", mode="before")
+    @classmethod
+    def _lines_not_null(cls, value: object) -> object:
+        if value is None:  # only runs when sent: leave lines out instead
+            raise ValueError("may not be null")
+        return value
 
     @model_validator(mode="after")
     def _something(self) -> ProxyBulkCreate:
@@ -181,7 +213,7 @@ class ProxyBulkCreated(BaseModel):
     results: list[ProxyBulkResult]
 
 
-class ProxyTestRequest(BaseModel):
+class ProxyTestRequest(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(max_length=4096, description="An http(s) URL to fetch through the proxy.")
@@ -224,10 +256,10 @@ class ProxyStatsPublic(BaseModel):
     by_provider: list[GroupCount]
 
 
-class MappingAssign(BaseModel):
+class MappingAssign(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
-    proxy_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+    proxy_ids: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID)]] = Field(
         min_length=1, max_length=10_000
     )
     priority: int = Field(5, ge=1, le=10, description="1 is the highest priority.")

@@ -4,11 +4,35 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from forager.api.wire import CRAWL_URL, MAX_JSON_ID, JsonBody, Shape, Timestamp, choice_of
+from forager.errors import InvalidURL
 from forager.parse.registry import parser_names
+from forager.queue.urls import normalize_url
+
+
+def _why_not_crawlable(url: str) -> str | None:
+    """The normalizer's own reason for refusing ``url``, when it has one."""
+    try:
+        normalize_url(url)
+    except InvalidURL as exc:
+        return exc.message
+    return None
+
+
+CrawlURL = Annotated[
+    str,
+    Shape(
+        CRAWL_URL,
+        "an http(s) URL: scheme, host name, optional port and path",
+        2047,
+        explain=_why_not_crawlable,
+    ),
+]
+VersionText = Annotated[str, Shape(r"^[A-Za-z0-9_.-]+(?![\s\S])", "a version like 2.1", 50)]
 
 T = TypeVar("T")
 
@@ -20,7 +44,7 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
-class TaskOptions(BaseModel):
+class TaskOptions(JsonBody):
     """How to crawl; shared by single and batch submission."""
 
     model_config = ConfigDict(extra="forbid")
@@ -34,8 +58,12 @@ class TaskOptions(BaseModel):
         description="Recrawl period (at most a year); default: the domain's.",
     )
     max_retries: int | None = Field(None, ge=0, le=100, description="Default: FORAGER_MAX_RETRIES.")
-    scheduled_at: AwareDatetime | None = Field(None, description="Not before this time.")
-    parser_name: str | None = Field(None, description="Parser to use instead of the domain's.")
+    scheduled_at: Timestamp | None = Field(None, description="Not before this time.")
+    parser_name: str | None = Field(
+        None,
+        description="Parser to use instead of the domain's.",
+        json_schema_extra=choice_of(parser_names),
+    )
     batch_name: str | None = Field(None, max_length=255)
 
     @field_validator("parser_name")
@@ -47,7 +75,7 @@ class TaskOptions(BaseModel):
 
 
 class TaskCreate(TaskOptions):
-    url: str = Field(max_length=4096, examples=["https://www.amazon.com.br/dp/B0ABC12345"])
+    url: CrawlURL = Field(examples=["https://www.amazon.com.br/dp/B0ABC12345"])
 
 
 class TaskBatchCreate(TaskOptions):
@@ -87,56 +115,52 @@ class TaskPublic(BaseModel):
     updated_at: datetime
 
 
-class TaskRestart(BaseModel):
+class TaskRestart(JsonBody):
     """Options of a restart (seed 004); all optional."""
 
     model_config = ConfigDict(extra="forbid")
 
     reset_retry_count: bool = Field(True, description="Start again with retry_count 0.")
     priority: int | None = Field(None, ge=1, le=10, description="New priority (1 highest).")
-    scheduled_at: AwareDatetime | None = Field(None, description="Not before this time.")
+    scheduled_at: Timestamp | None = Field(None, description="Not before this time.")
 
 
-class TaskRestartParsing(BaseModel):
+class TaskRestartParsing(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
     reset_retry_count: bool = Field(True, description="Start again with retry_count 0.")
 
 
-class TaskPriority(BaseModel):
+class TaskPriority(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
     priority: int = Field(ge=1, le=10, description="1 is the highest priority, 10 the lowest.")
 
 
-class RestartFailed(BaseModel):
+class RestartFailed(JsonBody):
     """Which failed tasks to restart in bulk (seed 004 restart-failed)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    domain_id: int | None = Field(None, ge=1, le=2**63 - 1)
-    failed_after: AwareDatetime | None = Field(None, description="Only tasks failed since.")
+    domain_id: int | None = Field(None, ge=1, le=MAX_JSON_ID)
+    failed_after: Timestamp | None = Field(None, description="Only tasks failed since.")
     limit: int = Field(1000, ge=1, le=10_000)
 
 
-class RestartParsing(BaseModel):
+class RestartParsing(JsonBody):
     """Which stored pages to parse again in bulk, e.g. after a parser version bump."""
 
     model_config = ConfigDict(extra="forbid")
 
-    domain_id: int | None = Field(None, ge=1, le=2**63 - 1)
+    domain_id: int | None = Field(None, ge=1, le=MAX_JSON_ID)
     domain: str | None = Field(
         None, min_length=1, max_length=255, description="Only this domain (its domain_name)."
     )
     outdated: bool = Field(
         False, description="Only products read by another version than the parser's current one."
     )
-    parser_version_below: str | None = Field(
-        None,
-        min_length=1,
-        max_length=50,
-        pattern=r"^[\w.-]+$",
-        description="Only products read by a parser version older than this.",
+    parser_version_below: VersionText | None = Field(
+        None, description="Only products read by a parser version older than this."
     )
     parse_failures: bool = Field(
         False,
@@ -209,12 +233,17 @@ class EventPublic(BaseModel):
     id: int
     event: str
     details: dict[str, Any] | None
+    actor: str | None = Field(
+        None, description="The API key (its name) or cli behind the event; null for workers."
+    )
     created_at: datetime
 
 
 class TaskDetail(TaskPublic):
-    attempts: list[AttemptPublic]
-    events: list[EventPublic]
+    attempts: list[AttemptPublic] = Field(description="The newest attempts, oldest first.")
+    attempts_total: int = Field(description="All attempts; page with /api/tasks/{id}/attempts.")
+    events: list[EventPublic] = Field(description="The newest events, oldest first.")
+    events_total: int = Field(description="All events; page with /api/tasks/{id}/events.")
 
 
 class ProductPublic(BaseModel):
@@ -265,7 +294,10 @@ class PricePoint(BaseModel):
 
 
 class ProductDetail(ProductPublic):
-    price_history: list[PricePoint]
+    price_history: list[PricePoint] = Field(description="The newest price points, oldest first.")
+    price_history_total: int = Field(
+        description="All price points; page with /api/products/{id}/price-history."
+    )
 
 
 class WorkerSeen(BaseModel):
@@ -295,16 +327,20 @@ class BreakerSeen(BaseModel):
 
 
 class Health(BaseModel):
+    """Anonymous callers get ``status``, ``timestamp`` and ``opt_outs``; the rest needs a key."""
+
     status: Literal["healthy", "degraded", "down"]
-    database: Literal["ok", "unreachable"]
-    queue_depth: dict[str, int] = Field(description="Tasks by status.")
-    due_tasks: int = Field(0, description="Pending tasks whose time has come.")
-    workers: list[WorkerSeen] = Field(
-        default_factory=list, description="Worker processes seen recently."
-    )
-    circuit_breakers: list[BreakerSeen] = Field(
+    timestamp: datetime = Field(description="When the server answered (UTC).")
+    opt_outs: list[str] = Field(
         default_factory=list,
-        description="Domain and proxy circuit breakers that are open or half-open.",
+        description="Settings in force that weaken safety, e.g. browser_no_sandbox.",
+    )
+    database: Literal["ok", "unreachable"] | None = Field(None, description="With an API key.")
+    queue_depth: dict[str, int] | None = Field(None, description="Tasks by status.")
+    due_tasks: int | None = Field(None, description="Pending tasks whose time has come.")
+    workers: list[WorkerSeen] | None = Field(None, description="Worker processes seen recently.")
+    circuit_breakers: list[BreakerSeen] | None = Field(
+        None, description="Domain and proxy circuit breakers that are open or half-open."
     )
     detail: str | None = None
 

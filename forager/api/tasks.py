@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import operator
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
-from pydantic import AwareDatetime
-from sqlalchemy import Select, func, select
+from fastapi import APIRouter, Query, Response
+from sqlalchemy import select
 
+from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.pages import paged
 from forager.api.schemas import (
     AttemptPublic,
     BatchSubmitted,
@@ -32,19 +31,20 @@ from forager.api.schemas import (
     TaskStats,
     TaskSubmitted,
 )
-from forager.db.dialect import seconds_between
-from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
-from forager.db.queries import page
+from forager.api.task_filters import TaskFiltersDep
+from forager.api.wire import Timestamp
+from forager.db.models import ApiKey, CrawlAttempt, CrawlTask, Event
+from forager.db.queries import page, page_and_total
 from forager.db.types import utcnow
-from forager.errors import InvalidRequest, InvalidURL, NotFound
-from forager.queue import admin
+from forager.errors import InvalidURL, NotFound
+from forager.queue import admin, counts
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
 
-def _spec(url: str, body: TaskCreate | TaskBatchCreate) -> SubmitSpec:
+def _spec(url: str, body: TaskCreate | TaskBatchCreate, key: ApiKey) -> SubmitSpec:
     return SubmitSpec(
         url=url,
         priority=body.priority,
@@ -54,7 +54,7 @@ def _spec(url: str, body: TaskCreate | TaskBatchCreate) -> SubmitSpec:
         scheduled_at=body.scheduled_at,
         parser_name=body.parser_name,
         batch_name=body.batch_name,
-        created_by="api",
+        created_by=key.name,
     )
 
 
@@ -64,9 +64,11 @@ def _spec(url: str, body: TaskCreate | TaskBatchCreate) -> SubmitSpec:
     status_code=201,
     responses={200: {"description": "The URL was known: the existing task."}},
 )
-async def submit_task(body: TaskCreate, runtime: RuntimeDep, response: Response) -> TaskSubmitted:
+async def submit_task(
+    body: TaskCreate, runtime: RuntimeDep, response: Response, key: ApiKeyDep
+) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
-    [outcome] = await submit_urls(runtime.db, runtime.settings, [_spec(body.url, body)])
+    [outcome] = await submit_urls(runtime.db, runtime.settings, [_spec(body.url, body, key)])
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
     runtime.wake()
@@ -78,10 +80,12 @@ async def submit_task(body: TaskCreate, runtime: RuntimeDep, response: Response)
 
 
 @router.post("/batch", operation_id="submit_tasks")
-async def submit_tasks(body: TaskBatchCreate, runtime: RuntimeDep) -> BatchSubmitted:
+async def submit_tasks(
+    body: TaskBatchCreate, runtime: RuntimeDep, key: ApiKeyDep
+) -> BatchSubmitted:
     """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
     outcomes = await submit_urls(
-        runtime.db, runtime.settings, [_spec(url, body) for url in body.urls]
+        runtime.db, runtime.settings, [_spec(url, body, key) for url in body.urls]
     )
     runtime.wake()
     results = [
@@ -104,94 +108,22 @@ async def submit_tasks(body: TaskBatchCreate, runtime: RuntimeDep) -> BatchSubmi
     )
 
 
-@dataclass(frozen=True)
-class TaskFilters:
-    """The task list's filters, shared by every view of the task table."""
-
-    status: TaskStatus | None = None
-    domain: str | None = None
-    batch_name: str | None = None
-    created_by: str | None = None
-    min_priority: int | None = None
-    max_priority: int | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    completed_after: datetime | None = None
-    completed_before: datetime | None = None
-    url_contains: str | None = None
-
-    def apply(self, query: Select[Any]) -> Select[Any]:
-        t = CrawlTask
-        if self.status is not None:
-            query = query.where(t.status == self.status.value)
-        if self.domain is not None:
-            query = query.join(Domain, Domain.id == t.domain_id).where(
-                Domain.domain_name == self.domain.lower()
-            )
-        if self.url_contains:
-            query = query.where(t.url.contains(self.url_contains, autoescape=True))
-        for column, value, compare in (
-            (t.batch_name, self.batch_name, operator.eq),
-            (t.created_by, self.created_by, operator.eq),
-            (t.priority, self.min_priority, operator.ge),
-            (t.priority, self.max_priority, operator.le),
-            (t.created_at, self.created_after, operator.ge),
-            (t.created_at, self.created_before, operator.lt),
-            (t.completed_at, self.completed_after, operator.ge),
-            (t.completed_at, self.completed_before, operator.lt),
-        ):
-            if value is not None:
-                query = query.where(compare(column, value))
-        return query
-
-
-def task_filters(
-    status: Annotated[TaskStatus | None, Query(description="Only tasks in this status.")] = None,
-    domain: Annotated[str | None, Query(max_length=255, description="Domain name.")] = None,
-    batch_name: Annotated[str | None, Query(max_length=255)] = None,
-    created_by: Annotated[str | None, Query(max_length=100)] = None,
-    min_priority: Annotated[int | None, Query(ge=1, le=10)] = None,
-    max_priority: Annotated[int | None, Query(ge=1, le=10)] = None,
-    created_after: Annotated[AwareDatetime | None, Query()] = None,
-    created_before: Annotated[AwareDatetime | None, Query()] = None,
-    completed_after: Annotated[AwareDatetime | None, Query()] = None,
-    completed_before: Annotated[AwareDatetime | None, Query()] = None,
-    url_contains: Annotated[
-        str | None, Query(max_length=2048, description="Text the URL contains.")
-    ] = None,
-) -> TaskFilters:
-    if min_priority is not None and max_priority is not None and min_priority > max_priority:
-        raise InvalidRequest("min_priority must not exceed max_priority", field="min_priority")
-    return TaskFilters(
-        status,
-        domain,
-        batch_name,
-        created_by,
-        min_priority,
-        max_priority,
-        created_after,
-        created_before,
-        completed_after,
-        completed_before,
-        url_contains,
-    )
-
-
-TaskFiltersDep = Annotated[TaskFilters, Depends(task_filters)]
-
-
 @router.get("", operation_id="list_tasks")
 async def list_tasks(
     session: ReadSessionDep, paging: PagingDep, filters: TaskFiltersDep
 ) -> Page[TaskPublic]:
     """Tasks, newest first, with the total count for pagination."""
-    rows, total = await page(
-        session,
-        filters.apply(select(CrawlTask)),
-        CrawlTask.id.desc(),
-        limit=paging.limit,
-        offset=paging.offset,
-    )
+    query = filters.apply(select(CrawlTask), session.get_bind().dialect.name)
+    newest = CrawlTask.id.desc()
+    if filters.url_contains:  # one trigram search for the page and its total
+        rows, total = await page_and_total(
+            session, query, newest, limit=paging.limit, offset=paging.offset
+        )
+    else:
+        rows = list(
+            await session.scalars(query.order_by(newest).limit(paging.limit).offset(paging.offset))
+        )
+        total = await filters.total(session, query)
     return Page(
         items=[TaskPublic.model_validate(t) for t in rows],
         total=total,
@@ -204,36 +136,35 @@ async def list_tasks(
 async def task_stats(
     session: ReadSessionDep,
     since: Annotated[
-        AwareDatetime | None, Query(description="Tasks created since (default: 24 h ago).")
+        Timestamp | None,
+        Query(
+            description="Tasks created since (default: 24 h ago); taken from the start of its "
+            "hour, which the response's since shows."
+        ),
     ] = None,
 ) -> TaskStats:
-    """Tasks by status with their average duration (seed 004, query 6)."""
-    since = since or utcnow() - timedelta(days=1)
-    duration = seconds_between(session, CrawlTask.started_at, CrawlTask.completed_at)
-    rows = await session.execute(
-        select(CrawlTask.status, func.count(), func.avg(duration))
-        .where(CrawlTask.created_at >= since)
-        .group_by(CrawlTask.status)
-        .order_by(CrawlTask.status)
-    )
+    """Tasks by status with their average duration (seed 004, query 6), from the counters."""
+    hour = counts.hour_of(since or utcnow() - timedelta(days=1))
     return TaskStats(
-        since=since,
+        since=counts.hour_start(hour),
         statuses=[
-            StatusStats(
-                status=status,
-                count=count,
-                avg_duration_seconds=None if avg is None else round(float(avg), 3),
-            )
-            for status, count, avg in rows
+            StatusStats(status=w.status, count=w.count, avg_duration_seconds=w.avg_duration_seconds)
+            for w in await counts.created_since(session, hour)
         ],
     )
 
 
 @router.post("/restart-failed", operation_id="restart_failed_tasks")
-async def restart_failed_tasks(body: RestartFailed, runtime: RuntimeDep) -> RestartedTasks:
+async def restart_failed_tasks(
+    body: RestartFailed, runtime: RuntimeDep, key: ApiKeyDep
+) -> RestartedTasks:
     """Restart failed tasks in bulk (optionally one domain's, failed after a time)."""
     ids = await admin.restart_failed(
-        runtime.db, domain_id=body.domain_id, failed_after=body.failed_after, limit=body.limit
+        runtime.db,
+        domain_id=body.domain_id,
+        failed_after=body.failed_after,
+        limit=body.limit,
+        by=key.name,
     )
     if ids:
         runtime.wake()
@@ -241,7 +172,9 @@ async def restart_failed_tasks(body: RestartFailed, runtime: RuntimeDep) -> Rest
 
 
 @router.post("/restart-parsing", operation_id="restart_parsing_tasks")
-async def restart_parsing_tasks(body: RestartParsing, runtime: RuntimeDep) -> RestartedTasks:
+async def restart_parsing_tasks(
+    body: RestartParsing, runtime: RuntimeDep, key: ApiKeyDep
+) -> RestartedTasks:
     """Parse stored pages again in bulk (one domain's, those read by an older parser version)."""
     ids = await admin.restart_parsing_bulk(
         runtime.db,
@@ -252,33 +185,70 @@ async def restart_parsing_tasks(body: RestartParsing, runtime: RuntimeDep) -> Re
         parser_version_below=body.parser_version_below,
         parse_failures=body.parse_failures,
         limit=body.limit,
+        by=key.name,
     )
     if ids:
         runtime.wake()
     return RestartedTasks(restarted=len(ids), task_ids=ids)
 
 
-@router.get(
-    "/{task_id}", operation_id="get_task", responses={404: {"description": "No such task."}}
-)
-async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
-    """One task with every attempt and its event timeline."""
+# The detail shows this many of the newest attempts and events (oldest first among them);
+# the paged lists below give the rest.
+DETAIL_ROWS = 50
+_NO_TASK: dict[int | str, dict[str, Any]] = {404: {"description": "No such task."}}
+
+
+async def _task_or_404(session: ReadSessionDep, task_id: int) -> CrawlTask:
     task = await session.get(CrawlTask, task_id)
     if task is None:
         raise NotFound(f"task {task_id} does not exist")
-    attempts = await session.scalars(
-        select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
+    return task
+
+
+def _attempts_of(task_id: int) -> Any:
+    return select(CrawlAttempt).where(CrawlAttempt.task_id == task_id)
+
+
+def _events_of(task_id: int) -> Any:
+    return select(Event).where(Event.entity_type == "task", Event.entity_id == str(task_id))
+
+
+@router.get("/{task_id:int}", operation_id="get_task", responses=_NO_TASK)
+async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
+    """One task with its newest attempts and events (``…_total`` says how many there are;
+    ``/attempts`` and ``/events`` page through all of them)."""
+    task = await _task_or_404(session, task_id)
+    attempts, attempts_total = await page(
+        session, _attempts_of(task_id), CrawlAttempt.id.desc(), limit=DETAIL_ROWS, offset=0
     )
-    events = await session.scalars(
-        select(Event)
-        .where(Event.entity_type == "task", Event.entity_id == str(task_id))
-        .order_by(Event.id)
+    events, events_total = await page(
+        session, _events_of(task_id), Event.id.desc(), limit=DETAIL_ROWS, offset=0
     )
     return TaskDetail(
         **TaskPublic.model_validate(task).model_dump(),
-        attempts=[AttemptPublic.model_validate(a) for a in attempts],
-        events=[EventPublic.model_validate(e) for e in events],
+        attempts=[AttemptPublic.model_validate(a) for a in reversed(attempts)],
+        attempts_total=attempts_total,
+        events=[EventPublic.model_validate(e) for e in reversed(events)],
+        events_total=events_total,
     )
+
+
+@router.get("/{task_id:int}/attempts", operation_id="list_task_attempts", responses=_NO_TASK)
+async def list_task_attempts(
+    task_id: EntityId, session: ReadSessionDep, paging: PagingDep
+) -> Page[AttemptPublic]:
+    """Every attempt of a task, oldest first, a page at a time."""
+    await _task_or_404(session, task_id)
+    return await paged(session, _attempts_of(task_id), CrawlAttempt.id, paging, AttemptPublic)
+
+
+@router.get("/{task_id:int}/events", operation_id="list_task_events", responses=_NO_TASK)
+async def list_task_events(
+    task_id: EntityId, session: ReadSessionDep, paging: PagingDep
+) -> Page[EventPublic]:
+    """A task's event timeline, oldest first, a page at a time."""
+    await _task_or_404(session, task_id)
+    return await paged(session, _events_of(task_id), Event.id, paging, EventPublic)
 
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
@@ -293,27 +263,27 @@ def _moved(runtime: RuntimeDep, task: CrawlTask) -> TaskPublic:
     return TaskPublic.model_validate(task)
 
 
-@router.post("/{task_id}/pause", operation_id="pause_task", responses=_REFUSALS)
-async def pause_task(task_id: EntityId, runtime: RuntimeDep) -> TaskPublic:
+@router.post("/{task_id:int}/pause", operation_id="pause_task", responses=_REFUSALS)
+async def pause_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Pause a waiting or running task; a worker busy with it drops it at its next step."""
-    return _moved(runtime, await admin.pause(runtime.db, task_id))
+    return _moved(runtime, await admin.pause(runtime.db, task_id, by=key.name))
 
 
-@router.post("/{task_id}/resume", operation_id="resume_task", responses=_REFUSALS)
-async def resume_task(task_id: EntityId, runtime: RuntimeDep) -> TaskPublic:
+@router.post("/{task_id:int}/resume", operation_id="resume_task", responses=_REFUSALS)
+async def resume_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Put a paused task back in the queue."""
-    return _moved(runtime, await admin.resume(runtime.db, task_id))
+    return _moved(runtime, await admin.resume(runtime.db, task_id, by=key.name))
 
 
-@router.post("/{task_id}/cancel", operation_id="cancel_task", responses=_REFUSALS)
-async def cancel_task(task_id: EntityId, runtime: RuntimeDep) -> TaskPublic:
+@router.post("/{task_id:int}/cancel", operation_id="cancel_task", responses=_REFUSALS)
+async def cancel_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Cancel a task for good (it can be restarted later)."""
-    return _moved(runtime, await admin.cancel(runtime.db, task_id))
+    return _moved(runtime, await admin.cancel(runtime.db, task_id, by=key.name))
 
 
-@router.post("/{task_id}/restart", operation_id="restart_task", responses=_REFUSALS)
+@router.post("/{task_id:int}/restart", operation_id="restart_task", responses=_REFUSALS)
 async def restart_task(
-    task_id: EntityId, runtime: RuntimeDep, body: TaskRestart | None = None
+    task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep, body: TaskRestart | None = None
 ) -> TaskPublic:
     """Crawl a failed, completed or cancelled task again from the start."""
     options = body or TaskRestart()
@@ -323,30 +293,35 @@ async def restart_task(
         reset_retry_count=options.reset_retry_count,
         priority=options.priority,
         scheduled_at=options.scheduled_at,
+        by=key.name,
     )
     return _moved(runtime, task)
 
 
 @router.post(
-    "/{task_id}/restart-parsing",
+    "/{task_id:int}/restart-parsing",
     operation_id="restart_task_parsing",
     responses=_REFUSALS,
 )
 async def restart_task_parsing(
-    task_id: EntityId, runtime: RuntimeDep, body: TaskRestartParsing | None = None
+    task_id: EntityId,
+    runtime: RuntimeDep,
+    key: ApiKeyDep,
+    body: TaskRestartParsing | None = None,
 ) -> TaskPublic:
     """Parse the stored page again without fetching (only when the page is stored)."""
     options = body or TaskRestartParsing()
     pages = runtime.pages
     task = await admin.restart_parsing(
-        runtime.db, pages, task_id, reset_retry_count=options.reset_retry_count
+        runtime.db, pages, task_id, reset_retry_count=options.reset_retry_count, by=key.name
     )
     return _moved(runtime, task)
 
 
-@router.patch("/{task_id}/priority", operation_id="set_task_priority", responses=_REFUSALS)
+@router.patch("/{task_id:int}/priority", operation_id="set_task_priority", responses=_REFUSALS)
 async def set_task_priority(
-    task_id: EntityId, body: TaskPriority, runtime: RuntimeDep
+    task_id: EntityId, body: TaskPriority, runtime: RuntimeDep, key: ApiKeyDep
 ) -> TaskPublic:
     """Change a task's priority; pending tasks are claimed in the new order at once."""
-    return _moved(runtime, await admin.set_priority(runtime.db, task_id, body.priority))
+    task = await admin.set_priority(runtime.db, task_id, body.priority, by=key.name)
+    return _moved(runtime, task)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import insert
@@ -12,6 +13,11 @@ from forager.db.models import Event
 from forager.db.types import utcnow
 
 _PENDING = "forager.pending_events"
+
+# Who acts: the API key's name inside an API request (set by ``forager.api.auth``), ``cli``
+# in an operator command; unset (NULL) in workers, whose events are the system's own. A
+# context variable reaches every event a request causes, in whichever service records it.
+ACTOR: ContextVar[str | None] = ContextVar("forager_actor", default=None)
 
 
 def record(
@@ -23,6 +29,7 @@ def record(
 ) -> None:
     """Queue one event row per entity; ``flush`` writes them before the transaction commits."""
     now = utcnow()
+    actor = ACTOR.get()
     rows: list[dict[str, Any]] = session.info.setdefault(_PENDING, [])
     rows.extend(
         {
@@ -31,6 +38,7 @@ def record(
             "event": event,
             "details": details,
             "created_at": now,
+            "actor": actor,
         }
         for entity_id in entity_ids
     )

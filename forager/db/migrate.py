@@ -26,7 +26,7 @@ def include_object(
     _object: Any, name: str | None, type_: str, _reflected: bool, _compare_to: Any
 ) -> bool:
     """Schema comparison skips the full-text search objects the models cannot declare."""
-    return not (type_ in ("table", "index") and is_search_object(name))
+    return not (type_ in ("table", "index", "column") and is_search_object(name))
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Date,
@@ -145,7 +146,8 @@ class Product(Timestamped, Base):
     __tablename__ = "products"
     # Full-text search objects (SQLite FTS5 table, PostgreSQL GIN index) live in migration
     # 0002 only; see forager.products.search.
-    __table_args__ = (Index("ix_products_updated_at", "updated_at"),)
+    # (updated_at, id): the product list's order, read from the index alone (migration 0010).
+    __table_args__ = (Index("ix_products_updated_at", "updated_at", "id"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"), index=True)
@@ -258,6 +260,9 @@ class Proxy(Timestamped, Base):
     in_use_by_worker_id: Mapped[int | None] = mapped_column(
         ForeignKey("worker_services.id", ondelete="SET NULL")
     )
+    # max_requests_per_hour is enforced over this window, shared by every process (0010).
+    hour_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    hour_requests: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class DomainProxy(Timestamped, Base):
@@ -296,6 +301,8 @@ class Event(Base):
     event: Mapped[str] = mapped_column(String(50), index=True)
     details: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # The API key's name, or "cli", behind the event; NULL for workers (migration 0010).
+    actor: Mapped[str | None] = mapped_column(String(100))
 
 
 class ApiKey(Base):
@@ -525,3 +532,49 @@ class Ad(Timestamped, Base):
     qtd_ads: Mapped[int | None] = mapped_column(Integer)
     landing_url: Mapped[str | None] = mapped_column(Text)
     media_url: Mapped[str | None] = mapped_column(Text)
+# -- Task counters and dashboard logouts (migration 0010) ------------------------------------
+
+
+class TaskCountDelta(Base):
+    """A signed change to the task counts, appended by triggers on ``crawl_tasks`` only."""
+
+    __tablename__ = "task_count_deltas"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20))
+    priority: Mapped[int] = mapped_column(Integer)
+    created_hour: Mapped[int] = mapped_column(BigInteger)  # hours since 1970 (UTC)
+    n: Mapped[int] = mapped_column(Integer)
+    duration_n: Mapped[int] = mapped_column(Integer)
+    duration_sum: Mapped[float] = mapped_column(Float)
+
+
+class TaskCount(Base):
+    """Tasks by status and priority, as of the last fold (``forager.queue.counts``)."""
+
+    __tablename__ = "task_counts"
+
+    status: Mapped[str] = mapped_column(String(20), primary_key=True)
+    priority: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
+class TaskCountHourly(Base):
+    """Tasks by creation hour and status, with the sum of their durations, as of the last fold."""
+
+    __tablename__ = "task_counts_hourly"
+
+    hour: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(20), primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    duration_n: Mapped[int] = mapped_column(BigInteger)
+    duration_sum: Mapped[float] = mapped_column(Float)
+
+
+class DashboardLogout(Base):
+    """A logged-out dashboard session (its nonce), refused until the session would expire."""
+
+    __tablename__ = "dashboard_logouts"
+
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -29,3 +29,25 @@ async def count_by(
     if where:
         query = query.where(*where)
     return {row[0]: row[1] for row in await session.execute(query)}
+
+
+async def page_and_total(
+    session: AsyncSession,
+    query: Select[Any],
+    *order_by: Any,
+    limit: int,
+    offset: int,
+) -> tuple[list[Any], int]:
+    """Like ``page``, in one pass: ``count(*) OVER ()`` rides along with the page.
+
+    Worth it when the rows come from one expensive index search (text, trigrams) that a
+    separate count would run again; a page past the end counts on its own.
+    """
+    counted = query.add_columns(func.count().over().label("page_total"))
+    rows = (await session.execute(counted.order_by(*order_by).limit(limit).offset(offset))).all()
+    if rows:
+        return [row[0] for row in rows], int(rows[0][-1])
+    if offset == 0:
+        return [], 0
+    total = await session.scalar(select(func.count()).select_from(query.subquery()))
+    return [], total or 0

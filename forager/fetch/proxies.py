@@ -6,7 +6,11 @@ lease is a compare-and-set on ``proxies.lease_owner``, so two processes never ho
 exclusive proxy. Candidates are the domain's mapped proxies (``source = 'admin'``); a domain
 with none uses the global pool when ``use_global_pool`` is set (or a country is required),
 else it goes direct. Disabled proxies and mappings, open breakers, other countries, leased
-proxies (``exclusive``) and pairs inside their (domain, proxy) rate limit are skipped.
+proxies (``exclusive``), pairs inside their (domain, proxy) rate limit and proxies that used
+up their ``max_requests_per_hour`` are skipped. The hourly budget is a window in the proxy's
+row (``hour_started_at``, ``hour_requests``), counted under the selection's row lock, so every
+process shares it: at most ``max_requests_per_hour`` picks per window, and the window starts
+again with the first pick an hour or more after it began.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captch
 # Weight of the newest response time in the moving average.
 EWMA_ALPHA = 0.3
 STRATEGIES = ("lru", "random", "exclusive")
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +111,21 @@ def _usable(policy: DomainPolicy, limit: int) -> list[Any]:
     return conditions
 
 
+def _new_hour(now: datetime) -> Any:
+    """The proxy's hourly window is over (or never started): its budget is whole again."""
+    return or_(Proxy.hour_started_at.is_(None), Proxy.hour_started_at <= now - HOUR)
+
+
+def _within_hourly_budget(now: datetime) -> Any:
+    return or_(_new_hour(now), Proxy.hour_requests < Proxy.max_requests_per_hour)
+
+
 def _free_now(policy: DomainPolicy, settings: Settings, now: datetime) -> list[Any]:
-    """Conditions that change with time: breaker, (domain, proxy) rate, exclusive lease."""
+    """Conditions that change with time: breaker, rates (pair, hourly), exclusive lease."""
     conditions = [
         breakers.allows(Proxy, settings, now),
         or_(DomainProxy.next_request_at.is_(None), DomainProxy.next_request_at <= now),
+        _within_hourly_budget(now),
     ]
     if policy.strategy == "exclusive":
         conditions.append(or_(Proxy.lease_owner.is_(None), Proxy.lease_expires_at < now))
@@ -187,9 +202,14 @@ async def _take(
     owner: str,
     now: datetime,
 ) -> bool:
-    """Mark the pick used (and leased); False if an exclusive lease was taken meanwhile."""
-    values: dict[str, Any] = {"last_used_at": now}
-    conditions = [Proxy.id == proxy.id]
+    """Mark the pick used (and leased), counting it in the proxy's hour; False if an exclusive
+    lease was taken or the hourly budget used up meanwhile."""
+    values: dict[str, Any] = {
+        "last_used_at": now,
+        "hour_started_at": case((_new_hour(now), now), else_=Proxy.hour_started_at),
+        "hour_requests": case((_new_hour(now), 1), else_=Proxy.hour_requests + 1),
+    }
+    conditions = [Proxy.id == proxy.id, _within_hourly_budget(now)]
     if policy.strategy == "exclusive":
         values |= {
             "lease_owner": owner,
@@ -238,13 +258,22 @@ async def _unavailable(
     session: AsyncSession, policy: DomainPolicy, usable: Any, now: datetime
 ) -> NoProxyAvailable:
     """Why nothing was picked, and when to look again."""
+    spent = ~_within_hourly_budget(now)
     candidates = usable.with_only_columns(
-        func.count(Proxy.id), func.min(DomainProxy.next_request_at)
+        func.count(Proxy.id),
+        func.min(DomainProxy.next_request_at),
+        func.sum(case((spent, 1), else_=0)),
+        func.min(case((spent, Proxy.hour_started_at))),
     ).order_by(None)
-    count, next_request = (await session.execute(candidates)).one()
+    count, next_request, spent_count, first_hour = (await session.execute(candidates)).one()
     country = f" in country {policy.required_country_code}" if policy.required_country_code else ""
     if not count:
         return NoProxyAvailable(f"no usable proxy{country} for this domain", None)
+    if spent_count == count and first_hour is not None:
+        wait = max(1.0, (first_hour + HOUR - now).total_seconds())
+        return NoProxyAvailable(
+            f"all {count} usable proxies{country} used their max_requests_per_hour", wait
+        )
     wait = 1.0
     if next_request is not None and next_request > now:
         wait = max(0.01, min(wait, (next_request - now).total_seconds()))

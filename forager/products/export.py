@@ -51,14 +51,14 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _csv_value(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return " ".join(value)
+        value = " ".join(value)  # then checked like any other text cell
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     return value
 
 

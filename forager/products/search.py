@@ -1,10 +1,11 @@
 """Product filters and full-text search: the one place that knows each engine's FTS.
 
 SQLite: an external-content FTS5 table ``products_fts`` (product_name, brand, description),
-kept in sync by triggers on ``products`` and ranked with ``bm25()``. PostgreSQL: a GIN
-expression index on ``to_tsvector('simple', …)`` (no triggers), ranked with ``ts_rank``.
-Both objects are created by migration 0002; ``SEARCH_OBJECTS`` lists what schema comparison
-must ignore because the models cannot declare it.
+kept in sync by triggers on ``products`` and ranked with ``bm25()``. PostgreSQL: the stored
+generated column ``search_document`` (``to_tsvector('simple', …)``, migration 0010) with a GIN
+index, ranked with ``ts_rank``: ranking reads the stored vector instead of building it again
+for every match. ``SEARCH_OBJECTS`` lists what schema comparison must ignore because the
+models cannot declare it.
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ from forager.db.models import Domain, Product
 
 FTS_TABLE = "products_fts"
 PG_SEARCH_INDEX = "ix_products_search"
-# Names schema comparison skips: the FTS5 table, its shadow tables and the PG GIN index.
-SEARCH_OBJECTS = (FTS_TABLE, PG_SEARCH_INDEX)
+PG_DOCUMENT_COLUMN = "search_document"  # PostgreSQL only (migration 0010)
+# Names schema comparison skips: the FTS5 tables and their shadow tables, the PG GIN index
+# and stored tsvector column, and the task URL trigram objects (forager.queue.counts).
+SEARCH_OBJECTS = (FTS_TABLE, PG_SEARCH_INDEX, PG_DOCUMENT_COLUMN, "task_urls")
 
-# Must stay textually equivalent to the indexed expression of migration 0002, or PostgreSQL
-# will not use the GIN index. 'simple': no stemming and no stop words, any language.
-PG_DOCUMENT_SQL = (
-    "to_tsvector('simple'::regconfig, products.product_name || ' ' || "
-    "coalesce(products.brand, '') || ' ' || coalesce(products.description, ''))"
-)
+# The stored tsvector ('simple': no stemming and no stop words, any language).
+PG_DOCUMENT_SQL = "products.search_document"
 
 _fts = table(FTS_TABLE, column("rowid"))
 _WORD = re.compile(r"\w+")

@@ -1,9 +1,10 @@
 """One publisher per server process feeds every open dashboard tab.
 
-Every ``INTERVAL`` seconds it runs one short set of queries (tasks by status, tasks changed
-since the last poll, the newest event id, live workers and agents) and hands the same
-snapshot to every subscriber; heavier figures (pages per minute over the last hour, errors
-by type, alerts, open circuit breakers) are refreshed every ``SLOW_INTERVAL``. With no
+Every ``INTERVAL`` seconds it runs one short set of queries (tasks by status from the
+counters, tasks changed since the last poll, the newest event id, live workers and agents)
+and hands the same snapshot to every subscriber; heavier figures (pages per minute over the
+last hour, errors by type, alerts, open circuit breakers) are refreshed every
+``SLOW_INTERVAL``. With no
 subscriber it stops, so an idle server does not poll at all. Tabs never query the database
 on their own schedule.
 """
@@ -27,6 +28,7 @@ from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.proxies import service as proxy_service
+from forager.queue import counts
 from forager.worker.registry import alive_window, live_workers
 
 log = logging.getLogger(__name__)
@@ -134,20 +136,8 @@ class Publisher:
             ).all()
             changed = [r for r in rows if self._sent.get(r.id) != r.updated_at][:CHANGED_LIMIT]
             last_event = await session.scalar(select(func.max(Event.id)))
-            # The counts scan every task: worth it only when a task moved (every move changes
-            # updated_at) or something was recorded (a domain deleted with its tasks), and at
-            # least with the ten-second figures.
-            previous = self.latest
-            if (
-                previous is None
-                or changed
-                or (last_event or 0) != previous["last_event_id"]
-                or loop.time() - self._slow_at >= SLOW_INTERVAL
-            ):
-                counts = await count_by(session, CrawlTask.status)
-                by_status = {str(k): v for k, v in counts.items()}
-            else:
-                by_status = previous["tasks_by_status"]
+            # O(statuses): the trigger-kept counters, not a scan of the tasks.
+            by_status = await counts.by_status(session)
             workers = await live_workers(session, now - alive_window(self.settings))
             agents = await session.execute(
                 select(

@@ -24,7 +24,7 @@ from forager.apikeys import authenticate
 from forager.db.models import ApiKey, CrawlTask, PriceHistory, Product
 from forager.errors import NotFound, PageStoreError, Unauthorized
 from forager.web.live import Publisher
-from forager.web.session import COOKIE, LIFETIME_SECONDS, session_key, signer
+from forager.web.session import COOKIE, LIFETIME_SECONDS, log_out, session_key, signer
 
 STATIC = Path(__file__).parent / "static"
 PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents", "/events")
@@ -123,7 +123,7 @@ async def login(body: Login, request: Request, runtime: RuntimeDep) -> JSONRespo
 async def logout(request: Request, runtime: RuntimeDep) -> JSONResponse:
     """End the session (CSRF-checked like every other change)."""
     _, session = await session_key(request, runtime, any_role=True)
-    signer(runtime).log_out(session)
+    await log_out(runtime, session)
     response = JSONResponse({"logged_out": True})
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -159,6 +159,8 @@ async def stored_page(
             "X-Content-Type-Options": "nosniff",
             "X-Frame-Options": "SAMEORIGIN",
             "Cache-Control": "no-store",
+            # Links in a stored page must not tell other sites where it was viewed.
+            "Referrer-Policy": "no-referrer",
         },
     )
 

@@ -3,7 +3,9 @@
 The cookie holds ``<key id>.<expiry>.<nonce>.<signature>``: never the key itself. The
 signature is an HMAC under a key derived from the server's secret key, so a session survives a
 restart but cannot be forged. Each request re-reads the API key row, so revoking the key (or a
-role change) ends its sessions at once; logging out forgets the nonce in this process.
+role change) ends its sessions at once. Logging out stores the session's nonce in
+``dashboard_logouts`` until the session would have expired, so a logout survives a restart and
+holds on every server process.
 
 State changes made with the cookie need ``X-CSRF-Token``: an HMAC of the session's nonce, which
 a page from another site can neither read nor compute. Requests with ``Authorization: Bearer``
@@ -17,13 +19,16 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from fastapi import Request
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from forager.api.deps import Runtime
 from forager.crypto import derive_key
-from forager.db.models import ApiKey
+from forager.db.dialect import insert_ignoring_conflicts
+from forager.db.models import ApiKey, DashboardLogout
+from forager.db.types import utcnow
 from forager.errors import Forbidden, Unauthorized
 
 COOKIE = "forager_session"
@@ -40,11 +45,10 @@ class Session:
 
 
 class SessionSigner:
-    """Signs and checks session cookies and CSRF tokens; remembers logged-out sessions."""
+    """Signs and checks session cookies and CSRF tokens."""
 
     def __init__(self, secret: bytes) -> None:
         self._secret = secret
-        self._logged_out: dict[str, int] = {}  # nonce -> expiry
 
     def _mac(self, message: str) -> str:
         return hmac.new(self._secret, message.encode(), hashlib.sha256).hexdigest()
@@ -55,7 +59,8 @@ class SessionSigner:
         return f"{body}.{self._mac('session.' + body)}", session
 
     def read(self, cookie: str) -> Session | None:
-        """The session in ``cookie`` when it is genuine, unexpired and not logged out."""
+        """The session in ``cookie`` when it is genuine and unexpired (logouts: see
+        ``session_key``)."""
         parts = cookie.split(".")
         if len(parts) != 4:
             return None
@@ -65,8 +70,6 @@ class SessionSigner:
             return None
         if not (key_id.isdigit() and expires.isdigit()) or int(expires) < time.time():
             return None
-        if nonce in self._logged_out:
-            return None
         return Session(int(key_id), int(expires), nonce)
 
     def csrf_token(self, session: Session) -> str:
@@ -75,11 +78,15 @@ class SessionSigner:
     def csrf_ok(self, session: Session, token: str | None) -> bool:
         return token is not None and hmac.compare_digest(self.csrf_token(session), token)
 
-    def log_out(self, session: Session) -> None:
-        now = time.time()
-        for nonce in [n for n, exp in self._logged_out.items() if exp < now]:
-            del self._logged_out[nonce]
-        self._logged_out[session.nonce] = session.expires
+
+async def log_out(runtime: Runtime, session: Session) -> None:
+    """Refuse ``session`` from now on, on every process and after restarts."""
+    now = utcnow()
+    async with runtime.db.session() as db_session:
+        await db_session.execute(delete(DashboardLogout).where(DashboardLogout.expires_at < now))
+        insert = insert_ignoring_conflicts(db_session, DashboardLogout.__table__, on=["nonce"])
+        expires = datetime.fromtimestamp(session.expires, UTC)
+        await db_session.execute(insert.values(nonce=session.nonce, expires_at=expires))
 
 
 def signer(runtime: Runtime) -> SessionSigner:
@@ -104,6 +111,9 @@ async def session_key(
         key = await db_session.scalar(
             select(ApiKey).where(ApiKey.id == session.key_id, ApiKey.revoked_at.is_(None))
         )
+        logged_out = await db_session.get(DashboardLogout, session.nonce)
+    if logged_out is not None:
+        raise Unauthorized("the dashboard session is not valid (expired or logged out)")
     if key is None:
         raise Unauthorized("the API key of this session was revoked")
     if request.method not in _READ_METHODS:

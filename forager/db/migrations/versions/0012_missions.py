@@ -2,7 +2,7 @@
 and the proxies' mission lease (``name``, ``in_use_by_worker_id``).
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0010
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 import forager.db.types
 
 revision = "0012"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

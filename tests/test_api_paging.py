@@ -1,0 +1,82 @@
+"""Task and product details are bounded; the rest comes a page at a time."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import httpx
+from sqlalchemy import insert, select
+
+from forager.api import products as products_api
+from forager.api import tasks as tasks_api
+from forager.db.models import Domain, Event, PriceHistory, Product
+
+
+async def test_task_detail_shows_the_newest_events_and_pages_the_rest(
+    api: httpx.AsyncClient,
+) -> None:
+    task_id = (await api.post("/api/tasks", json={"url": "https://p.example/1"})).json()["task"][
+        "id"
+    ]
+    db = api.app.state.runtime.db  # type: ignore[attr-defined]
+    extra = tasks_api.DETAIL_ROWS + 5
+    async with db.session() as session:
+        await session.execute(
+            insert(Event),
+            [
+                {"entity_type": "task", "entity_id": str(task_id), "event": f"note-{n}"}
+                for n in range(extra)
+            ],
+        )
+    detail = (await api.get(f"/api/tasks/{task_id}")).json()
+    assert (detail["events_total"], len(detail["events"])) == (extra + 1, tasks_api.DETAIL_ROWS)
+    assert detail["events"][-1]["event"] == f"note-{extra - 1}"  # the newest, oldest first
+    assert (detail["attempts_total"], detail["attempts"]) == (0, [])
+    first = (await api.get(f"/api/tasks/{task_id}/events", params={"limit": 2})).json()
+    assert [e["event"] for e in first["items"]] == ["created", "note-0"]
+    last = await api.get(f"/api/tasks/{task_id}/events", params={"offset": extra, "limit": 5})
+    assert [e["event"] for e in last.json()["items"]] == [f"note-{extra - 1}"]
+    assert last.json()["total"] == extra + 1
+    assert (await api.get("/api/tasks/424242/events")).status_code == 404
+    assert (await api.get(f"/api/tasks/{task_id}/attempts")).json()["total"] == 0
+
+
+async def test_product_detail_shows_the_newest_prices_and_pages_the_rest(
+    api: httpx.AsyncClient,
+) -> None:
+    db = api.app.state.runtime.db  # type: ignore[attr-defined]
+    points = products_api.DETAIL_ROWS + 3
+    async with db.session() as session:
+        domain = Domain(
+            domain_name="p.example",
+            base_url="https://p.example",
+            parser_name="generic",
+            user_agent="t",
+        )
+        session.add(domain)
+        await session.flush()
+        product = Product(
+            domain_id=domain.id,
+            url="https://p.example/1",
+            url_hash="a" * 64,
+            product_name="P",
+            parser_name="generic",
+            parser_version="2",
+            content_hash="c",
+        )
+        session.add(product)
+        await session.flush()
+        await session.execute(
+            insert(PriceHistory),
+            [{"product_id": product.id, "price": Decimal(n)} for n in range(points)],
+        )
+        product_id = product.id
+    detail = (await api.get(f"/api/products/{product_id}")).json()
+    assert detail["price_history_total"] == points
+    assert len(detail["price_history"]) == products_api.DETAIL_ROWS
+    async with db.reader() as session:
+        newest = await session.scalar(select(PriceHistory.price).order_by(PriceHistory.id.desc()))
+    assert detail["price_history"][-1]["price"] == f"{newest:.2f}"
+    page = (await api.get(f"/api/products/{product_id}/price-history", params={"limit": 3})).json()
+    assert [p["price"] for p in page["items"]] == ["0.00", "1.00", "2.00"]
+    assert page["total"] == points
