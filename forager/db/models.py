@@ -532,6 +532,8 @@ class Ad(Timestamped, Base):
     qtd_ads: Mapped[int | None] = mapped_column(Integer)
     landing_url: Mapped[str | None] = mapped_column(Text)
     media_url: Mapped[str | None] = mapped_column(Text)
+
+
 # -- Task counters and dashboard logouts (migration 0010) ------------------------------------
 
 
