@@ -85,6 +85,7 @@ async def test_ban_rotates_proxy_and_counts_for_that_domain_only(
     settings = make_settings(max_retries=2)
     [task_id] = await submit(db, settings, site.url("/flaky/ban?fail=1&code=403", host="127.0.0.2"))
     domain_id = (await tasks_by_id(db, [task_id]))[task_id].domain_id
+    await _set_domain(db, domain_id, ignore_robots=True)  # only page fetches go through proxies
     with TestProxy() as first, TestProxy(username="u", password="p@ss") as second:
         first_id = await add_proxy(db, settings, first, domain_id)
         second_id = await add_proxy(db, settings, second, domain_id)
@@ -285,7 +286,8 @@ async def test_rate_limit_per_domain_and_proxy_spaces_requests(
     host = "127.0.0.5"
     ids = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in range(3)])
     domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
-    await _set_domain(db, domain_id, proxy_rate_limit_rps=2.0)  # one request per 0.5 s
+    # One request per 0.5 s; robots.txt off so only page fetches go through the proxy.
+    await _set_domain(db, domain_id, proxy_rate_limit_rps=2.0, ignore_robots=True)
     with TestProxy() as proxy:
         await add_proxy(db, settings, proxy, domain_id)
         # Two pools, each with its own database engine: the limit lives in the database.

@@ -15,6 +15,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import (
     CrawlTask,
+    Domain,
     DomainProxy,
     Event,
     PriceHistory,
@@ -259,6 +260,10 @@ async def test_mapped_proxies_rotate_lru_and_track_health(
         db, settings, *[site.url(f"/product/{n}", host="127.0.0.3") for n in range(4)]
     )
     domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
+    async with db.session() as session:  # only page fetches go through the proxies
+        await session.execute(
+            update(Domain).where(Domain.id == domain_id).values(ignore_robots=True)
+        )
     with (
         TestProxy() as open_proxy,
         TestProxy(username="crawler", password="s3cr3t:@/") as auth_proxy,

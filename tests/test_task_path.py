@@ -184,7 +184,7 @@ async def test_a_parse_over_budget_fails_and_the_api_keeps_answering(
     await eventually(being_parsed, "the page to be fetched and handed to the hanging parser")
     health = await serving.get("/health")  # answered while the parse process spins
     assert health.status_code == 200
-    assert health.json()["database"] == "ok"
+    assert health.json()["status"] in ("healthy", "degraded")
 
     async def failed() -> CrawlTask | None:
         task = (await tasks_by_id(db, [stuck]))[stuck]
