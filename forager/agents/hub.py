@@ -385,16 +385,20 @@ class AgentHub:
     ) -> None:
         task = assigned.task
         try:
-            status = await conn.pipeline.run_fetched(
-                task, assigned.started, outcome, gate_opened=assigned.gate_opened
-            )
-            block = await self._block_reason(task.id) if status in (S.PENDING, S.FAILED) else None
-        except Exception:
-            log.exception("task %s: storing the agent's result failed", task.id)
-            status, block = None, None
+            try:
+                status = await conn.pipeline.run_fetched(
+                    task, assigned.started, outcome, gate_opened=assigned.gate_opened
+                )
+                failed = status in (S.PENDING, S.FAILED)
+                block = await self._block_reason(task.id) if failed else None
+            except Exception:
+                log.exception("task %s: storing the agent's result failed", task.id)
+                status, block = None, None
+            blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
         finally:
+            # The slot frees only now, with no await before the status below: the feeder must
+            # not hand a banned agent more work (this very task's retry included) meanwhile.
             conn.in_flight.pop(task.id, None)
-        blocked = block is not None and await presence.blocked(self.db, conn.agent_id, block)
         if blocked:
             conn.status = A.BLOCKED
             log.warning("agent %s is blocked: %s", conn.name, block)
