@@ -17,6 +17,7 @@ from cryptography.fernet import Fernet
 from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
+from tests.support.cli import clean_env
 from tests.support.site import TestSite
 
 REQUIRE_SERVICES = os.environ.get("FORAGER_REQUIRE_SERVICES") == "1"
@@ -181,3 +182,10 @@ async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
             client.app = app  # type: ignore[attr-defined]
             client.keys = keys  # type: ignore[attr-defined]
             yield client
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """An environment for the ``forager`` command: no FORAGER_* of the caller's, a data dir of
+    the test's own (``tmp_path / "data"``)."""
+    return clean_env(tmp_path / "data")
