@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -84,3 +85,12 @@ async def event_details(
 ) -> list[tuple[str, Any]]:
     """``(event, details)`` pairs recorded for one entity, oldest first."""
     return [(e.event, e.details) for e in await event_rows(db, entity_type, entity_id)]
+
+
+async def completions(db: Database) -> Counter[str]:
+    """How many ``completed`` events each task has (by task id as text): exactly-once checks."""
+    async with db.reader() as session:
+        rows = await session.scalars(
+            select(Event.entity_id).where(Event.entity_type == "task", Event.event == "completed")
+        )
+        return Counter(rows)
