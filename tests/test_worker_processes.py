@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Event
@@ -45,11 +45,16 @@ def site(site_process: SiteProcess) -> SiteProcess:
 async def test_two_workers_complete_every_task_exactly_once_politely(
     db: Database, make_settings: SettingsFactory, site: SiteProcess, tmp_path: Path
 ) -> None:
-    settings = make_settings(default_max_concurrent_requests=MAX_CONCURRENT)
+    # A claim shuts a delayed domain's gate until the claim's lease would run out; the send
+    # then sets it to send time + delay. A long lease keeps a worker slowed down by a loaded
+    # machine between the two from reopening it early (nothing is killed here).
+    settings = make_settings(default_max_concurrent_requests=MAX_CONCURRENT, lease_seconds=600.0)
     free = [site.url(f"/product/{n}?kb=4", host=FREE_HOSTS[n % 10]) for n in range(100)]
     rounds = 3
     delayed = [
-        site.url(f"/product/{1000 + n}", host=host) for n in range(rounds) for host in DELAYED_HOSTS
+        site.url(f"/product/{1000 + 10 * n + i}", host=host)
+        for n in range(rounds)
+        for i, host in enumerate(DELAYED_HOSTS)
     ]
     ids = await submit(db, settings, *free, *delayed)
     async with db.session() as session:
@@ -71,6 +76,11 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
             )
             per_host = Counter(r.host for r in site.requests() if r.host in DELAYED_HOSTS)
             assert per_host == dict.fromkeys(DELAYED_HOSTS, sent)
+            # The hour counts from when the request went out, not from the claim before it
+            # (a worker slow in between would otherwise send the next one early).
+            for gate, started, _ in (await _gates(db)).values():
+                assert gate is not None and started is not None
+                assert gate - timedelta(seconds=HOUR) >= started
             async with db.session() as session:  # the hour passes
                 await session.execute(
                     update(Domain)
@@ -154,21 +164,34 @@ async def test_killed_worker_tasks_complete_after_lease_expiry(
 
 
 async def _round_over(db: Database, site: SiteProcess, sent: int) -> bool:
-    """Each delayed host has had ``sent`` requests and its gate is closed for the hour again
-    (or one had more: the gate did not hold, which the caller then reports)."""
+    """Each delayed host has had ``sent`` requests, recorded as attempts, and its gate is shut
+    for the hour again (or one had more: the gate did not hold, which the caller reports)."""
     per_host = Counter(r.host for r in site.requests() if r.host in DELAYED_HOSTS)
     if any(n > sent for n in per_host.values()):
         return True
     if any(per_host[h] < sent for h in DELAYED_HOSTS):
         return False
-    async with db.reader() as session:
-        gates = list(
-            await session.scalars(
-                select(Domain.next_fetch_at).where(Domain.domain_name.in_(DELAYED_HOSTS))
-            )
-        )
+    gates = await _gates(db)
     closed_until = utcnow() + timedelta(minutes=59)
-    return all(g is not None and g > closed_until for g in gates)
+    return all(n == sent and g is not None and g > closed_until for g, _, n in gates.values())
+
+
+async def _gates(db: Database) -> dict[str, tuple[datetime | None, datetime | None, int]]:
+    """Per delayed host: (its gate, when its last fetch attempt started, how many attempts)."""
+    async with db.reader() as session:
+        rows = await session.execute(
+            select(
+                Domain.domain_name,
+                Domain.next_fetch_at,
+                func.max(CrawlAttempt.started_at),
+                func.count(CrawlAttempt.id),
+            )
+            .outerjoin(CrawlTask, CrawlTask.domain_id == Domain.id)
+            .outerjoin(CrawlAttempt, CrawlAttempt.task_id == CrawlTask.id)
+            .where(Domain.domain_name.in_(DELAYED_HOSTS))
+            .group_by(Domain.domain_name, Domain.next_fetch_at)
+        )
+        return {name: (gate, started, n) for name, gate, started, n in rows}
 
 
 async def _at_least(db: Database, status: str, n: int) -> bool:
