@@ -136,7 +136,10 @@ async def test_killed_worker_tasks_complete_after_lease_expiry(
         )
     assert len(held) == in_hand
     site.release("doomed")
-    survivor = start_worker(settings, tmp_path, "survivor", concurrency=total)
+    # The survivor's own leases are long: however slow a loaded machine makes its heartbeats,
+    # the only leases that expire are the ones the killed worker stranded.
+    patient = make_settings(lease_seconds=120.0, heartbeat_seconds=1.0)
+    survivor = start_worker(patient, tmp_path, "survivor", concurrency=total)
     try:
         await eventually(
             lambda: _at_least(db, "completed", total),
