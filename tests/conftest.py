@@ -27,6 +27,24 @@ PG_ADMIN_DB = os.environ.get("FORAGER_TEST_PG_DB", "test")
 SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
 
 
+# On a parallel run (`make test`: pytest-xdist, --dist loadgroup) the tests that start many
+# processes load the cores on their own: they share one group, so one xdist worker runs them one
+# at a time while the other runs in-process tests; being the biggest group they start first.
+PROCESS_MODULES = frozenset({"test_agent_processes", "test_worker_processes", "test_chaos"})
+# Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
+WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_fetchers"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.nodeid.partition("::")[0].rpartition("/")[2].removesuffix(".py")
+        if module in PROCESS_MODULES:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+        elif module in WHOLE_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
+
+
 def service_missing(what: str, why: str) -> None:
     """Skip when a service is absent — unless CI requires every service."""
     message = f"{what} unreachable ({why})"
