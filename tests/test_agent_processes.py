@@ -54,15 +54,24 @@ def _no_process_left() -> Iterator[None]:
     reap_started()
 
 
+def process_settings(make_settings: SettingsFactory, **overrides: float) -> Settings:
+    """Settings for a server with agent processes. A fetch may take 30 s: on a loaded machine
+    the site's answers can be slow, and a timed-out fetch would be retried, which is not what
+    these tests are about."""
+    values: dict[str, float] = {
+        "agent_heartbeat_seconds": 1.0,
+        "agent_timeout_seconds": 10.0,
+        "heartbeat_seconds": 1.0,
+        "lease_seconds": 60.0,
+        "fetch_timeout_seconds": 30.0,
+        "serve_workers": 0,
+    }
+    return make_settings(**(values | overrides))
+
+
 @pytest.fixture
 def settings(make_settings: SettingsFactory) -> Settings:
-    return make_settings(
-        agent_heartbeat_seconds=1.0,
-        agent_timeout_seconds=10.0,
-        heartbeat_seconds=1.0,
-        lease_seconds=60.0,
-        serve_workers=0,
-    )
+    return process_settings(make_settings)
 
 
 @pytest.fixture
@@ -252,9 +261,7 @@ async def test_silent_agent_times_out_and_its_task_is_reassigned(
     db: Database, make_settings: SettingsFactory, site: SiteProcess, tmp_path: Path
 ) -> None:
     # A short timeout (four missed heartbeats) keeps the wait for it short.
-    settings = make_settings(
-        agent_heartbeat_seconds=1.0, agent_timeout_seconds=4.0, serve_workers=0
-    )
+    settings = process_settings(make_settings, agent_timeout_seconds=4.0)
     stalled, token_a = await service.create_agent(db, "stalled")
     _, token_b = await service.create_agent(db, "helper")
     [task_id] = await submit(db, settings, site.url("/hold/silent", host=SITE_HOSTS[5]))
@@ -367,9 +374,7 @@ async def test_many_agents_complete_every_task_exactly_once(
         pytest.skip("scale-out runs on PostgreSQL; SQLite takes the same path in the tests above")
     # Only a dead agent times out here (one starved by a loaded machine would have its tasks
     # fetched twice, rightly, and hide what is tested).
-    settings = make_settings(
-        agent_heartbeat_seconds=1.0, agent_timeout_seconds=60.0, lease_seconds=60.0, serve_workers=0
-    )
+    settings = process_settings(make_settings, agent_timeout_seconds=60.0)
     agents, total = 8, 240
     created = [await service.create_agent(db, f"agent-{n}") for n in range(agents)]
     async with app_server(settings) as (url, _):

@@ -50,7 +50,9 @@ async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(
 ) -> None:
     # Short leases: a killed worker's tasks come back within seconds. Retries to spare: a
     # task caught by two kills must still complete.
-    settings = make_settings(lease_seconds=3.0, heartbeat_seconds=1.0, max_retries=10)
+    settings = make_settings(
+        lease_seconds=3.0, heartbeat_seconds=1.0, max_retries=10, fetch_timeout_seconds=30.0
+    )
     urls = [site.url(f"/product/{n}?kb=2", host=SITE_HOSTS[n % 20]) for n in range(TOTAL)]
     ids = await submit(db, settings, *urls)
     workers = [start_worker(settings, tmp_path, f"w{i}", CONCURRENCY) for i in range(2)]

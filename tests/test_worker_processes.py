@@ -47,8 +47,13 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
 ) -> None:
     # A claim shuts a delayed domain's gate until the claim's lease would run out; the send
     # then sets it to send time + delay. A long lease keeps a worker slowed down by a loaded
-    # machine between the two from reopening it early (nothing is killed here).
-    settings = make_settings(default_max_concurrent_requests=MAX_CONCURRENT, lease_seconds=600.0)
+    # machine between the two from reopening it early (nothing is killed here), and a long
+    # fetch timeout keeps a slow answer from being fetched twice.
+    settings = make_settings(
+        default_max_concurrent_requests=MAX_CONCURRENT,
+        lease_seconds=600.0,
+        fetch_timeout_seconds=60.0,
+    )
     free = [site.url(f"/product/{n}?kb=4", host=FREE_HOSTS[n % 10]) for n in range(100)]
     rounds = 3
     delayed = [
@@ -114,7 +119,12 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
 async def test_killed_worker_tasks_complete_after_lease_expiry(
     db: Database, make_settings: SettingsFactory, site: SiteProcess, tmp_path: Path
 ) -> None:
-    settings = make_settings(lease_seconds=3.0, heartbeat_seconds=1.0)
+    # Long leases: however slow a loaded machine makes the heartbeats, no live worker loses
+    # one; the stranded leases are then made to run out, as the time would.
+    # Held fetches wait for the kill, however long the machine takes to get there.
+    settings = make_settings(
+        lease_seconds=120.0, heartbeat_seconds=1.0, fetch_timeout_seconds=120.0
+    )
     total, in_hand = 12, 4
     urls = [site.url(f"/hold/doomed?n={n}", host=SITE_HOSTS[n % 6]) for n in range(total)]
     ids = await submit(db, settings, *urls)
@@ -135,11 +145,14 @@ async def test_killed_worker_tasks_complete_after_lease_expiry(
             )
         )
     assert len(held) == in_hand
+    async with db.session() as session:  # the lease time passes
+        await session.execute(
+            update(CrawlTask)
+            .where(CrawlTask.id.in_(held))
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
     site.release("doomed")
-    # The survivor's own leases are long: however slow a loaded machine makes its heartbeats,
-    # the only leases that expire are the ones the killed worker stranded.
-    patient = make_settings(lease_seconds=120.0, heartbeat_seconds=1.0)
-    survivor = start_worker(patient, tmp_path, "survivor", concurrency=total)
+    survivor = start_worker(settings, tmp_path, "survivor", concurrency=total)
     try:
         await eventually(
             lambda: _at_least(db, "completed", total),

@@ -28,6 +28,7 @@ def start_worker(
         "FORAGER_SCHEDULER_SECONDS": "0.5",
         "FORAGER_HEARTBEAT_SECONDS": str(settings.heartbeat_seconds),
         "FORAGER_LEASE_SECONDS": str(settings.lease_seconds),
+        "FORAGER_FETCH_TIMEOUT_SECONDS": str(settings.fetch_timeout_seconds),
         "FORAGER_RETRY_BASE_SECONDS": "0.05",
         "FORAGER_RETRY_MAX_SECONDS": "0.5",
         "FORAGER_LOG_LEVEL": "WARNING",
