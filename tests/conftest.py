@@ -18,7 +18,7 @@ from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
 from tests.support.cli import clean_env
-from tests.support.site import TestSite
+from tests.support.site import SiteProcess, TestSite
 
 REQUIRE_SERVICES = os.environ.get("FORAGER_REQUIRE_SERVICES") == "1"
 PG_HOST = os.environ.get("FORAGER_TEST_PG_HOST", "127.0.0.1")
@@ -167,11 +167,24 @@ def site_server() -> Iterator[TestSite]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def site_process(request: pytest.FixtureRequest) -> Iterator[SiteProcess]:
+    """The test site in its own process on the module's ``SITE_PROCESS_HOSTS`` (request times
+    a busy test process cannot skew; room for many processes' traffic)."""
+    with SiteProcess(request.module.SITE_PROCESS_HOSTS) as server:
+        yield server
+
+
 @pytest.fixture
-def site(site_server: TestSite) -> TestSite:
-    """The local test site on 127.0.0.1–5 (one port), its log and state reset for each test."""
-    site_server.reset()
-    return site_server
+def site(request: pytest.FixtureRequest) -> TestSite | SiteProcess:
+    """The local test site on 127.0.0.1–5 (one port), its log and state reset for each test —
+    in its own process instead in a module that sets ``SITE_PROCESS_HOSTS``."""
+    own_process = hasattr(request.module, "SITE_PROCESS_HOSTS")
+    server: TestSite | SiteProcess = request.getfixturevalue(
+        "site_process" if own_process else "site_server"
+    )
+    server.reset()
+    return server
 
 
 @pytest.fixture

@@ -34,18 +34,7 @@ from tests.support.waiting import Check, completions, event_details, eventually
 pytestmark = pytest.mark.slow
 
 SITE_HOSTS = [f"127.0.0.{n}" for n in range(40, 60)]
-
-
-@pytest.fixture(scope="module")
-def site_process() -> Iterator[SiteProcess]:
-    with SiteProcess(SITE_HOSTS) as site:
-        yield site
-
-
-@pytest.fixture
-def site(site_process: SiteProcess) -> SiteProcess:
-    site_process.reset()
-    return site_process
+SITE_PROCESS_HOSTS = SITE_HOSTS  # `site` is then the test site in its own process, on these
 
 
 @pytest.fixture(autouse=True)
@@ -222,7 +211,9 @@ async def test_killed_agent_tasks_are_reassigned_at_once(
     doomed, token_a = await service.create_agent(db, "doomed")
     _, token_b = await service.create_agent(db, "survivor")
     ids = await submit(
-        db, settings, *[site.url(f"/hold/killed?n={n}", host=SITE_HOSTS[n % 4]) for n in range(6)]
+        db,
+        settings,
+        *[site.url(f"/hold/killed?n={n}", host=SITE_HOSTS[n % 4]) for n in range(6)],
     )
     pa = AgentProcess(serve.url, token_a, tmp_path / "a.log", concurrency=3)
     try:

@@ -8,7 +8,6 @@ the shared PostgreSQL server is not restarted here, its connections are cut inst
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -33,16 +32,11 @@ from tests.support.workers import (
 pytestmark = pytest.mark.slow
 
 SITE_HOSTS = [f"127.0.0.{n}" for n in range(60, 80)]
+SITE_PROCESS_HOSTS = SITE_HOSTS  # `site` is then the test site in its own process, on these
 TOTAL = 240
 KILLS = 3
 CONCURRENCY = 8
 WAIT = 240  # a safety net for a loaded machine, never the thing tested
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[SiteProcess]:
-    with SiteProcess(SITE_HOSTS) as site:
-        yield site
 
 
 async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(

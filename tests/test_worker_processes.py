@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -22,24 +21,12 @@ from tests.support.workers import count_tasks, kill_worker, logs, start_worker, 
 pytestmark = pytest.mark.slow
 
 SITE_HOSTS = [f"127.0.0.{n}" for n in range(10, 30)]
+SITE_PROCESS_HOSTS = SITE_HOSTS  # `site` is then the test site in its own process, on these
 FREE_HOSTS = SITE_HOSTS[:10]  # no delay, at most MAX_CONCURRENT requests in flight
 DELAYED_HOSTS = SITE_HOSTS[10:15]  # one request per hour: only as many as the test lets go
 MAX_CONCURRENT = 2
 HOUR = 3600.0
 WAIT = 240  # a safety net for a loaded machine, never the thing tested
-
-
-@pytest.fixture(scope="module")
-def site_process() -> Iterator[SiteProcess]:
-    with SiteProcess(SITE_HOSTS) as site:
-        yield site
-
-
-@pytest.fixture
-def site(site_process: SiteProcess) -> SiteProcess:
-    """The test site in its own process, so this one's load does not slow its answers."""
-    site_process.reset()
-    return site_process
 
 
 async def test_two_workers_complete_every_task_exactly_once_politely(
