@@ -34,8 +34,11 @@ chromium:
 serve: $(STAMP)
 	$(RUN)/forager serve
 
+# Two xdist workers on a 2-core machine; each has its own PostgreSQL template, SQLite template
+# and test site. Multi-process tests are grouped on one worker (see tests/conftest.py).
+TEST_WORKERS ?= 2
 test: $(STAMP) chromium
-	$(RUN)/pytest -q --durations=15
+	$(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(RUN)/ruff check forager tests bench

@@ -17,13 +17,32 @@ from cryptography.fernet import Fernet
 from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
-from tests.support.site import TestSite
+from tests.support.cli import clean_env
+from tests.support.site import SiteProcess, TestSite
 
 REQUIRE_SERVICES = os.environ.get("FORAGER_REQUIRE_SERVICES") == "1"
 PG_HOST = os.environ.get("FORAGER_TEST_PG_HOST", "127.0.0.1")
 PG_USER = os.environ.get("FORAGER_TEST_PG_USER", "postgres")
 PG_ADMIN_DB = os.environ.get("FORAGER_TEST_PG_DB", "test")
 SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
+
+
+# On a parallel run (`make test`: pytest-xdist, --dist loadgroup) the tests that start many
+# processes load the cores on their own: they share one group, so one xdist worker runs them one
+# at a time while the other runs in-process tests; being the biggest group they start first.
+PROCESS_MODULES = frozenset({"test_agent_processes", "test_worker_processes", "test_chaos"})
+# Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
+WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_fetchers"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.nodeid.partition("::")[0].rpartition("/")[2].removesuffix(".py")
+        if module in PROCESS_MODULES:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+        elif module in WHOLE_MODULES:
+            item.add_marker(pytest.mark.xdist_group(module))
 
 
 def service_missing(what: str, why: str) -> None:
@@ -148,11 +167,24 @@ def site_server() -> Iterator[TestSite]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def site_process(request: pytest.FixtureRequest) -> Iterator[SiteProcess]:
+    """The test site in its own process on the module's ``SITE_PROCESS_HOSTS`` (request times
+    a busy test process cannot skew; room for many processes' traffic)."""
+    with SiteProcess(request.module.SITE_PROCESS_HOSTS) as server:
+        yield server
+
+
 @pytest.fixture
-def site(site_server: TestSite) -> TestSite:
-    """The local test site on 127.0.0.1–5 (one port), its log and state reset for each test."""
-    site_server.reset()
-    return site_server
+def site(request: pytest.FixtureRequest) -> TestSite | SiteProcess:
+    """The local test site on 127.0.0.1–5 (one port), its log and state reset for each test —
+    in its own process instead in a module that sets ``SITE_PROCESS_HOSTS``."""
+    own_process = hasattr(request.module, "SITE_PROCESS_HOSTS")
+    server: TestSite | SiteProcess = request.getfixturevalue(
+        "site_process" if own_process else "site_server"
+    )
+    server.reset()
+    return server
 
 
 @pytest.fixture
@@ -181,3 +213,10 @@ async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
             client.app = app  # type: ignore[attr-defined]
             client.keys = keys  # type: ignore[attr-defined]
             yield client
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """An environment for the ``forager`` command: no FORAGER_* of the caller's, a data dir of
+    the test's own (``tmp_path / "data"``)."""
+    return clean_env(tmp_path / "data")

@@ -1,11 +1,12 @@
-"""`forager agent …` as a user runs it: token shown once, hashes stored, one-line errors."""
+"""`forager agent …` as a user runs it (in-process, through the real entry function): token
+shown once, hashes stored, one-line errors."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from tests.test_cli import env, forager, one_error_line  # noqa: F401 - env is a fixture
+from tests.support.cli import forager, one_error_line
 
 AGENT_COMMANDS = [
     ["agent"],
@@ -18,16 +19,16 @@ AGENT_COMMANDS = [
 ]
 
 
-def test_help_of_every_agent_command(tmp_path: Path, env: dict[str, str]) -> None:  # noqa: F811
+def test_help_of_every_agent_command(tmp_path: Path, cli_env: dict[str, str]) -> None:
     for command in AGENT_COMMANDS:
-        result = forager(tmp_path, env, *command, "--help")
+        result = forager(tmp_path, cli_env, *command, "--help")
         assert result.returncode == 0, (command, result.stderr)
         assert "Usage:" in result.stdout, command
     assert not (tmp_path / "data").exists()  # --help touches nothing
 
 
-def test_create_list_rotate_reset_revoke(tmp_path: Path, env: dict[str, str]) -> None:  # noqa: F811
-    created = forager(tmp_path, env, "agent", "create", "--name", "home-1")
+def test_create_list_rotate_reset_revoke(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    created = forager(tmp_path, cli_env, "agent", "create", "--name", "home-1")
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     assert len(token) >= 32 and "\n" not in token
@@ -35,32 +36,36 @@ def test_create_list_rotate_reset_revoke(tmp_path: Path, env: dict[str, str]) ->
     rows = sqlite3.connect(tmp_path / "data" / "forager.db").execute("SELECT * FROM agents")
     assert all(token not in str(value) for row in rows for value in row)
 
-    listed = forager(tmp_path, env, "agent", "list")
+    listed = forager(tmp_path, cli_env, "agent", "list")
     assert listed.returncode == 0 and "home-1" in listed.stdout and "disconnected" in listed.stdout
     assert token not in listed.stdout
 
-    rotated = forager(tmp_path, env, "agent", "rotate-token", "home-1")
+    rotated = forager(tmp_path, cli_env, "agent", "rotate-token", "home-1")
     assert rotated.returncode == 0, rotated.stderr
     assert rotated.stdout.strip() != token and len(rotated.stdout.strip()) >= 32
 
-    assert "only a blocked agent" in one_error_line(forager(tmp_path, env, "agent", "reset", "1"))
-    assert "home-1" in one_error_line(forager(tmp_path, env, "agent", "create", "--name", "home-1"))
-    assert "name must be" in one_error_line(
-        forager(tmp_path, env, "agent", "create", "--name", "bad/name")
+    assert "only a blocked agent" in one_error_line(
+        forager(tmp_path, cli_env, "agent", "reset", "1")
     )
-    assert "no agent" in one_error_line(forager(tmp_path, env, "agent", "revoke", "nobody"))
+    assert "home-1" in one_error_line(
+        forager(tmp_path, cli_env, "agent", "create", "--name", "home-1")
+    )
+    assert "name must be" in one_error_line(
+        forager(tmp_path, cli_env, "agent", "create", "--name", "bad/name")
+    )
+    assert "no agent" in one_error_line(forager(tmp_path, cli_env, "agent", "revoke", "nobody"))
 
-    revoked = forager(tmp_path, env, "agent", "revoke", "home-1")
+    revoked = forager(tmp_path, cli_env, "agent", "revoke", "home-1")
     assert revoked.returncode == 0, revoked.stderr
-    assert "revoked" in forager(tmp_path, env, "agent", "list").stdout
+    assert "revoked" in forager(tmp_path, cli_env, "agent", "list").stdout
 
 
 def test_agent_run_refuses_a_bad_server_url_in_one_line(
     tmp_path: Path,
-    env: dict[str, str],  # noqa: F811
+    cli_env: dict[str, str],
 ) -> None:
     line = one_error_line(
-        forager(tmp_path, env, "agent", "run", "--server", "ftp://x", "--token", "t" * 40)
+        forager(tmp_path, cli_env, "agent", "run", "--server", "ftp://x", "--token", "t" * 40)
     )
     assert "http(s)://host" in line and "t" * 40 not in line
     assert not (tmp_path / "data").exists()  # the agent needs no database

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -13,6 +10,8 @@ import pytest
 from sqlalchemy import select
 
 from forager.db.models import ApiKey, Event
+from tests.support.cli import Ran
+from tests.support.cli import forager as run_forager
 
 
 def _keys(api: httpx.AsyncClient) -> dict[str, str]:
@@ -91,20 +90,9 @@ async def test_only_hashes_are_stored_and_revoked_keys_stop_working(
     assert admin not in caplog.text
 
 
-def test_cli_creates_lists_and_revokes_keys(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FORAGER_")} | {
-        "FORAGER_DATA_DIR": str(tmp_path / "data")
-    }
-
-    def forager(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "forager.cli", *args],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+def test_cli_creates_lists_and_revokes_keys(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    def forager(*args: str) -> Ran:
+        return run_forager(tmp_path, cli_env, *args)
 
     created = forager("apikey", "create", "--name", "ops", "--role", "admin")
     assert created.returncode == 0, created.stderr

@@ -1,26 +1,24 @@
-"""The ``forager`` command line, run as a real subprocess the way a user runs it."""
+"""The ``forager`` command line: in-process through its real entry function, and as a real
+process where the process is the point (the module entry, signals, ``--debug`` tracebacks)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import pytest
 
 from forager import __version__
 from forager.config import load_settings
 from forager.db.migrate import head_revision
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
+from tests.support.cli import forager, forager_process, one_error_line
 from tests.support.site import TestSite
+from tests.support.waiting import eventually
 
 SUBCOMMANDS = [["serve"], ["worker"], ["crawl"], ["parse"], ["db", "upgrade"]]
 
@@ -48,73 +46,36 @@ ROBOT_CHECK_PAGE = """<!doctype html>
 """
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A clean environment: no FORAGER_* from the caller, a data dir of the test's own."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FORAGER_")}
-    clean.update(
-        FORAGER_DATA_DIR=str(tmp_path / "data"),
-        FORAGER_DEFAULT_CRAWL_DELAY_SECONDS="0",
-        COLUMNS="200",  # rich wraps long lines at the terminal width
-    )
-    return clean
-
-
-def forager(
-    tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run ``forager ARGS`` in ``tmp_path`` (so no ``.env`` of the repository leaks in)."""
-    return subprocess.run(
-        [sys.executable, "-m", "forager.cli", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    """The single ``error: …`` line a failed command prints, with no traceback."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr + result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    return lines[0]
-
-
 # --------------------------------------------------------------------------- help, version
 
 
-def test_help_of_every_command(tmp_path: Path, env: dict[str, str]) -> None:
-    top = forager(tmp_path, env, "--help")
+def test_help_of_every_command(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    top = forager(tmp_path, cli_env, "--help")
     assert top.returncode == 0, top.stderr
     for name in ("serve", "worker", "crawl", "parse", "db"):
         assert name in top.stdout
     for command in SUBCOMMANDS:
-        result = forager(tmp_path, env, *command, "--help")
+        result = forager(tmp_path, cli_env, *command, "--help")
         assert result.returncode == 0, (command, result.stderr)
         assert "Usage:" in result.stdout, command
     assert not (tmp_path / "data").exists()  # --help touches nothing
 
 
-def test_version(tmp_path: Path, env: dict[str, str]) -> None:
-    result = forager(tmp_path, env, "--version")
+def test_version_from_the_module_entry_point(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    result = forager_process(tmp_path, cli_env, "--version")  # a real interpreter, as a user
     assert result.returncode == 0
     assert result.stdout.strip() == f"forager {__version__}"
 
 
-def test_no_arguments_shows_help_without_an_error(tmp_path: Path, env: dict[str, str]) -> None:
-    result = forager(tmp_path, env)
+def test_no_arguments_shows_help_without_an_error(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    result = forager(tmp_path, cli_env)
     assert "Usage:" in result.stdout + result.stderr
     assert "NoArgsIsHelpError" not in result.stderr
     assert "error:" not in result.stderr
 
 
-def test_usage_error_names_the_option(tmp_path: Path, env: dict[str, str]) -> None:
-    result = forager(tmp_path, env, "worker", "--concurrency", "0")
+def test_usage_error_names_the_option(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    result = forager(tmp_path, cli_env, "worker", "--concurrency", "0")
     assert result.returncode != 0
     assert "--concurrency" in result.stderr  # today: "error: BadParameter: Input should be …"
     assert "BadParameter" not in result.stderr
@@ -123,9 +84,9 @@ def test_usage_error_names_the_option(tmp_path: Path, env: dict[str, str]) -> No
 # --------------------------------------------------------------------------- db upgrade
 
 
-def test_db_upgrade_creates_sqlite_database(tmp_path: Path, env: dict[str, str]) -> None:
+def test_db_upgrade_creates_sqlite_database(tmp_path: Path, cli_env: dict[str, str]) -> None:
     database = tmp_path / "data" / "forager.db"
-    first = forager(tmp_path, env, "db", "upgrade")
+    first = forager(tmp_path, cli_env, "db", "upgrade")
     assert first.returncode == 0, first.stderr
     assert database.is_file()
     head = head_revision()
@@ -136,14 +97,18 @@ def test_db_upgrade_creates_sqlite_database(tmp_path: Path, env: dict[str, str])
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"crawl_tasks", "products", "domains"} <= tables
 
-    again = forager(tmp_path, env, "db", "upgrade")
+    again = forager(tmp_path, cli_env, "db", "upgrade")
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
 
 
-def test_db_upgrade_on_postgresql(tmp_path: Path, env: dict[str, str], pg_database: str) -> None:
-    env["FORAGER_DATABASE_URL"] = pg_database  # a database at head already: upgrading is a no-op
-    result = forager(tmp_path, env, "db", "upgrade")
+def test_db_upgrade_on_postgresql(
+    tmp_path: Path, cli_env: dict[str, str], pg_database: str
+) -> None:
+    cli_env["FORAGER_DATABASE_URL"] = (
+        pg_database  # a database at head already: upgrading is a no-op
+    )
+    result = forager(tmp_path, cli_env, "db", "upgrade")
     assert result.returncode == 0, result.stderr
     assert f"revision {head_revision()}" in result.stdout
     assert pg_database.rpartition("/")[2] in result.stdout
@@ -154,11 +119,11 @@ def test_db_upgrade_on_postgresql(tmp_path: Path, env: dict[str, str], pg_databa
 # --------------------------------------------------------------------------- parse
 
 
-def test_parse_prints_the_product_record(tmp_path: Path, env: dict[str, str]) -> None:
+def test_parse_prints_the_product_record(tmp_path: Path, cli_env: dict[str, str]) -> None:
     page = tmp_path / "shoe.html"
     page.write_text(PRODUCT_PAGE, encoding="utf-8")
     url = "https://shop.example.com/p/trail-shoe"
-    result = forager(tmp_path, env, "parse", str(page), "--parser", "generic", "--url", url)
+    result = forager(tmp_path, cli_env, "parse", str(page), "--parser", "generic", "--url", url)
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["product_name"] == "Trail Shoe"
@@ -174,27 +139,27 @@ def test_parse_prints_the_product_record(tmp_path: Path, env: dict[str, str]) ->
     assert not (tmp_path / "data").exists()  # parsing needs no database
 
 
-def test_parse_robot_check_is_one_error_line(tmp_path: Path, env: dict[str, str]) -> None:
+def test_parse_robot_check_is_one_error_line(tmp_path: Path, cli_env: dict[str, str]) -> None:
     page = tmp_path / "captcha.html"
     page.write_text(ROBOT_CHECK_PAGE, encoding="utf-8")
     args = ["parse", str(page), "--parser", "amazon", "--url", "https://www.amazon.com/dp/B0X"]
-    result = forager(tmp_path, env, *args)
+    result = forager(tmp_path, cli_env, *args)
     line = one_error_line(result)
     assert "robot check" in line and "CAPTCHA" in line
     assert result.stdout == ""
 
-    debug = forager(tmp_path, env, "--debug", *args)
+    debug = forager_process(tmp_path, cli_env, "--debug", *args)  # the interpreter's traceback
     assert debug.returncode != 0
     assert "Traceback (most recent call last)" in debug.stderr
     assert "CaptchaPage" in debug.stderr
 
 
 def test_parse_with_unknown_parser_lists_the_known_ones(
-    tmp_path: Path, env: dict[str, str]
+    tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
     page = tmp_path / "shoe.html"
     page.write_text(PRODUCT_PAGE, encoding="utf-8")
-    line = one_error_line(forager(tmp_path, env, "parse", str(page), "--parser", "shopify"))
+    line = one_error_line(forager(tmp_path, cli_env, "parse", str(page), "--parser", "shopify"))
     assert "unknown parser 'shopify'" in line
     assert "amazon" in line and "generic" in line
 
@@ -203,10 +168,10 @@ def test_parse_with_unknown_parser_lists_the_known_ones(
 
 
 def test_crawl_writes_products_as_jsonl(
-    tmp_path: Path, env: dict[str, str], site: TestSite
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite
 ) -> None:
     urls = [site.url("/product/5"), site.url("/product/6", host="127.0.0.2")]
-    result = forager(tmp_path, env, "crawl", *urls, "-o", "out.jsonl")
+    result = forager(tmp_path, cli_env, "crawl", *urls, "-o", "out.jsonl")
     assert result.returncode == 0, result.stderr
     lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     records = sorted((json.loads(line) for line in lines), key=lambda r: r["url"])
@@ -224,10 +189,10 @@ def test_crawl_writes_products_as_jsonl(
 
 
 def test_crawl_reports_a_failed_url_and_exits_1(
-    tmp_path: Path, env: dict[str, str], site: TestSite
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite
 ) -> None:
     good, gone = site.url("/product/5"), site.url("/status/404")
-    result = forager(tmp_path, env, "crawl", good, gone, "-o", "out.jsonl")
+    result = forager(tmp_path, cli_env, "crawl", good, gone, "-o", "out.jsonl")
     assert result.returncode == 1, result.stderr
     assert f"failed {gone}" in result.stderr
     assert "http_4xx" in result.stderr
@@ -236,8 +201,8 @@ def test_crawl_reports_a_failed_url_and_exits_1(
     assert json.loads(line)["url"] == good
 
 
-def test_crawl_of_an_invalid_url_says_why(tmp_path: Path, env: dict[str, str]) -> None:
-    result = forager(tmp_path, env, "crawl", "ftp://shop.example.com/p/1")
+def test_crawl_of_an_invalid_url_says_why(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    result = forager(tmp_path, cli_env, "crawl", "ftp://shop.example.com/p/1")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "ftp://shop.example.com/p/1" in result.stderr
@@ -247,15 +212,15 @@ def test_crawl_of_an_invalid_url_says_why(tmp_path: Path, env: dict[str, str]) -
 # --------------------------------------------------------------------------- refusals
 
 
-def test_bad_configuration_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
-    env["FORAGER_LOG_LEVEL"] = "LOUD"
-    line = one_error_line(forager(tmp_path, env, "db", "upgrade"))
+def test_bad_configuration_is_one_line(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    cli_env["FORAGER_LOG_LEVEL"] = "LOUD"
+    line = one_error_line(forager(tmp_path, cli_env, "db", "upgrade"))
     assert "FORAGER_LOG_LEVEL" in line or "log_level" in line
     assert not (tmp_path / "data").exists()
 
 
-def test_serve_refuses_to_bind_a_public_address(tmp_path: Path, env: dict[str, str]) -> None:
-    line = one_error_line(forager(tmp_path, env, "serve", "--host", "0.0.0.0", timeout=30))
+def test_serve_refuses_to_bind_a_public_address(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    line = one_error_line(forager(tmp_path, cli_env, "serve", "--host", "0.0.0.0"))
     assert "refusing to bind 0.0.0.0" in line
     assert "forager apikey create" in line
 
@@ -277,32 +242,33 @@ async def _submit(data_dir: Path, database_url: str, url: str) -> int:
     return outcome.task_id
 
 
-def test_worker_crawls_then_stops_on_sigterm(
-    tmp_path: Path, env: dict[str, str], site: TestSite
+async def test_worker_crawls_then_stops_on_sigterm(
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite
 ) -> None:
     database = tmp_path / "queue.db"
     database_url = f"sqlite+aiosqlite:///{database}"
-    task_id = asyncio.run(_submit(tmp_path / "data", database_url, site.url("/product/9")))
-    env.update(FORAGER_DATABASE_URL=database_url, FORAGER_POLL_SECONDS="0.1")
+    task_id = await _submit(tmp_path / "data", database_url, site.url("/product/9"))
+    cli_env.update(FORAGER_DATABASE_URL=database_url, FORAGER_POLL_SECONDS="0.1")
     log = tmp_path / "worker.log"
     with log.open("w") as output:
         worker = subprocess.Popen(
             [sys.executable, "-m", "forager.cli", "worker", "--concurrency", "2"],
             cwd=tmp_path,
-            env=env,
+            env=cli_env,
             stdout=output,
             stderr=subprocess.STDOUT,
         )
+
+    def settled() -> str | None:
+        assert worker.poll() is None, log.read_text()
+        with contextlib.closing(sqlite3.connect(database)) as conn:
+            [status] = conn.execute(
+                "SELECT status FROM crawl_tasks WHERE id = ?", (task_id,)
+            ).fetchone()
+        return status if status in ("completed", "failed") else None
+
     try:
-        status = "pending"
-        deadline = time.monotonic() + 30
-        while status not in ("completed", "failed") and time.monotonic() < deadline:
-            assert worker.poll() is None, log.read_text()
-            time.sleep(0.1)
-            with contextlib.closing(sqlite3.connect(database)) as conn:
-                [status] = conn.execute(
-                    "SELECT status FROM crawl_tasks WHERE id = ?", (task_id,)
-                ).fetchone()
+        status = await eventually(settled, "the task to settle", context=log.read_text)
         assert status == "completed", log.read_text()
         worker.send_signal(signal.SIGTERM)
         returncode = worker.wait(timeout=15)

@@ -22,7 +22,7 @@ from tests.conftest import SettingsFactory
 from tests.support.crawling import add_proxy, crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
-from tests.support.waiting import task_attempts
+from tests.support.waiting import entity_events, eventually, task_attempts
 
 
 async def _domain(db: Database, domain_id: int) -> Domain:
@@ -286,29 +286,54 @@ async def test_rate_limit_per_domain_and_proxy_spaces_requests(
     host = "127.0.0.5"
     ids = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in range(3)])
     domain_id = (await tasks_by_id(db, ids))[ids[0]].domain_id
-    # One request per 0.5 s; robots.txt off so only page fetches go through the proxy.
-    await _set_domain(db, domain_id, proxy_rate_limit_rps=2.0, ignore_robots=True)
-    with TestProxy() as proxy:
-        await add_proxy(db, settings, proxy, domain_id)
+    # One request per hour per (domain, proxy): no request goes unless the test moves the clock,
+    # so the test shows the spacing itself, not how late each request happened to leave.
+    await _set_domain(db, domain_id, proxy_rate_limit_rps=1 / 3600, ignore_robots=True)
+    with TestProxy() as first, TestProxy() as second:
+        first_id = await add_proxy(db, settings, first, domain_id)
+        await add_proxy(db, settings, second, domain_id)
         # Two pools, each with its own database engine: the limit lives in the database.
         other = await open_database(settings)
         try:
             pools = [WorkerPool(d, settings, concurrency=3) for d in (db, other)]
             runners = [asyncio.create_task(p.run()) for p in pools]
             try:
-                async with asyncio.timeout(30):
-                    while {t.status for t in (await tasks_by_id(db, ids)).values()} != {
-                        "completed"
-                    }:
-                        await asyncio.sleep(0.05)
+                # Three tasks at once: one request through each proxy, the third task waits.
+                async def two_sent_one_waiting() -> bool:
+                    if first.count + second.count > 2:
+                        return True  # the limit did not hold: fail at once, below
+                    tasks = (await tasks_by_id(db, ids)).values()
+                    waiting = [t.id for t in tasks if t.status != "completed"]
+                    return len(waiting) == 1 and "postponed" in await entity_events(
+                        db, "task", waiting[0]
+                    )
+
+                await eventually(two_sent_one_waiting, "two requests and one postponed task")
+                assert (first.count, second.count) == (1, 1)
+                async with db.reader() as session:
+                    gates = list(await session.scalars(select(DomainProxy.next_request_at)))
+                hour_from_now = utcnow() + timedelta(minutes=59)
+                assert len(gates) == 2 and all(g is not None and g > hour_from_now for g in gates)
+
+                # The hour passes for the first pair only: the waiting task goes through it.
+                async with db.session() as session:
+                    await session.execute(
+                        update(DomainProxy)
+                        .where(DomainProxy.proxy_id == first_id)
+                        .values(next_request_at=utcnow() - timedelta(seconds=1))
+                    )
+
+                async def all_completed() -> bool:
+                    tasks = (await tasks_by_id(db, ids)).values()
+                    return {t.status for t in tasks} == {"completed"}
+
+                await eventually(all_completed, "the waiting task through the first proxy")
             finally:
                 for pool in pools:
                     pool.stop()
                 await asyncio.gather(*runners)
         finally:
             await other.dispose()
-    starts = sorted(r.start for r in site.requests(host=host) if r.path.startswith("/product/"))
-    assert len(starts) == 3 and proxy.count == 3
-    for before, after in itertools.pairwise(starts):
-        # 0.5 s apart at selection; the slack absorbs how late each request then left.
-        assert after - before >= 0.3, starts
+    assert (first.count, second.count) == (2, 1)
+    assert len([r for r in site.requests(host=host) if r.path.startswith("/product/")]) == 3
+    assert {t.retry_count for t in (await tasks_by_id(db, ids)).values()} == {0}  # waiting is free

@@ -31,7 +31,7 @@ from tests.conftest import SettingsFactory
 from tests.support.crawling import add_proxy, crawl, submit, tasks_by_id
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
-from tests.support.waiting import task_attempts
+from tests.support.waiting import eventually, task_attempts
 
 
 async def _product(db: Database, task_id: int) -> Product | None:
@@ -299,20 +299,17 @@ async def test_mapped_proxies_rotate_lru_and_track_health(
 async def test_cancelled_while_crawling_is_left_cancelled(
     db: Database, settings: Settings, site: TestSite
 ) -> None:
-    [task_id] = await submit(db, settings, site.url("/slow/1500"))
+    [task_id] = await submit(db, settings, site.url("/hold/cancelled"))
     pool = WorkerPool(db, settings, concurrency=1)
     runner = asyncio.create_task(pool.run())
     try:
-        async with asyncio.timeout(10):
-            while (await tasks_by_id(db, [task_id]))[task_id].status != "crawling":
-                await asyncio.sleep(0.02)
+        await eventually(lambda: site.held("cancelled") == 1, "the request in flight")
         async with db.session() as session:
             await session.execute(
                 update(CrawlTask).where(CrawlTask.id == task_id).values(status="cancelled")
             )
-        async with asyncio.timeout(10):
-            while pool.processed == 0:
-                await asyncio.sleep(0.05)
+        site.release("cancelled")  # the page arrives after the cancel
+        await eventually(lambda: pool.processed == 1, "the worker to finish the task")
     finally:
         pool.stop()
         await runner

@@ -13,8 +13,9 @@ from forager.api.deps import Runtime
 from forager.db.models import Event
 from forager.queue.store import TaskQueue
 from forager.worker.pool import WorkerPool
-from tests.support.crawling import crawl, tasks_by_id
+from tests.support.crawling import crawl
 from tests.support.site import TestSite
+from tests.support.waiting import eventually
 
 
 def _runtime(api: httpx.AsyncClient) -> Runtime:
@@ -164,19 +165,16 @@ async def test_priority_change(api: httpx.AsyncClient) -> None:
 async def test_pausing_a_running_task_wins_over_the_worker(
     api: httpx.AsyncClient, site: TestSite
 ) -> None:
-    task = await _submit(api, site.url("/slow/1500"))
+    task = await _submit(api, site.url("/hold/paused"))
     runtime = _runtime(api)
     pool = WorkerPool(runtime.db, runtime.settings, concurrency=1)
     runner = asyncio.create_task(pool.run())
     try:
-        async with asyncio.timeout(10):
-            while (await tasks_by_id(runtime.db, [task["id"]]))[task["id"]].status != "crawling":
-                await asyncio.sleep(0.02)
+        await eventually(lambda: site.held("paused") == 1, "the request in flight")
         paused = await _act(api, task["id"], "pause")
         assert paused.json()["status"] == "paused"
-        async with asyncio.timeout(10):
-            while pool.processed == 0:
-                await asyncio.sleep(0.05)
+        site.release("paused")  # the page arrives after the pause
+        await eventually(lambda: pool.processed == 1, "the worker to finish the task")
     finally:
         pool.stop()
         await runner

@@ -310,13 +310,16 @@ class AgentHub:
 
     async def _on_heartbeat(self, conn: Connection, msg: protocol.Heartbeat) -> None:
         conn.last_heartbeat = time.monotonic()
+        before = conn.status
         status = await presence.heartbeat(self.db, conn.agent_id, ip=msg.external_ip, isp=msg.isp)
         if status is None:
             await self._drop(conn, "authentication failed", protocol.CLOSE_UNAUTHORIZED)
             return
         if conn.in_flight:
             await self.queue.heartbeat(conn.owner)
-        if status != conn.status and A.BLOCKED in (status, conn.status):
+        # A status read before this connection blocked itself meanwhile is stale, not a reset.
+        changed_here = conn.status != before
+        if status != conn.status and A.BLOCKED in (status, conn.status) and not changed_here:
             # Reset (or blocked) by an operator through another process.
             conn.status = status
             self.wake()
@@ -408,6 +411,8 @@ class AgentHub:
                 conn.status = A.BLOCKED
                 log.warning("agent %s is blocked: %s", conn.name, block)
         finally:
+            # The slot frees only now, with no await before the status below: the feeder must
+            # not hand a banned agent more work (this very task's retry included) meanwhile.
             conn.in_flight.pop(task.id, None)
         await self._after_task(
             conn,

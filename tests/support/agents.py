@@ -77,7 +77,7 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 180) -> None:
         self.starts += 1
         with (self.log_dir / f"serve-{self.starts}.log").open("wb") as log:
             self.proc = subprocess.Popen(

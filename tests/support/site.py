@@ -4,7 +4,10 @@ In-process::
 
     with TestSite(hosts=["127.0.0.1", "127.0.0.2"]) as site:
         httpx.get(site.url("/product/5", host="127.0.0.2"))
-        site.log()  # {"requests": [...], "max_concurrency": {...}}
+        site.log()  # {"requests": [...], "max_concurrency": {...}, "held": {...}}
+
+``/hold/{key}`` answers only once the test calls ``site.release(key)`` (or the site resets or
+stops): a request that is certainly still in flight, for as long as the test needs it.
 
 As a separate process (writes the port to PATH once listening, stops on SIGTERM)::
 
@@ -69,7 +72,8 @@ class RequestRecord:
 
 
 class SiteState:
-    """Mutable server state: request log, concurrency counters, prices, robots, flaky counters.
+    """Mutable server state: request log, concurrency counters, prices, robots, flaky counters,
+    held requests.
 
     Mutated on the server's event loop and read/reset from test threads, hence the lock.
     """
@@ -84,11 +88,15 @@ class SiteState:
         self.robots = DEFAULT_ROBOTS
         self.flaky: dict[str, int] = {}
         self.ads = adlibrary.AdSettings()
+        self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
+        self._released: set[str] = set()
 
     def reset(self) -> None:
+        """Clear the log and settings; held requests of the previous test are let go."""
         with self._lock:
             self.ads = adlibrary.AdSettings()
             self._generation += 1
+            self._released = set()
             self.requests = []
             self.max_concurrency = {}
             self.prices = {}
@@ -115,6 +123,7 @@ class SiteState:
             return {
                 "requests": [asdict(r) for r in self.requests],
                 "max_concurrency": dict(self.max_concurrency),
+                "held": {k: n for k, n in self._held.items() if n},
             }
 
     def price(self, n: int) -> tuple[Decimal, bool]:
@@ -123,6 +132,30 @@ class SiteState:
     def set_price(self, n: int, price: Decimal, available: bool = True) -> None:
         with self._lock:
             self.prices[n] = (price, available)
+
+    def hold(self, key: str) -> int:
+        """Count a request in as held for ``key``; returns the generation it was held in."""
+        with self._lock:
+            self._held[key] = self._held.get(key, 0) + 1
+            return self._generation
+
+    def unhold(self, key: str) -> None:
+        with self._lock:
+            self._held[key] -= 1
+
+    def is_released(self, key: str, generation: int) -> bool:
+        with self._lock:
+            return key in self._released or generation != self._generation
+
+    def release(self, key: str) -> None:
+        """Let every request held for ``key`` answer, now and until the next reset."""
+        with self._lock:
+            self._released.add(key)
+
+    def held(self, key: str) -> int:
+        """How many requests for ``key`` are waiting to be released."""
+        with self._lock:
+            return self._held.get(key, 0)
 
     def hit_flaky(self, key: str) -> int:
         """Count one request for ``key``; returns how many there have been, this one included."""
@@ -282,6 +315,20 @@ async def slow(request: Request) -> Response:
     return _product_response(request, ms)
 
 
+async def hold(request: Request) -> Response:
+    """Wait until the test releases ``key`` (or the site resets or stops), then a product page."""
+    key: str = request.path_params["key"]
+    state, closing = _state(request), _closing(request)
+    generation = state.hold(key)
+    try:
+        while not (state.is_released(key, generation) or closing.is_set()):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), 0.01)
+    finally:
+        state.unhold(key)
+    return _product_response(request, len(key))
+
+
 async def status(request: Request) -> Response:
     code: int = request.path_params["code"]
     if not 200 <= code <= 599:
@@ -420,6 +467,11 @@ async def control_ads(request: Request) -> Response:
     return JSONResponse({"per_day": settings.per_day, "bad_per_day": settings.bad_per_day})
 
 
+async def control_release(request: Request) -> Response:
+    _state(request).release(request.path_params["key"])
+    return JSONResponse({"ok": True})
+
+
 async def control_robots(request: Request) -> Response:
     _state(request).robots = (await request.body()).decode()
     return JSONResponse({"ok": True})
@@ -441,6 +493,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/notproduct", notproduct),
         Route("/robots.txt", robots),
         Route("/slow/{ms:int}", slow),
+        Route("/hold/{key}", hold),
         Route("/status/{code:int}", status),
         Route("/flaky/{key}", flaky),
         Route("/redirect/{n:int}", redirect),
@@ -456,6 +509,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/__price/{n:int}", control_price, methods=["POST"]),
         Route("/__robots", control_robots, methods=["POST"]),
         Route("/__ads", control_ads, methods=["POST"]),
+        Route("/__release/{key}", control_release, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={BadParam: bad_param})
     app.state.site = state = state or SiteState()
@@ -647,6 +701,14 @@ class TestSite:
         counts = {date.fromisoformat(k[1:].replace("_", "-")): v for k, v in days.items()}
         self.state.ads = adlibrary.AdSettings(per_day, bad_per_day, counts or None)
 
+    def release(self, key: str) -> None:
+        """What ``POST /__release/{key}`` does: requests held for ``key`` answer."""
+        self.state.release(key)
+
+    def held(self, key: str) -> int:
+        """How many requests for ``/hold/{key}`` are in flight, waiting for ``release``."""
+        return self.state.held(key)
+
 
 # --------------------------------------------------------------------------- standalone
 
@@ -761,6 +823,15 @@ class SiteProcess:
 
         body = {"per_day": per_day, "bad_per_day": bad_per_day}
         httpx.post(self.url("/__ads"), json=body, timeout=10).raise_for_status()
+
+    def release(self, key: str) -> None:
+        import httpx
+
+        httpx.post(self.url(f"/__release/{key}"), timeout=10).raise_for_status()
+
+    def held(self, key: str) -> int:
+        held: int = self.log()["held"].get(key, 0)
+        return held
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ holds or a deadline passes, then fails naming what it waited for (and any extra 
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,7 +17,7 @@ from sqlalchemy import select
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Event
 
-Check = Callable[[], Awaitable[Any]]
+Check = Callable[[], Awaitable[Any]] | Callable[[], Any]
 
 
 async def eventually(
@@ -26,19 +28,25 @@ async def eventually(
     every: float = 0.05,
     context: Callable[[], str] | None = None,
 ) -> Any:
-    """Poll ``check`` until it returns something truthy; return that value.
+    """Poll ``check`` (a coroutine function or a plain one) until it returns something truthy;
+    return that value.
 
     Fails with ``timed out waiting for <what>`` (plus ``context()``, e.g. process logs) when
     ``timeout`` seconds pass first. The timeout is a safety net, never the thing tested.
     """
     try:
         async with asyncio.timeout(timeout):
-            while not (value := await check()):
+            while not (value := await _result(check)):
                 await asyncio.sleep(every)
             return value
     except TimeoutError:
         extra = f"\n{context()}" if context is not None else ""
         raise AssertionError(f"timed out waiting for {what}{extra}") from None
+
+
+async def _result(check: Check) -> Any:
+    value = check()
+    return await value if inspect.isawaitable(value) else value
 
 
 async def entity_events(db: Database, entity_type: str, entity_id: int | str) -> list[str]:
@@ -77,3 +85,12 @@ async def event_details(
 ) -> list[tuple[str, Any]]:
     """``(event, details)`` pairs recorded for one entity, oldest first."""
     return [(e.event, e.details) for e in await event_rows(db, entity_type, entity_id)]
+
+
+async def completions(db: Database) -> Counter[str]:
+    """How many ``completed`` events each task has (by task id as text): exactly-once checks."""
+    async with db.reader() as session:
+        rows = await session.scalars(
+            select(Event.entity_id).where(Event.entity_type == "task", Event.event == "completed")
+        )
+        return Counter(rows)

@@ -1,0 +1,88 @@
+"""Real ``forager worker`` processes on a test's database, and what the tests read about them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import CrawlTask
+
+
+def start_worker(
+    settings: Settings, log_dir: Path, name: str, concurrency: int
+) -> subprocess.Popen[bytes]:
+    """``forager worker`` on the database of ``settings``; its output goes to ``<name>.log``."""
+    env = {
+        **os.environ,
+        "FORAGER_DATABASE_URL": settings.resolved_database_url,
+        "FORAGER_DATA_DIR": str(settings.data_dir),
+        "FORAGER_SECRET_KEY": settings.secret_key.get_secret_value() if settings.secret_key else "",
+        "FORAGER_POLL_SECONDS": "0.05",
+        "FORAGER_SCHEDULER_SECONDS": "0.5",
+        "FORAGER_HEARTBEAT_SECONDS": str(settings.heartbeat_seconds),
+        "FORAGER_LEASE_SECONDS": str(settings.lease_seconds),
+        "FORAGER_FETCH_TIMEOUT_SECONDS": str(settings.fetch_timeout_seconds),
+        "FORAGER_RETRY_BASE_SECONDS": "0.05",
+        "FORAGER_RETRY_MAX_SECONDS": "0.5",
+        "FORAGER_LOG_LEVEL": "WARNING",
+    }
+    with (log_dir / f"{name}.log").open("ab") as log:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "forager.cli", "worker", "--concurrency", str(concurrency)],
+            env=env,
+            cwd=log_dir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop_worker(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM (a graceful stop), then its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise
+
+
+def kill_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL: the worker gets no chance to give anything back."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def logs(log_dir: Path) -> str:
+    """The tail of every worker log in ``log_dir``, for a failure message."""
+    return "\n".join(
+        f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-40:])
+        for p in sorted(log_dir.glob("*.log"))
+    )
+
+
+async def count_tasks(db: Database, *statuses: str) -> int:
+    """How many tasks are in one of ``statuses``."""
+    async with db.reader() as session:
+        n = await session.scalar(
+            select(func.count()).select_from(CrawlTask).where(CrawlTask.status.in_(statuses))
+        )
+        return int(n or 0)
+
+
+async def leased_by(db: Database, proc: subprocess.Popen[bytes]) -> set[int]:
+    """The tasks whose lease the worker process ``proc`` holds (its id is host:pid:…)."""
+    async with db.reader() as session:
+        rows = await session.scalars(
+            select(CrawlTask.id).where(CrawlTask.lease_owner.like(f"%:{proc.pid}:worker:%"))
+        )
+        return set(rows)
