@@ -240,6 +240,87 @@ class Settings(BaseSettings):
         31, ge=1, le=3660, description="Longest date range one mission (or one split) may cover."
     )
 
+    # -- live monitors (issue 15, seed scraper-resilience): one URL watched continuously --
+    monitor_slots: int = Field(
+        32,
+        ge=0,
+        le=10_000,
+        description="Monitors one process runs at most (`forager worker`, and `serve` when "
+        "FORAGER_SERVE_WORKERS > 0); 0: this process runs none.",
+    )
+    monitor_interval_seconds: float = Field(
+        2.5, gt=0, le=86400, description="Baseline polling interval of a new monitor."
+    )
+    monitor_min_interval_seconds: float = Field(
+        0.5,
+        gt=0,
+        le=86400,
+        description="Default lower bound of a monitor's adaptive interval (faster while its "
+        "data changes).",
+    )
+    monitor_max_interval_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86400,
+        description="Default upper bound of a monitor's adaptive interval (slower while its data "
+        "is unchanged or errors rise); must stay below FORAGER_MONITOR_DEGRADED_SECONDS.",
+    )
+    monitor_max_lifetime_hours: float = Field(
+        6.0, gt=0, le=720, description="A monitor's run restarts (new scraper id) after this long."
+    )
+    monitor_staleness_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Age of a monitor's last successful poll that makes it `failing` and "
+        "restarts its run.",
+    )
+    monitor_degraded_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Age of a monitor's last successful poll that makes it `degraded`.",
+    )
+    monitor_restart_errors: int = Field(
+        10, ge=1, description="Consecutive errors above which a monitor's run restarts."
+    )
+    monitor_memory_soft_limit_mb: int = Field(
+        1536,
+        ge=64,
+        description="Memory (RSS of the process and its children, e.g. Chromium) above which "
+        "a monitor's run restarts gracefully.",
+    )
+    monitor_memory_hard_limit_mb: int = Field(
+        2048,
+        ge=64,
+        description="Memory above which a browser monitor's Chromium is killed at once.",
+    )
+    monitor_retry_max_attempts: int = Field(
+        5, ge=0, le=20, description="Retries of a failed poll within one cycle."
+    )
+    monitor_retry_base_seconds: float = Field(
+        1.0, ge=0, description="First retry delay of a failed poll; doubles per retry."
+    )
+    monitor_retry_max_seconds: float = Field(
+        16.0, ge=0, description="Upper bound of a monitor's retry delay."
+    )
+    monitor_page_timeout_seconds: float = Field(
+        30.0, gt=0, description="Timeout of one monitor poll (fetch and parse)."
+    )
+    monitor_lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Lease of a monitor on the process running it; another process takes it "
+        "over within this long when its holder dies.",
+    )
+    monitor_claim_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="How often a process renews its monitors' leases and looks for unclaimed "
+        "ones; at most half of FORAGER_MONITOR_LEASE_SECONDS.",
+    )
+    monitor_health_log_seconds: float = Field(
+        60.0, gt=0, description="How often each running monitor writes a scraper_health_log row."
+    )
+
     # -- network hardening (issue 11): where requests may go, the browser's sandbox --
     private_targets: str = Field(
         "submitted",
@@ -285,7 +366,44 @@ class Settings(BaseSettings):
                 "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of "
                 "FORAGER_AGENT_TIMEOUT_SECONDS, or one late heartbeat would disconnect an agent"
             )
+        self._refuse_bad_monitor_settings()
         return self
+
+    def _refuse_bad_monitor_settings(self) -> None:
+        """Monitor bounds that contradict each other are refused, naming the setting."""
+        if not (
+            self.monitor_min_interval_seconds
+            <= self.monitor_interval_seconds
+            <= self.monitor_max_interval_seconds
+        ):
+            raise ValueError(
+                "FORAGER_MONITOR_INTERVAL_SECONDS must lie within FORAGER_MONITOR_MIN_INTERVAL_"
+                "SECONDS and FORAGER_MONITOR_MAX_INTERVAL_SECONDS"
+            )
+        if self.monitor_max_interval_seconds >= self.monitor_degraded_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_MAX_INTERVAL_SECONDS must be below FORAGER_MONITOR_DEGRADED_"
+                "SECONDS, or a healthy monitor polling at its slowest would look stale"
+            )
+        if self.monitor_degraded_seconds >= self.monitor_staleness_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_DEGRADED_SECONDS must be below FORAGER_MONITOR_STALENESS_SECONDS"
+            )
+        if self.monitor_memory_soft_limit_mb > self.monitor_memory_hard_limit_mb:
+            raise ValueError(
+                "FORAGER_MONITOR_MEMORY_SOFT_LIMIT_MB must not exceed "
+                "FORAGER_MONITOR_MEMORY_HARD_LIMIT_MB"
+            )
+        if self.monitor_retry_base_seconds > self.monitor_retry_max_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_RETRY_BASE_SECONDS must not exceed "
+                "FORAGER_MONITOR_RETRY_MAX_SECONDS"
+            )
+        if self.monitor_claim_seconds * 2 > self.monitor_lease_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_CLAIM_SECONDS must be at most half of "
+                "FORAGER_MONITOR_LEASE_SECONDS, or running monitors would lose their lease"
+            )
 
     @property
     def agent_heartbeat_interval(self) -> float:

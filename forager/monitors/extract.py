@@ -1,0 +1,103 @@
+"""What a monitor reads from a page: a registered parser's record, or a selector map.
+
+A selector map names fields: ``{"score": "#score", "link": "a.more@href"}`` with CSS
+(the text of the first match, or ``@attr`` for an attribute), or ``{"home": "score.home",
+"first": "items.0.price"}`` with ``json`` (a dotted path; numbers index lists). A field that
+matches nothing is ``None``. Pure and synchronous: run it off the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser
+
+from forager.errors import ParseError
+from forager.parse.registry import get_parser, parser_names
+
+SELECTOR_TYPES = ("css", "json")
+# A field name, and a JSON path: dotted segments of letters, digits, '_' and '-'.
+FIELD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+JSON_PATH = r"^[A-Za-z0-9_\-]{1,100}(\.[A-Za-z0-9_\-]{1,100}){0,19}$"
+MAX_FIELDS = 50
+_FIELD_RE = re.compile(FIELD_NAME)
+_JSON_PATH_RE = re.compile(JSON_PATH)
+
+
+def check_spec(parser_name: str | None, selector_type: str | None, selectors: Any) -> str | None:
+    """Why a parser / selector-map choice is unusable (naming the field), or None."""
+    if (parser_name is None) == (selectors is None):
+        return "parser_name: give either parser_name or selectors, not both and not neither"
+    if parser_name is not None:
+        if parser_name not in parser_names():
+            return (
+                f"parser_name: unknown parser {parser_name!r} (known: {', '.join(parser_names())})"
+            )
+        return None
+    if selector_type not in SELECTOR_TYPES:
+        return f"selector_type: must be one of {', '.join(SELECTOR_TYPES)} with selectors"
+    if not isinstance(selectors, dict) or not selectors or len(selectors) > MAX_FIELDS:
+        return f"selectors: must map 1 to {MAX_FIELDS} field names to selectors"
+    for name, selector in selectors.items():
+        if not isinstance(name, str) or not _FIELD_RE.match(name):
+            return f"selectors: field name {name!r} must match {FIELD_NAME}"
+        if not isinstance(selector, str) or not selector.strip() or len(selector) > 500:
+            return f"selectors.{name}: must be a non-empty selector of at most 500 characters"
+        if selector_type == "json" and not _JSON_PATH_RE.match(selector):
+            return f"selectors.{name}: {selector!r} is not a dotted JSON path"
+        if selector_type == "css":
+            css, _, _attr = selector.partition("@")
+            try:
+                LexborHTMLParser("<p></p>").css_first(css.strip())
+            except Exception:
+                return f"selectors.{name}: {selector!r} is not a valid CSS selector"
+    return None
+
+
+def _json_value(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(doc, dict):
+            doc = doc.get(part)
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return None
+        if doc is None:
+            return None
+    return doc
+
+
+def extract(
+    body: str, url: str, parser_name: str | None, selector_type: str | None, selectors: Any
+) -> dict[str, Any]:
+    """The monitor's data from one page; ``ParseError`` when the page cannot be read."""
+    if parser_name is not None:
+        return get_parser(parser_name).parse(body, url).to_json()
+    fields: dict[str, str] = selectors or {}
+    if selector_type == "json":
+        try:
+            doc = json.loads(body)
+        except ValueError as exc:
+            raise ParseError(f"the page is not JSON: {exc}") from None
+        return {name: _json_value(doc, path) for name, path in fields.items()}
+    tree = LexborHTMLParser(body)
+    data: dict[str, Any] = {}
+    for name, selector in fields.items():
+        css, _, attr = selector.partition("@")
+        node = tree.css_first(css.strip())
+        if node is None:
+            data[name] = None
+        elif attr:
+            data[name] = node.attributes.get(attr.strip())
+        else:
+            data[name] = node.text(strip=True)
+    return data
+
+
+def content_hash(data: dict[str, Any]) -> str:
+    """SHA-256 of the data's canonical JSON: equal data, equal hash, whatever the key order."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,388 @@
+"""The monitor runner: leases monitors, runs each under a ``ScraperContext``, gives them back.
+
+One ``MonitorRunner`` per process (``forager worker``, and ``serve`` with built-in workers).
+Every ``monitor_claim_seconds`` it renews the leases it holds (a monitor paused, deleted or
+taken over is stopped) and claims free or expired ones up to ``monitor_slots``. Each monitor
+runs in its own asyncio task (``MonitorLoop``): poll, retry by the seed's schedule (1, 2, 4,
+8, 16 s) behind the monitor's breaker, store what changed, adapt the interval, restart the
+run when the context says so. ``stop()`` is graceful: every loop finishes its cycle, writes
+a last health sample, and the runner releases the leases so another process may take over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime
+from typing import Any
+
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import Monitor
+from forager.db.types import utcnow
+from forager.fetch import breakers
+from forager.fetch.base import Fetcher, FetchRequest
+from forager.monitors import store
+from forager.monitors.context import ScraperContext, health_of
+from forager.monitors.extract import content_hash, extract
+
+log = logging.getLogger(__name__)
+
+# Adaptive polling: faster while the data changes, slower while it does not or polls fail.
+FASTER, SLOWER, BACKOFF = 0.5, 1.25, 2.0
+
+
+def next_interval(current: float, outcome: str, low: float, high: float) -> float:
+    """The interval after a cycle whose ``outcome`` is changed / unchanged / failed."""
+    factor = {"changed": FASTER, "unchanged": SLOWER}.get(outcome, BACKOFF)
+    return min(high, max(low, current * factor))
+
+
+def retry_delay(attempt: int, settings: Settings) -> float:
+    """Delay before retry ``attempt`` (0-based): base, 2×base, 4×base … up to the maximum."""
+    return float(
+        min(settings.monitor_retry_max_seconds, settings.monitor_retry_base_seconds * 2**attempt)
+    )
+
+
+class LeaseLost(Exception):
+    """The monitor's lease is no longer this process's: stop without writing."""
+
+
+class MonitorLoop:
+    """Runs one monitor until stopped, its lease is lost, or it is paused or deleted."""
+
+    def __init__(self, runner: MonitorRunner, monitor: Monitor) -> None:
+        self.runner = runner
+        self.db, self.settings = runner.db, runner.settings
+        self.id = monitor.id
+        self.url = monitor.url
+        self.fetcher = monitor.fetcher
+        self.parser_name = monitor.parser_name
+        self.selector_type = monitor.selector_type
+        self.selectors = monitor.selectors
+        self.low, self.high = monitor.min_interval_seconds, monitor.max_interval_seconds
+        self.interval = monitor.current_interval_seconds or monitor.interval_seconds
+        self.digest = monitor.content_hash
+        self.breaker_state = monitor.breaker_state
+        self.breaker_opened_at = monitor.breaker_opened_at
+        self.last_success = monitor.last_success_at
+        self.unresolved = monitor.consecutive_errors > 0
+        self.context = self._context(None)
+        self._stopping = asyncio.Event()
+        self._last_sample: datetime | None = None
+        self.restarted = False  # since the last success
+
+    def _context(self, previous: ScraperContext | None) -> ScraperContext:
+        # A new run starts fresh (seed: start_time, scraper_id); staleness keeps counting from
+        # the last success this process has seen, so a restart does not hide a stale page.
+        ctx = ScraperContext(self.id, self.url, self.settings, polling_interval=self.interval)
+        if previous is not None:
+            ctx.last_update_time = previous.last_update_time
+        return ctx
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    @property
+    def owner(self) -> str:
+        return self.runner.owner
+
+    async def run(self) -> None:
+        try:
+            await self._begin(restart=False)
+            while not self._stopping.is_set():
+                now = utcnow()
+                self.context.measure()
+                reason = self.context.restart_reason(now)
+                if reason is not None:
+                    await self._restart(reason)
+                await self._cycle()
+                await self._maybe_sample()
+                await self._sleep(self.interval)
+            await self._sample("stop")
+            log.info("monitor %d: run %s stopped", self.id, self.context.scraper_id)
+        except LeaseLost:
+            log.info("monitor %d: no longer leased by this process; stopped", self.id)
+
+    async def _begin(self, restart: bool) -> None:
+        ok = await store.start_run(
+            self.db, self.owner, self.id, self.context.scraper_id, self.context.start_time, restart
+        )
+        if not ok:
+            raise LeaseLost
+        await self._sample("restart" if restart else "start")
+
+    async def _restart(self, reason: str) -> None:
+        """Seed: restart on lifetime, staleness, errors or memory; counters stay on the row."""
+        log.warning("monitor %d: restarting run %s (%s)", self.id, self.context.scraper_id, reason)
+        await self._sample("restart")
+        self.context = self._context(self.context)
+        self.restarted = True
+        await self._begin(restart=True)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _breaker_allows(self, now: datetime) -> bool:
+        state = breakers.effective_state(
+            self.breaker_state, self.breaker_opened_at, self.settings, now
+        )
+        return state != breakers.OPEN
+
+    async def _poll(self) -> tuple[dict[str, Any], int]:
+        request = FetchRequest(
+            url=self.url, user_agent=self.settings.user_agent, fetcher=self.fetcher
+        )
+        async with asyncio.timeout(self.settings.monitor_page_timeout_seconds):
+            response = await self.runner.fetchers.fetch(request)
+            data = await asyncio.to_thread(
+                extract,
+                response.text,
+                response.url,
+                self.parser_name,
+                self.selector_type,
+                self.selectors,
+            )
+        return data, response.elapsed_ms
+
+    async def _cycle(self) -> None:
+        """One poll with up to ``monitor_retry_max_attempts`` retries behind the breaker."""
+        attempt = 0
+        opened_during = False
+        while True:
+            now = utcnow()
+            if not self._breaker_allows(now):
+                assert self.breaker_opened_at is not None
+                reopens = (
+                    self.breaker_opened_at.timestamp()
+                    + self.settings.breaker_open_seconds
+                    - now.timestamp()
+                )
+                self.interval = min(self.high, max(self.low, reopens))
+                if not await store.record_rejection(self.db, self.owner, self.id, self.interval):
+                    raise LeaseLost
+                return
+            try:
+                data, latency_ms = await self._poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.context.record_error()
+                self.interval = next_interval(self.interval, "failed", self.low, self.high)
+                now = utcnow()
+                before = self.breaker_state
+                written = await store.record_failure(
+                    self.db,
+                    self.settings,
+                    owner=self.owner,
+                    monitor_id=self.id,
+                    scraper_id=self.context.scraper_id,
+                    url=self.url,
+                    fetcher=self.fetcher,
+                    now=now,
+                    exc=exc,
+                    attempt=attempt,
+                    interval=self.interval,
+                    health=self._health(now),
+                    breaker_before=before,
+                )
+                if written is None:
+                    raise LeaseLost from None
+                self._breaker(written)
+                self.unresolved = True
+                opened_during |= written.breaker_state == breakers.OPEN
+                log.warning("monitor %d: poll failed (attempt %d): %s", self.id, attempt + 1, exc)
+                if (
+                    attempt >= self.settings.monitor_retry_max_attempts
+                    or self._stopping.is_set()
+                    or written.breaker_state == breakers.OPEN
+                ):
+                    return
+                await self._sleep(retry_delay(attempt, self.settings))
+                attempt += 1
+                continue
+            await self._succeed(data, latency_ms, attempt, opened_during)
+            return
+
+    async def _succeed(
+        self, data: dict[str, Any], latency_ms: int, attempt: int, opened_during: bool
+    ) -> None:
+        now = utcnow()
+        digest = content_hash(data)
+        changed = digest != self.digest
+        self.context.record_success(now)
+        self.last_success = now
+        self.interval = next_interval(
+            self.interval, "changed" if changed else "unchanged", self.low, self.high
+        )
+        self.context.polling_interval = self.interval
+        resolution = None
+        if self.unresolved:
+            if opened_during or self.breaker_state != breakers.CLOSED:
+                resolution = "circuit_breaker"
+            elif self.restarted:
+                resolution = "restart"
+            else:
+                resolution = "auto_retry"
+        written = await store.record_success(
+            self.db,
+            self.settings,
+            owner=self.owner,
+            monitor_id=self.id,
+            scraper_id=self.context.scraper_id,
+            now=now,
+            data=data if changed else None,
+            digest=digest,
+            latency_ms=latency_ms,
+            interval=self.interval,
+            health=self._health(now),
+            memory_bytes=self.context.memory_bytes,
+            cpu_percent=self.context.cpu_percent,
+            breaker_before=self.breaker_state,
+            resolution=resolution,
+        )
+        if written is None:
+            raise LeaseLost
+        self._breaker(written)
+        self.digest = digest
+        self.unresolved = self.restarted = False
+
+    def _breaker(self, written: store.Written) -> None:
+        self.breaker_state, self.breaker_opened_at = (
+            written.breaker_state,
+            written.breaker_opened_at,
+        )
+
+    def _health(self, now: datetime) -> str:
+        return health_of(
+            self.context.error_count, self.last_success, self.context.start_time, now, self.settings
+        )
+
+    async def _maybe_sample(self) -> None:
+        now = utcnow()
+        if (
+            self._last_sample is None
+            or (now - self._last_sample).total_seconds() >= self.settings.monitor_health_log_seconds
+        ):
+            await self._sample("sample")
+
+    async def _sample(self, event: str) -> None:
+        now = utcnow()
+        self._last_sample = now
+        ctx = self.context
+        since = self.last_success
+        try:
+            await store.log_health(
+                self.db,
+                {
+                    "scraper_id": ctx.scraper_id,
+                    "monitor_id": self.id,
+                    "timestamp": now,
+                    "health_status": self._health(now),
+                    "error_count": ctx.error_count,
+                    "memory_mb": round(ctx.memory_bytes / 1024 / 1024, 2),
+                    "cpu_percent": round(ctx.cpu_percent, 2),
+                    "update_latency_ms": None,
+                    "polling_interval_seconds": self.interval,
+                    "uptime_seconds": int((now - ctx.start_time).total_seconds()),
+                    "last_update_age_seconds": (
+                        int((now - since).total_seconds()) if since is not None else None
+                    ),
+                    "event": event,
+                },
+            )
+        except Exception:
+            log.exception("monitor %d: writing its health sample failed", self.id)
+
+
+class MonitorRunner:
+    """Leases monitors and runs up to ``slots`` of them in this process until ``stop()``."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        fetchers: Fetcher,
+        *,
+        owner: str,
+        slots: int | None = None,
+    ) -> None:
+        self.db, self.settings, self.fetchers = db, settings, fetchers
+        self.owner = owner
+        self.slots = settings.monitor_slots if slots is None else slots
+        self.loops: dict[int, tuple[MonitorLoop, asyncio.Task[None]]] = {}
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """A monitor was created or resumed: look for work now."""
+        self._wake.set()
+
+    @property
+    def running(self) -> list[int]:
+        return sorted(self.loops)
+
+    async def run(self) -> None:
+        log.info("monitor runner %s started (%d slots)", self.owner, self.slots)
+        try:
+            while not self._stopping.is_set():
+                self._wake.clear()
+                try:
+                    await self.tick()
+                except Exception:
+                    log.exception(
+                        "monitor leases failed; retrying in %.1f s",
+                        self.settings.monitor_claim_seconds,
+                    )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.settings.monitor_claim_seconds)
+        finally:
+            await self._shutdown()
+
+    async def tick(self) -> None:
+        """Forget finished loops, renew held leases (stopping lost ones), claim free ones."""
+        for monitor_id, (_, task) in list(self.loops.items()):
+            if task.done():
+                del self.loops[monitor_id]
+                with contextlib.suppress(Exception):
+                    await store.release(self.db, self.owner, monitor_id)
+        held = set(self.loops)
+        kept = await store.renew(self.db, self.owner, held, self.settings)
+        for monitor_id in held - kept:
+            loop, task = self.loops.pop(monitor_id)
+            log.info("monitor %d: paused, deleted or taken over; stopping it here", monitor_id)
+            loop.stop()
+            task.cancel()  # it no longer owns the lease: nothing of its cycle may be written
+        if self._stopping.is_set():
+            return
+        for monitor in await store.claim(
+            self.db, self.owner, self.settings, self.slots - len(self.loops)
+        ):
+            loop = MonitorLoop(self, monitor)
+            task = asyncio.create_task(loop.run(), name=f"monitor-{monitor.id}")
+            self.loops[monitor.id] = (loop, task)
+            log.info("monitor %d: claimed by %s", monitor.id, self.owner)
+
+    async def _shutdown(self) -> None:
+        """Seed's graceful flow: finish each cycle, save state, give the leases back."""
+        if not self.loops:
+            return
+        for loop, _ in self.loops.values():
+            loop.stop()
+        tasks = {task: monitor_id for monitor_id, (_, task) in self.loops.items()}
+        _, late = await asyncio.wait(tasks, timeout=self.settings.shutdown_seconds)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for monitor_id in tasks.values():
+            with contextlib.suppress(Exception):
+                await store.release(self.db, self.owner, monitor_id)
+        log.info("monitor runner %s stopped (%d monitors released)", self.owner, len(tasks))
+        self.loops.clear()
