@@ -148,12 +148,24 @@ def worker(
     async def _run() -> None:
         runtime = await Runtime.open(settings)
         pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
+        # Live monitors run beside the pool, leased per monitor (issue 15).
+        monitors = runtime.monitor_runner(pool.worker_id) if settings.monitor_slots else None
         loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            pool.stop()
+            if monitors is not None:
+                monitors.stop()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, pool.stop)
+            loop.add_signal_handler(sig, stop)
+        watching = asyncio.create_task(monitors.run()) if monitors is not None else None
         try:
             await pool.run()
         finally:
+            if watching is not None:
+                monitors.stop()  # type: ignore[union-attr]
+                await watching
             await runtime.aclose()
 
     asyncio.run(_run())

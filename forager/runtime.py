@@ -16,6 +16,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.migrate import upgrade
 from forager.errors import ConfigError
+from forager.monitors.runner import MonitorRunner
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
@@ -61,6 +62,7 @@ class Runtime:
     parts: Parts
     pool: WorkerPool | None = None
     hub: AgentHub | None = None
+    monitors: MonitorRunner | None = None
 
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
@@ -101,6 +103,12 @@ class Runtime:
     def agent_hub(self) -> AgentHub:
         self.hub = AgentHub(self.db, self.settings, parts=self.parts)
         return self.hub
+
+    def monitor_runner(self, owner: str) -> MonitorRunner:
+        """Live monitors (issue 15): up to ``monitor_slots`` run in this process, fetched
+        through the shared fetchers."""
+        self.monitors = MonitorRunner(self.db, self.settings, self.parts.fetchers, owner=owner)
+        return self.monitors
 
     async def aclose(self) -> None:
         """Write what is queued, stop the parse processes and fetchers, close the database."""

@@ -42,9 +42,20 @@ def create_app(settings: Settings) -> FastAPI:
         # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
         app.state.missions = missions = MissionRunner(runtime.db, settings, box=runtime.box)
         orchestrating = asyncio.create_task(missions.run(), name="mission runner")
+        # Live monitors (issue 15) run with the built-in workers only (serve_workers > 0).
+        monitors = (
+            runtime.monitor_runner(pool.worker_id)
+            if settings.serve_workers and settings.monitor_slots
+            else None
+        )
+        app.state.monitors = monitors
+        watching = asyncio.create_task(monitors.run(), name="monitor runner") if monitors else None
         try:
             yield
         finally:
+            if monitors is not None and watching is not None:
+                monitors.stop()
+                await watching
             missions.stop()
             await orchestrating
             folding.cancel()
