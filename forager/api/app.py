@@ -12,6 +12,7 @@ from forager import __version__
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
 from forager.api import missions as missions_api
+from forager.api import monitors as monitors_api
 from forager.api.auth import ActorScope, require_key
 from forager.api.limits import BodyLimit
 from forager.config import Settings
@@ -92,6 +93,7 @@ def create_app(settings: Settings) -> FastAPI:
         missions_api.router,
         missions_api.services,
         missions_api.writers,
+        monitors_api.router,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

@@ -196,3 +196,7 @@ def is_running(monitor: Monitor, now: datetime) -> bool:
 
 async def enabled_monitors(session: AsyncSession) -> list[Monitor]:
     return list(await session.scalars(select(Monitor).where(Monitor.enabled.is_(True))))
+
+
+async def all_monitors(session: AsyncSession) -> list[Monitor]:
+    return list(await session.scalars(select(Monitor).order_by(Monitor.id)))

@@ -25,7 +25,7 @@ MAX_FIELDS = 50
 # subset every engine parses: compounds of tag / * / #id / .class / [attr] / [attr="v"] /
 # :first-child / :last-child / :nth-child(n) / :nth-of-type(n), joined by " " or " > ",
 # then optionally "@attr" to read an attribute instead of the text.
-FIELD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}(?![\s\S])"
+FIELD_NAME = r"^[A-Za-z][A-Za-z0-9_]{0,63}(?![\s\S])"
 JSON_PATH = r"^[A-Za-z0-9_\-]{1,100}(?:\.[A-Za-z0-9_\-]{1,100}){0,19}(?![\s\S])"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_-]{0,62}"
 _SUFFIX = (
