@@ -291,7 +291,9 @@ class Settings(BaseSettings):
     monitor_memory_hard_limit_mb: int = Field(
         2048,
         ge=64,
-        description="Memory above which a browser monitor's Chromium is killed at once.",
+        description="Memory above which a browser monitor's Chromium is to be killed at once "
+        "(checked at start-up against the soft limit; not yet enforced: Chromium is shared "
+        "per process).",
     )
     monitor_retry_max_attempts: int = Field(
         5, ge=0, le=20, description="Retries of a failed poll within one cycle."

@@ -29,6 +29,14 @@ def _closed_maps(schema: dict[str, Any]) -> None:
         for option in schema["properties"][name].get("anyOf", []):
             if "patternProperties" in option:
                 option["additionalProperties"] = False
+    schema["examples"] = [
+        {
+            "url": "https://example.com/live/123",
+            "name": "Final score",
+            "json_paths": {"home": "score.home", "away": "score.away"},
+            "interval_seconds": 2.5,
+        }
+    ]
 
 
 class MonitorCreate(JsonBody):
