@@ -146,25 +146,34 @@ def worker(
     settings = _settings()
 
     async def _run() -> None:
-        runtime = await Runtime.open(settings)
-        pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
-        # Live monitors run beside the pool, leased per monitor (issue 15).
-        monitors = runtime.monitor_runner(pool.worker_id) if settings.monitor_slots else None
+        # A SIGTERM while the runtime is still opening is a graceful stop too: the pool
+        # then never claims anything.
+        stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
-
-        def stop() -> None:
-            pool.stop()
-            if monitors is not None:
-                monitors.stop()
-
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop)
-        watching = asyncio.create_task(monitors.run()) if monitors is not None else None
+            loop.add_signal_handler(sig, stopping.set)
+        runtime = await Runtime.open(settings)
+        watching: asyncio.Task[None] | None = None
         try:
+            if stopping.is_set():
+                return
+            pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
+            # Live monitors run beside the pool, leased per monitor (issue 15).
+            monitors = runtime.monitor_runner(pool.worker_id) if settings.monitor_slots else None
+
+            def stop() -> None:
+                pool.stop()
+                if monitors is not None:
+                    monitors.stop()
+
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop)
+            if monitors is not None:
+                watching = asyncio.create_task(monitors.run(), name="monitor runner")
             await pool.run()
         finally:
-            if watching is not None:
-                monitors.stop()  # type: ignore[union-attr]
+            if watching is not None and runtime.monitors is not None:
+                runtime.monitors.stop()
                 await watching
             await runtime.aclose()
 
