@@ -319,6 +319,12 @@ class Settings(BaseSettings):
         description="How often a process renews its monitors' leases and looks for unclaimed "
         "ones; at most half of FORAGER_MONITOR_LEASE_SECONDS.",
     )
+    monitor_log_retention_days: float = Field(
+        30.0,
+        gt=0,
+        description="Health samples and resolved scraper errors older than this are deleted "
+        "(hourly, by every process running monitors).",
+    )
     monitor_health_log_seconds: float = Field(
         60.0, gt=0, description="How often each running monitor writes a scraper_health_log row."
     )

@@ -371,3 +371,30 @@ async def test_bad_monitor_specs_are_refused_naming_the_field(env: Env) -> None:
         assert refused.value.field == field, overrides
     async with env.db.reader() as session:
         assert await session.scalar(select(func.count()).select_from(Monitor)) == 0
+
+
+async def test_old_health_samples_and_resolved_errors_are_cleaned(env: Env) -> None:
+    old = utcnow() - timedelta(days=31)
+    async with env.db.session() as session:
+        session.add_all(
+            [
+                ScraperHealthLog(scraper_id="s", health_status="healthy", timestamp=old),
+                ScraperHealthLog(scraper_id="s", health_status="healthy"),
+                ScraperError(
+                    scraper_id="s",
+                    error_type="network",
+                    category="network",
+                    timestamp=old,
+                    resolved=True,
+                    resolution_method="auto_retry",
+                ),
+                # An old error nobody resolved stays until someone does.
+                ScraperError(
+                    scraper_id="s", error_type="network", category="network", timestamp=old
+                ),
+            ]
+        )
+    assert await admin.clean_logs(env.db, env.settings) == (1, 1)
+    async with env.db.reader() as session:
+        assert await session.scalar(select(func.count()).select_from(ScraperHealthLog)) == 1
+        assert await session.scalar(select(ScraperError.resolved)) is False

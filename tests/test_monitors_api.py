@@ -223,3 +223,37 @@ async def _failing(mapi: Client) -> dict[str, Any] | None:
     body = (await mapi.get("/health")).json()
     scrapers = body.get("scrapers") or []
     return body if scrapers and scrapers[0]["health_status"] == "failing" else None
+
+
+async def test_unresolved_errors_are_listed_and_resolved_by_hand(
+    mapi: Client, site: TestSite
+) -> None:
+    site.set_live("e", 1, status=500)
+    mid = (await mapi.post("/api/monitors", json=_json_monitor(site, "e"))).json()["id"]
+    mapi.start_runner()
+
+    async def unresolved() -> list[dict[str, Any]] | None:
+        page = (
+            await mapi.get("/api/monitor-errors", params={"resolved": "false", "monitor_id": mid})
+        ).json()
+        return page["items"] or None
+
+    first = (await eventually(unresolved, "an unresolved error"))[-1]
+    assert (first["category"], first["error_type"], first["resolved"]) == (
+        "network",
+        "http_5xx",
+        False,
+    )
+    await mapi.post(f"/api/monitors/{mid}/pause")  # no more errors from here on
+    read = {"Authorization": f"Bearer {mapi.keys['read']}"}
+    refused = await mapi.post(f"/api/monitor-errors/{first['id']}/resolve", headers=read)
+    assert refused.status_code == 403
+    done = (await mapi.post(f"/api/monitor-errors/{first['id']}/resolve")).json()
+    assert (done["resolved"], done["resolution_method"]) == (True, "manual")
+    again = (await mapi.post(f"/api/monitor-errors/{first['id']}/resolve")).json()
+    assert again["resolution_time"] == done["resolution_time"]  # resolving twice: no change
+    assert (await mapi.post("/api/monitor-errors/999999/resolve")).status_code == 404
+    resolved = (await mapi.get("/api/monitor-errors", params={"resolved": "true"})).json()
+    assert [e["id"] for e in resolved["items"]] == [first["id"]]
+    rows = await event_rows(mapi.app.state.runtime.db, "scraper_error", first["id"])
+    assert [(e.event, e.actor) for e in rows] == [("resolved", "test-admin")]

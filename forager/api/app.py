@@ -94,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
         missions_api.services,
         missions_api.writers,
         monitors_api.router,
+        monitors_api.errors_router,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

@@ -146,3 +146,24 @@ class SnapshotPublic(BaseModel):
     data: dict[str, Any]
     scraper_id: str | None
     update_latency_ms: int | None
+
+
+class ScraperErrorPublic(BaseModel):
+    """One error of a monitor's run (the seed's ``scraper_errors``)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    scraper_id: str
+    monitor_id: int | None
+    timestamp: datetime
+    error_type: str = Field(description="Forager's error type (network, timeout, http_5xx …).")
+    category: Literal["network", "parsing", "browser", "database", "auth"]
+    error_message: str | None
+    stack_trace: str | None
+    url: str | None
+    operation: str | None
+    retry_attempt: int
+    resolved: bool
+    resolution_time: datetime | None
+    resolution_method: Literal["auto_retry", "circuit_breaker", "manual", "restart"] | None

@@ -17,6 +17,7 @@ from forager.api.monitor_schemas import (
     MonitorData,
     MonitorPublic,
     MonitorStatus,
+    ScraperErrorPublic,
     SnapshotPublic,
 )
 from forager.api.schemas import Page
@@ -208,3 +209,35 @@ async def monitor_history(
     return [
         SnapshotPublic.model_validate(s) for s in await admin.history(session, monitor_id, limit)
     ]
+
+
+errors_router = APIRouter(prefix="/api/monitor-errors", tags=["monitors"])
+
+
+@errors_router.get("", operation_id="list_monitor_errors")
+async def list_monitor_errors(
+    session: ReadSessionDep,
+    paging: PagingDep,
+    resolved: Annotated[bool | None, Query(description="Only resolved or unresolved.")] = None,
+    monitor_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+) -> Page[ScraperErrorPublic]:
+    """Errors of every monitor's runs, newest first."""
+    rows, total = await admin.error_listing(
+        session, resolved=resolved, monitor_id=monitor_id, limit=paging.limit, offset=paging.offset
+    )
+    return Page(
+        items=[ScraperErrorPublic.model_validate(e) for e in rows],
+        total=total,
+        limit=paging.limit,
+        offset=paging.offset,
+    )
+
+
+@errors_router.post(
+    "/{error_id}/resolve",
+    operation_id="resolve_monitor_error",
+    responses={404: {"description": "No such error."}},
+)
+async def resolve_monitor_error(error_id: EntityId, runtime: RuntimeDep) -> ScraperErrorPublic:
+    """Mark an error resolved by hand (resolution method ``manual``)."""
+    return ScraperErrorPublic.model_validate(await admin.resolve_error(runtime.db, error_id))

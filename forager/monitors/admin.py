@@ -5,15 +5,16 @@ transaction with its audit event."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import ColumnElement, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
-from forager.db.models import Monitor, MonitorSnapshot, ScraperError
+from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHealthLog
+from forager.db.types import utcnow
 from forager.errors import InvalidRequest, NotFound
 from forager.fetch.registry import FETCHER_KINDS
 from forager.monitors.extract import check_spec
@@ -200,3 +201,58 @@ async def enabled_monitors(session: AsyncSession) -> list[Monitor]:
 
 async def all_monitors(session: AsyncSession) -> list[Monitor]:
     return list(await session.scalars(select(Monitor).order_by(Monitor.id)))
+
+
+async def error_listing(
+    session: AsyncSession,
+    *,
+    resolved: bool | None,
+    monitor_id: int | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[ScraperError], int]:
+    """Scraper errors, newest first (the seed's unresolved index serves ``resolved=false``)."""
+    where: list[ColumnElement[bool]] = []
+    if resolved is not None:
+        where.append(ScraperError.resolved.is_(resolved))
+    if monitor_id is not None:
+        where.append(ScraperError.monitor_id == monitor_id)
+    total = await session.scalar(select(func.count()).select_from(ScraperError).where(*where))
+    rows = await session.scalars(
+        select(ScraperError)
+        .where(*where)
+        .order_by(ScraperError.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return list(rows), total or 0
+
+
+async def resolve_error(db: Database, error_id: int) -> ScraperError:
+    """An operator marks an error resolved by hand (``manual``); resolving twice changes
+    nothing."""
+    async with db.session() as session:
+        error = await session.get(ScraperError, error_id, with_for_update=True)
+        if error is None:
+            raise NotFound(f"scraper error {error_id} not found")
+        if not error.resolved:
+            error.resolved = True
+            error.resolution_time = utcnow()
+            error.resolution_method = "manual"
+            audit.record(session, "scraper_error", [error_id], "resolved", {"method": "manual"})
+        return error
+
+
+async def clean_logs(db: Database, settings: Settings) -> tuple[int, int]:
+    """Drop health samples and resolved errors older than the retention; (samples, errors)."""
+    cutoff = utcnow() - timedelta(days=settings.monitor_log_retention_days)
+    async with db.session() as session:
+        samples = await session.execute(
+            delete(ScraperHealthLog).where(ScraperHealthLog.timestamp < cutoff)
+        )
+        errors = await session.execute(
+            delete(ScraperError).where(
+                ScraperError.resolved.is_(True), ScraperError.timestamp < cutoff
+            )
+        )
+        return getattr(samples, "rowcount", 0) or 0, getattr(errors, "rowcount", 0) or 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ from forager.db.models import Monitor
 from forager.db.types import utcnow
 from forager.fetch import breakers
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.monitors import store
+from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash, extract
 
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # Adaptive polling: faster while the data changes, slower while it does not or polls fail.
 FASTER, SLOWER, BACKOFF = 0.5, 1.25, 2.0
+# How often a runner deletes health samples and resolved errors past their retention.
+CLEANUP_SECONDS = 3600.0
 
 
 def next_interval(current: float, outcome: str, low: float, high: float) -> float:
@@ -316,6 +319,7 @@ class MonitorRunner:
         self.loops: dict[int, tuple[MonitorLoop, asyncio.Task[None]]] = {}
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._cleaned: float | None = None
 
     def stop(self) -> None:
         self._stopping.set()
@@ -362,6 +366,11 @@ class MonitorRunner:
             task.cancel()  # it no longer owns the lease: nothing of its cycle may be written
         if self._stopping.is_set():
             return
+        if self._cleaned is None or time.monotonic() - self._cleaned >= CLEANUP_SECONDS:
+            self._cleaned = time.monotonic()
+            samples, errors = await admin.clean_logs(self.db, self.settings)
+            if samples or errors:
+                log.info("deleted %d old health samples and %d old errors", samples, errors)
         for monitor in await store.claim(
             self.db, self.owner, self.settings, self.slots - len(self.loops)
         ):
