@@ -328,7 +328,10 @@ def test_health_and_restart_rules_follow_the_seed(settings: Settings) -> None:
     ctx.last_update_time, ctx.error_count = ago(1), 11
     assert ctx.restart_reason(now) == "errors"
     ctx.error_count, ctx.memory_bytes = 10, 1536 * 1024 * 1024 + 1
+    ctx.start_time = ago(61)
     assert ctx.restart_reason(now) == "memory" and not ctx.over_hard_limit()
+    ctx.start_time = ago(30)  # a run restarts for memory at most once a minute
+    assert ctx.restart_reason(now) is None
     ctx.measure()  # psutil over this process and its children
     assert ctx.memory_bytes > 0
     assert [retry_delay(n, settings) for n in range(6)] == [1, 2, 4, 8, 16, 16]

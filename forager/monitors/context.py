@@ -19,6 +19,7 @@ from forager.db.types import utcnow
 HEALTHY, DEGRADED, FAILING = "healthy", "degraded", "failing"
 # The seed's thresholds on consecutive errors: > 2 degraded, > 5 failing.
 DEGRADED_ERRORS, FAILING_ERRORS = 2, 5
+MEMORY_RESTART_MIN_AGE = 60.0  # seconds a run lives at least before memory restarts it
 
 
 def health_of(
@@ -102,7 +103,12 @@ class ScraperContext:
             return "staleness"
         if self.error_count > self.settings.monitor_restart_errors:
             return "errors"
-        if self.memory_bytes > self.soft_memory_limit:
+        # Memory is the process tree's: a run restarts for it at most once a minute, so a
+        # process that stays above the limit does not restart its monitors every cycle.
+        if (
+            self.memory_bytes > self.soft_memory_limit
+            and (now - self.start_time).total_seconds() >= MEMORY_RESTART_MIN_AGE
+        ):
             return "memory"
         return None
 

@@ -78,12 +78,10 @@ class MonitorLoop:
         self.restarted = False  # since the last success
 
     def _context(self, previous: ScraperContext | None) -> ScraperContext:
-        # A new run starts fresh (seed: start_time, scraper_id); staleness keeps counting from
-        # the last success this process has seen, so a restart does not hide a stale page.
-        ctx = ScraperContext(self.id, self.url, self.settings, polling_interval=self.interval)
-        if previous is not None:
-            ctx.last_update_time = previous.last_update_time
-        return ctx
+        # A new run starts fresh (seed: scraper_id, start_time, its own staleness and error
+        # count), so a page that stays down restarts its run once per staleness period, not
+        # every cycle; the monitor's health keeps reading the row's last success.
+        return ScraperContext(self.id, self.url, self.settings, polling_interval=self.interval)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -355,6 +353,12 @@ class MonitorRunner:
         for monitor_id, (_, task) in list(self.loops.items()):
             if task.done():
                 del self.loops[monitor_id]
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "monitor %d: its loop failed; giving it back",
+                        monitor_id,
+                        exc_info=task.exception(),
+                    )
                 with contextlib.suppress(Exception):
                     await store.release(self.db, self.owner, monitor_id)
         held = set(self.loops)
