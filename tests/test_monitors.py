@@ -28,7 +28,7 @@ from forager.monitors.runner import MonitorRunner, next_interval, retry_delay
 from forager.runtime import open_database
 from tests.conftest import SettingsFactory
 from tests.support.site import TestSite
-from tests.support.waiting import entity_events, eventually
+from tests.support.waiting import entity_events, event_rows, eventually
 
 FAST = {
     "monitor_claim_seconds": 0.1,
@@ -367,6 +367,8 @@ async def test_bad_monitor_specs_are_refused_naming_the_field(env: Env) -> None:
         ({"fetcher": "telnet"}, "fetcher"),
         ({"min_interval_seconds": 1.0, "interval_seconds": 0.5}, "min_interval_seconds"),
         ({"max_interval_seconds": 500.0}, "max_interval_seconds"),
+        ({"state_field": "other"}, "state_field"),
+        ({"end_states": ("ended",)}, "end_states"),
     ]
     for overrides, field in cases:
         with pytest.raises(InvalidRequest) as refused:
@@ -401,3 +403,35 @@ async def test_old_health_samples_and_resolved_errors_are_cleaned(env: Env) -> N
     async with env.db.reader() as session:
         assert await session.scalar(select(func.count()).select_from(ScraperHealthLog)) == 1
         assert await session.scalar(select(ScraperError.resolved)) is False
+
+
+async def test_state_changes_are_events_and_an_end_state_stops_the_monitor(
+    env: Env, site: TestSite
+) -> None:
+    site.set_live("match", "live")
+    monitor = await env.create(site.url("/live/match"), state_field="value", end_states=("ended",))
+    runner = env.start("runner-a")
+    await eventually(lambda: _equals(env.snapshots(monitor.id), ["live"]), "the first state")
+    site.set_live("match", "halftime")
+    await eventually(lambda: _equals(env.snapshots(monitor.id), ["live", "halftime"]), "halftime")
+    site.set_live("match", "ended")
+    await eventually(lambda: monitor.id not in runner.running, "the monitor to stop itself")
+    row = await env.monitor(monitor.id)
+    assert (row.enabled, row.status, row.last_state, row.lease_owner) == (
+        False,
+        "stopped",
+        "ended",
+        None,
+    )
+    assert await env.snapshots(monitor.id) == ["live", "halftime", "ended"]
+    details = [
+        (e.event, e.details)
+        for e in await event_rows(env.db, "monitor", monitor.id)
+        if e.event in ("state_changed", "ended")
+    ]
+    assert details == [
+        ("state_changed", {"from": None, "to": "live"}),
+        ("state_changed", {"from": "live", "to": "halftime"}),
+        ("state_changed", {"from": "halftime", "to": "ended"}),
+        ("ended", {"state": "ended"}),
+    ]

@@ -119,6 +119,8 @@ BAD_INPUT = [
     ({"interval_seconds": 0.2, "min_interval_seconds": 0.25}, "min_interval_seconds"),
     ({"max_interval_seconds": 5}, "max_interval_seconds"),  # not below the 1 s degraded
     ({"surprise": 1}, "surprise"),
+    ({"state_field": "score"}, "state_field"),  # not one of the json_paths fields
+    ({"end_states": ["ended"]}, "end_states"),  # without a state_field
 ]
 
 

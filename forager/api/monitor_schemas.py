@@ -66,6 +66,16 @@ class MonitorCreate(JsonBody):
         description='Fields read from a JSON page: {"home": "score.home", "first": '
         '"items.0.price"} (numbers index lists).',
     )
+    state_field: FieldName | None = Field(
+        None,
+        description="A field whose value is the monitor's state (live / ended, in stock / "
+        "sold out): each change of it is an event. With css or json_paths, one of their fields.",
+    )
+    end_states: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None,
+        max_length=20,
+        description="States that stop the monitor when reached (needs state_field).",
+    )
     interval_seconds: Seconds | None = Field(
         None, description="Baseline polling interval (default FORAGER_MONITOR_INTERVAL_SECONDS)."
     )
@@ -89,6 +99,9 @@ class MonitorPublic(BaseModel):
     parser_name: str | None
     selector_type: Literal["css", "json"] | None
     selectors: dict[str, str] | None
+    state_field: str | None
+    end_states: list[str] | None
+    last_state: str | None = Field(description="The state field's last value.")
     interval_seconds: float
     min_interval_seconds: float
     max_interval_seconds: float

@@ -97,6 +97,8 @@ async def create_monitor(
         interval_seconds=body.interval_seconds,
         min_interval_seconds=body.min_interval_seconds,
         max_interval_seconds=body.max_interval_seconds,
+        state_field=body.state_field,
+        end_states=tuple(body.end_states) if body.end_states else None,
     )
     if body.css is not None and body.json_paths is not None:
         raise InvalidRequest("give exactly one of parser_name, css and json_paths", field="css")

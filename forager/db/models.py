@@ -620,6 +620,11 @@ class Monitor(Timestamped, Base):
     parser_name: Mapped[str | None] = mapped_column(String(100))
     selector_type: Mapped[str | None] = mapped_column(String(10))
     selectors: Mapped[dict[str, str] | None] = mapped_column(JsonDoc)
+    # State detection: a field whose value is the monitor's state (live / ended, in stock /
+    # sold out); a change of it is an event, and reaching one of end_states stops the monitor.
+    state_field: Mapped[str | None] = mapped_column(String(64))
+    end_states: Mapped[list[str] | None] = mapped_column(JsonDoc)
+    last_state: Mapped[str | None] = mapped_column(String(200))
     interval_seconds: Mapped[float] = mapped_column(Float, default=2.5)
     min_interval_seconds: Mapped[float] = mapped_column(Float)
     max_interval_seconds: Mapped[float] = mapped_column(Float)

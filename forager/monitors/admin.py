@@ -33,6 +33,8 @@ class MonitorSpec:
     interval_seconds: float | None = None
     min_interval_seconds: float | None = None
     max_interval_seconds: float | None = None
+    state_field: str | None = None
+    end_states: tuple[str, ...] | None = None
 
     def bounds(self, settings: Settings) -> tuple[float, float, float]:
         """(interval, min, max) with the settings' defaults; refused naming the field when
@@ -68,6 +70,17 @@ async def create(db: Database, settings: Settings, spec: MonitorSpec) -> Monitor
         field = problem.partition(": ")[0].split(".")[0]
         raise InvalidRequest(problem, field=field)
     base, low, high = spec.bounds(settings)
+    if spec.end_states and spec.state_field is None:
+        raise InvalidRequest("end_states need a state_field", field="end_states")
+    if (
+        spec.state_field is not None
+        and spec.selectors is not None
+        and spec.state_field not in spec.selectors
+    ):
+        raise InvalidRequest(
+            f"state_field {spec.state_field!r} is not one of the selector map's fields",
+            field="state_field",
+        )
     async with db.session() as session:
         monitor = Monitor(
             name=spec.name,
@@ -76,6 +89,8 @@ async def create(db: Database, settings: Settings, spec: MonitorSpec) -> Monitor
             parser_name=spec.parser_name,
             selector_type=spec.selector_type if spec.selectors is not None else None,
             selectors=spec.selectors,
+            state_field=spec.state_field,
+            end_states=list(spec.end_states) if spec.end_states else None,
             interval_seconds=base,
             min_interval_seconds=low,
             max_interval_seconds=high,

@@ -76,6 +76,10 @@ class MonitorLoop:
         self._stopping = asyncio.Event()
         self._last_sample: datetime | None = None
         self.restarted = False  # since the last success
+        self.last_latency_ms: int | None = monitor.last_latency_ms
+        self.state_field = monitor.state_field
+        self.end_states = set(monitor.end_states or ())
+        self.state = monitor.last_state
 
     def _context(self, previous: ScraperContext | None) -> ScraperContext:
         # A new run starts fresh (seed: scraper_id, start_time, its own staleness and error
@@ -212,6 +216,7 @@ class MonitorLoop:
         self, data: dict[str, Any], latency_ms: int, attempt: int, opened_during: bool
     ) -> None:
         now = utcnow()
+        self.last_latency_ms = latency_ms
         digest = content_hash(data)
         changed = digest != self.digest
         self.context.record_success(now)
@@ -220,6 +225,13 @@ class MonitorLoop:
             self.interval, "changed" if changed else "unchanged", self.low, self.high
         )
         self.context.polling_interval = self.interval
+        state: tuple[str | None, str | None] | None = None
+        if self.state_field is not None:
+            value = data.get(self.state_field)
+            now_state = None if value is None else str(value)[:200]
+            if now_state != self.state:
+                state = (self.state, now_state)
+        ended = state is not None and state[1] in self.end_states
         resolution = None
         if self.unresolved:
             if opened_during or self.breaker_state != breakers.CLOSED:
@@ -244,9 +256,17 @@ class MonitorLoop:
             cpu_percent=self.context.cpu_percent,
             breaker_before=self.breaker_state,
             resolution=resolution,
+            state=state,
+            ended=ended,
         )
         if written is None:
             raise LeaseLost
+        if state is not None:
+            self.state = state[1]
+            log.info("monitor %d: state %s → %s", self.id, state[0], state[1])
+        if ended:
+            log.info("monitor %d: reached its end state %r; stopped", self.id, self.state)
+            self.stop()
         self._breaker(written)
         self.digest = digest
         self.unresolved = self.restarted = False
@@ -286,7 +306,7 @@ class MonitorLoop:
                     "error_count": ctx.error_count,
                     "memory_mb": round(ctx.memory_bytes / 1024 / 1024, 2),
                     "cpu_percent": round(ctx.cpu_percent, 2),
-                    "update_latency_ms": None,
+                    "update_latency_ms": self.last_latency_ms,
                     "polling_interval_seconds": self.interval,
                     "uptime_seconds": int((now - ctx.start_time).total_seconds()),
                     "last_update_age_seconds": (

@@ -184,6 +184,8 @@ async def record_success(
     cpu_percent: float,
     breaker_before: str,
     resolution: str | None,
+    state: tuple[str | None, str | None] | None = None,
+    ended: bool = False,
 ) -> Written | None:
     """One successful poll; ``data`` is stored as a snapshot only when it changed (``data`` is
     None when the hash equals the stored one). None: the lease is gone, nothing written."""
@@ -207,6 +209,16 @@ async def record_success(
             "total_changes": Monitor.total_changes + 1,
             "content_hash": digest,
             "last_change_at": now,
+        }
+    if state is not None:
+        values["last_state"] = state[1]
+    if ended:
+        # An end state stops the monitor: disabled, its lease given back.
+        values |= {
+            "enabled": False,
+            "status": "stopped",
+            "lease_owner": None,
+            "lease_expires_at": None,
         }
     async with db.session() as session:
         row = (
@@ -241,6 +253,16 @@ async def record_success(
                 .execution_options(synchronize_session=False)
             )
         await _breaker_step(session, monitor_id, breaker_before, written, now)
+        if state is not None:
+            audit.record(
+                session,
+                "monitor",
+                [monitor_id],
+                "state_changed",
+                {"from": state[0], "to": state[1]},
+            )
+        if ended:
+            audit.record(session, "monitor", [monitor_id], "ended", {"state": state and state[1]})
         return written
 
 
