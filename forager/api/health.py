@@ -72,9 +72,9 @@ async def _due_count(session: AsyncSession, now: datetime) -> int:
 @router.get("/health", operation_id="health", responses={503: {"model": Health}})
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
     """``healthy``; ``degraded`` when work is due but no worker has been seen recently, or
-    live monitors are stale or erring (5-10 errors a minute); ``down`` (503) when the
-    database does not answer, enabled monitors have no process running them, or they err
-    more than 10 times a minute. Anonymous callers get the status, the
+    live monitors are stale or erring (5-10 errors a minute) or enabled ones have no process
+    running them; ``down`` (503) when the database does not answer or monitors err more than
+    10 times a minute. Anonymous callers get the status, the
     time and the safety opt-outs in force; a valid API key also gets queue depth, workers and
     circuit breakers."""
     now = utcnow()

@@ -20,7 +20,8 @@ FieldName = Annotated[
 ]
 CssSelector = Annotated[str, Shape(CSS_SELECTOR, "a CSS selector of the supported subset", 500)]
 JsonPath = Annotated[str, Shape(JSON_PATH, "a dotted JSON path like score.home", 500)]
-Seconds = Annotated[float, Field(ge=0.05, le=3600)]
+# Below the default FORAGER_MONITOR_DEGRADED_SECONDS (120): the slowest interval must be.
+Seconds = Annotated[float, Field(ge=0.05, lt=120)]
 
 
 def _closed_maps(schema: dict[str, Any]) -> None:
@@ -29,6 +30,24 @@ def _closed_maps(schema: dict[str, Any]) -> None:
         for option in schema["properties"][name].get("anyOf", []):
             if "patternProperties" in option:
                 option["additionalProperties"] = False
+    # Exactly one of parser_name, css and json_paths (a string or a map, not null); and
+    # end_states only with a state_field: what the server checks, said in the description.
+    schema["allOf"] = [
+        {
+            "oneOf": [
+                {"required": ["parser_name"], "properties": {"parser_name": {"type": "string"}}},
+                {"required": ["css"], "properties": {"css": {"type": "object"}}},
+                {"required": ["json_paths"], "properties": {"json_paths": {"type": "object"}}},
+            ]
+        },
+        {
+            "if": {"required": ["end_states"], "properties": {"end_states": {"type": "array"}}},
+            "then": {
+                "required": ["state_field"],
+                "properties": {"state_field": {"type": "string"}},
+            },
+        },
+    ]
     schema["examples"] = [
         {
             "url": "https://example.com/live/123",
@@ -68,8 +87,8 @@ class MonitorCreate(JsonBody):
     )
     state_field: FieldName | None = Field(
         None,
-        description="A field whose value is the monitor's state (live / ended, in stock / "
-        "sold out): each change of it is an event. With css or json_paths, one of their fields.",
+        description="A field of the data whose value is the monitor's state (live / ended, in "
+        "stock / sold out): each change of it is an event.",
     )
     end_states: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         None,
@@ -80,11 +99,14 @@ class MonitorCreate(JsonBody):
         None, description="Baseline polling interval (default FORAGER_MONITOR_INTERVAL_SECONDS)."
     )
     min_interval_seconds: Seconds | None = Field(
-        None, description="Fastest adaptive interval; at most interval_seconds."
+        None,
+        description="Fastest adaptive interval (default FORAGER_MONITOR_MIN_INTERVAL_SECONDS); "
+        "one above interval_seconds is lowered to it.",
     )
     max_interval_seconds: Seconds | None = Field(
         None,
-        description="Slowest adaptive interval; at least interval_seconds and below "
+        description="Slowest adaptive interval (default FORAGER_MONITOR_MAX_INTERVAL_SECONDS); "
+        "one below interval_seconds is raised to it. Must stay below "
         "FORAGER_MONITOR_DEGRADED_SECONDS.",
     )
 

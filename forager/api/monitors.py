@@ -24,7 +24,7 @@ from forager.api.schemas import Page
 from forager.config import Settings
 from forager.db.models import Monitor
 from forager.db.types import utcnow
-from forager.errors import InvalidRequest, NotFound
+from forager.errors import Conflict, InvalidRequest
 from forager.monitors import admin
 from forager.monitors.context import FAILING, FAILING_ERRORS, health_of
 
@@ -164,7 +164,8 @@ async def delete_monitor(monitor_id: EntityId, runtime: RuntimeDep) -> Response:
     operation_id="monitor_data",
     response_model=MonitorData,
     responses={
-        404: {"description": "No such monitor, or no data yet."},
+        404: {"description": "No such monitor."},
+        409: {"description": "The monitor has no data yet."},
         200: {
             "headers": {
                 "X-Data-Freshness": {
@@ -183,7 +184,7 @@ async def monitor_data(monitor_id: EntityId, session: ReadSessionDep) -> JSONRes
     """The latest snapshot: its fields and ``_metadata`` (the seed's data endpoint)."""
     monitor, snapshot = await admin.latest(session, monitor_id)
     if snapshot is None:
-        raise NotFound(f"monitor {monitor_id} has no data yet")
+        raise Conflict(f"monitor {monitor_id} has no data yet (no successful poll so far)")
     scraped = max(monitor.last_success_at or snapshot.observed_at, snapshot.observed_at)
     age = max(0, math.floor((utcnow() - scraped).total_seconds()))
     stamp = scraped.isoformat().replace("+00:00", "Z")

@@ -329,12 +329,12 @@ class BreakerSeen(BaseModel):
 class ScraperSeen(BaseModel):
     """One running monitor, as the seed's ``ScraperContext.to_dict`` (issue 15)."""
 
-    scraper_id: str | None
+    scraper_id: str | None = None
     match_id: str = Field(description="The monitor's id (the seed's match).")
     monitor_id: int
     url: str
     start_time: datetime
-    last_update: datetime | None = Field(description="The last successful poll.")
+    last_update: datetime | None = Field(None, description="The last successful poll.")
     uptime_seconds: float
     error_count: int = Field(description="Consecutive errors.")
     total_errors: int
@@ -354,7 +354,7 @@ class CircuitBreakerSeen(BaseModel):
     state: Literal["closed", "open", "half_open"]
     failure_count: int
     success_count: int
-    opened_at: datetime | None
+    opened_at: datetime | None = None
     total_calls: int | None = None
     total_successes: int | None = None
     total_failures: int | None = None

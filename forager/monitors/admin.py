@@ -37,27 +37,23 @@ class MonitorSpec:
     end_states: tuple[str, ...] | None = None
 
     def bounds(self, settings: Settings) -> tuple[float, float, float]:
-        """(interval, min, max) with the settings' defaults; refused naming the field when
-        they contradict each other or the staleness thresholds."""
-        base = self.interval_seconds or settings.monitor_interval_seconds
-        low = self.min_interval_seconds or min(settings.monitor_min_interval_seconds, base)
-        high = self.max_interval_seconds or max(settings.monitor_max_interval_seconds, base)
-        if not low <= base:
-            raise InvalidRequest(
-                f"min_interval_seconds ({low}) must not exceed interval_seconds ({base})",
-                field="min_interval_seconds",
-            )
-        if not base <= high:
-            raise InvalidRequest(
-                f"max_interval_seconds ({high}) must not be below interval_seconds ({base})",
-                field="max_interval_seconds",
-            )
+        """(interval, min, max): the baseline always lies within the bounds, which widen to
+        hold it (a minimum above it is lowered to it, a maximum below it raised to it);
+        unset values take the settings' defaults. A maximum that would make a monitor
+        polling at its slowest look stale is refused, naming the field."""
+        low, high = self.min_interval_seconds, self.max_interval_seconds
+        base = self.interval_seconds or min(
+            max(settings.monitor_interval_seconds, low or 0.0), high or float("inf")
+        )
+        low = min(low or settings.monitor_min_interval_seconds, base)
+        high = max(high or settings.monitor_max_interval_seconds, base)
         if high >= settings.monitor_degraded_seconds:
+            field = "max_interval_seconds" if high != base else "interval_seconds"
             raise InvalidRequest(
-                f"max_interval_seconds must be below {settings.monitor_degraded_seconds:g} s "
+                f"{field} must be below {settings.monitor_degraded_seconds:g} s "
                 "(FORAGER_MONITOR_DEGRADED_SECONDS), or a monitor polling at its slowest "
                 "would look stale",
-                field="max_interval_seconds",
+                field=field,
             )
         return base, low, high
 
@@ -72,15 +68,6 @@ async def create(db: Database, settings: Settings, spec: MonitorSpec) -> Monitor
     base, low, high = spec.bounds(settings)
     if spec.end_states and spec.state_field is None:
         raise InvalidRequest("end_states need a state_field", field="end_states")
-    if (
-        spec.state_field is not None
-        and spec.selectors is not None
-        and spec.state_field not in spec.selectors
-    ):
-        raise InvalidRequest(
-            f"state_field {spec.state_field!r} is not one of the selector map's fields",
-            field="state_field",
-        )
     async with db.session() as session:
         monitor = Monitor(
             name=spec.name,

@@ -93,10 +93,11 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
     last_hour = await admin.errors_since(session, now - timedelta(hours=1))
     latencies = [m.last_latency_ms for m in running if m.last_latency_ms is not None]
     status, detail = "healthy", None
-    if monitors and not running:
-        status, detail = "down", f"{len(monitors)} monitors are enabled but none is running"
-    elif last_minute > DOWN_ERRORS_PER_MINUTE:
+    if last_minute > DOWN_ERRORS_PER_MINUTE:
         status, detail = "down", f"{last_minute} monitor errors in the last minute"
+    elif monitors and not running:
+        # Like work due with no worker: a state to look at, not an outage of the server.
+        status, detail = "degraded", f"{len(monitors)} monitors are enabled but none is running"
     elif unhealthy or last_minute >= DEGRADED_ERRORS_PER_MINUTE:
         status = "degraded"
         detail = f"{unhealthy} monitors stale or failing, {last_minute} errors in the last minute"
