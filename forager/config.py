@@ -307,6 +307,12 @@ class Settings(BaseSettings):
     monitor_page_timeout_seconds: float = Field(
         30.0, gt=0, description="Timeout of one monitor poll (fetch and parse)."
     )
+    monitor_min_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Floor of a monitor's adaptive poll timeout (5 × its usual poll time, "
+        "at most FORAGER_MONITOR_PAGE_TIMEOUT_SECONDS).",
+    )
     monitor_lease_seconds: float = Field(
         30.0,
         gt=0,

@@ -24,7 +24,7 @@ from forager.errors import ConfigError, InvalidRequest
 from forager.fetch.registry import FetcherSet
 from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
-from forager.monitors.runner import MonitorRunner, next_interval, retry_delay
+from forager.monitors.runner import MonitorRunner, next_interval, poll_timeout, retry_delay
 from forager.runtime import open_database
 from tests.conftest import SettingsFactory
 from tests.support.site import TestSite
@@ -338,6 +338,11 @@ def test_health_and_restart_rules_follow_the_seed(settings: Settings) -> None:
     assert next_interval(2.5, "changed", 0.5, 60) == 1.25
     assert next_interval(50, "unchanged", 0.5, 60) == 60
     assert next_interval(0.6, "changed", 0.5, 60) == 0.5
+    # Adaptive timeouts: 5 × the usual poll time, within [5 s, 30 s]; unknown: the ceiling.
+    assert poll_timeout(None, settings) == 30
+    assert poll_timeout(100, settings) == 5
+    assert poll_timeout(2000, settings) == 10
+    assert poll_timeout(60_000, settings) == 30
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,21 @@ def next_interval(current: float, outcome: str, low: float, high: float) -> floa
     return min(high, max(low, current * factor))
 
 
+# Adaptive timeouts: a poll may take TIMEOUT_FACTOR × its usual time (a moving average of
+# successful polls), within [monitor_min_timeout_seconds, monitor_page_timeout_seconds]; a
+# poll that times out doubles the budget of the next one.
+TIMEOUT_FACTOR, LATENCY_WEIGHT = 5.0, 0.2
+
+
+def poll_timeout(average_ms: float | None, settings: Settings) -> float:
+    """The time budget of the next poll given the average latency of successful ones."""
+    ceiling = settings.monitor_page_timeout_seconds
+    if average_ms is None:
+        return ceiling
+    floor = min(settings.monitor_min_timeout_seconds, ceiling)
+    return min(ceiling, max(floor, TIMEOUT_FACTOR * average_ms / 1000))
+
+
 def retry_delay(attempt: int, settings: Settings) -> float:
     """Delay before retry ``attempt`` (0-based): base, 2×base, 4×base … up to the maximum."""
     return float(
@@ -77,6 +92,8 @@ class MonitorLoop:
         self._last_sample: datetime | None = None
         self.restarted = False  # since the last success
         self.last_latency_ms: int | None = monitor.last_latency_ms
+        self.average_ms: float | None = None  # of successful polls, for the adaptive timeout
+        self.timeout = runner.settings.monitor_page_timeout_seconds
         self.state_field = monitor.state_field
         self.end_states = set(monitor.end_states or ())
         self.state = monitor.last_state
@@ -141,7 +158,7 @@ class MonitorLoop:
         request = FetchRequest(
             url=self.url, user_agent=self.settings.user_agent, fetcher=self.fetcher
         )
-        async with asyncio.timeout(self.settings.monitor_page_timeout_seconds):
+        async with asyncio.timeout(self.timeout):
             response = await self.runner.fetchers.fetch(request)
             data = await asyncio.to_thread(
                 extract,
@@ -175,6 +192,8 @@ class MonitorLoop:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if isinstance(exc, TimeoutError):
+                    self.timeout = min(self.settings.monitor_page_timeout_seconds, self.timeout * 2)
                 self.context.record_error()
                 self.interval = next_interval(self.interval, "failed", self.low, self.high)
                 now = utcnow()
@@ -217,6 +236,12 @@ class MonitorLoop:
     ) -> None:
         now = utcnow()
         self.last_latency_ms = latency_ms
+        self.average_ms = (
+            latency_ms
+            if self.average_ms is None
+            else (1 - LATENCY_WEIGHT) * self.average_ms + LATENCY_WEIGHT * latency_ms
+        )
+        self.timeout = poll_timeout(self.average_ms, self.settings)
         digest = content_hash(data)
         changed = digest != self.digest
         self.context.record_success(now)
