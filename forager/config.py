@@ -109,7 +109,17 @@ class Settings(BaseSettings):
         description="Key that encrypts proxy passwords at rest (Fernet, urlsafe base64 of 32 "
         "bytes); when unset one is generated into <data_dir>/secret.key with a warning.",
     )
-    log_level: str = Field("INFO", description="Logging level (DEBUG, INFO, WARNING, ERROR).")
+    log_level: str = Field(
+        "INFO", description="Logging level (DEBUG, INFO, WARNING or WARN, ERROR, CRITICAL)."
+    )
+    log_format: str = Field(
+        "text",
+        description="`text` (one readable line per record) or `json` (one JSON object "
+        "per line: time, level, logger, message, exception).",
+    )
+    health_check_enabled: bool = Field(
+        True, description="Serve `/health`; false answers 404 there (the seed's switch)."
+    )
     # -- fetch policy (issue 5): proxy health, circuit breakers, robots.txt, throttling --
     ca_bundle_file: Path | None = Field(
         None,
@@ -371,8 +381,12 @@ class Settings(BaseSettings):
             )
         if self.retry_base_seconds > self.retry_max_seconds:
             raise ValueError("FORAGER_RETRY_BASE_SECONDS must not exceed FORAGER_RETRY_MAX_SECONDS")
-        if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError("FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
+        if self.log_level.upper() not in {"DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError(
+                "FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING (or WARN), ERROR, CRITICAL"
+            )
+        if self.log_format not in ("text", "json"):
+            raise ValueError("FORAGER_LOG_FORMAT must be text or json")
         if self.private_targets not in ("submitted", "all", "none"):
             raise ValueError("FORAGER_PRIVATE_TARGETS must be one of submitted, all, none")
         if self.agent_heartbeat_seconds * 2 > self.agent_timeout_seconds:

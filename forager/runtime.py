@@ -5,6 +5,7 @@ Every command starts here; ``Runtime`` is the one place that builds what process
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -22,12 +23,31 @@ from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record (``FORAGER_LOG_FORMAT=json``, the seed's structured logs)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     """Log to stderr at the configured level (``quiet``: warnings and errors only)."""
-    logging.basicConfig(
-        level="WARNING" if quiet else settings.log_level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
+    level = settings.log_level.upper()
+    level = "WARNING" if quiet or level == "WARN" else level
+    if settings.log_format == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=level, handlers=[handler])
+    else:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     # httpx logs every request line at INFO: too loud for a crawler.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)

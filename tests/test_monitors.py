@@ -8,6 +8,8 @@ monitors over with their history, and a stop finishes the cycle in flight.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,7 +27,7 @@ from forager.fetch.registry import FetcherSet
 from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.runner import MonitorRunner, next_interval, poll_timeout, retry_delay
-from forager.runtime import open_database
+from forager.runtime import JsonFormatter, open_database
 from tests.conftest import SettingsFactory
 from tests.support.site import TestSite
 from tests.support.waiting import entity_events, event_rows, eventually
@@ -354,6 +356,8 @@ def test_health_and_restart_rules_follow_the_seed(settings: Settings) -> None:
         ({"monitor_claim_seconds": 20}, "FORAGER_MONITOR_CLAIM_SECONDS"),
         ({"monitor_interval_seconds": 0.1}, "FORAGER_MONITOR_INTERVAL_SECONDS"),
         ({"monitor_slots": -1}, "FORAGER_MONITOR_SLOTS"),
+        ({"log_format": "xml"}, "FORAGER_LOG_FORMAT"),
+        ({"log_level": "LOUD"}, "FORAGER_LOG_LEVEL"),
     ],
 )
 def test_bad_monitor_settings_are_refused_naming_the_key(
@@ -446,3 +450,12 @@ async def test_state_changes_are_events_and_an_end_state_stops_the_monitor(
         ("state_changed", {"from": "halftime", "to": "ended"}),
         ("ended", {"state": "ended"}),
     ]
+
+
+def test_seed_log_levels_and_json_logs(make_settings: SettingsFactory) -> None:
+    for level in ("WARN", "CRITICAL", "warning"):
+        assert make_settings(log_level=level).log_level == level
+    record = logging.LogRecord("forager.x", logging.WARNING, __file__, 1, "a %s", ("b",), None)
+    entry = json.loads(JsonFormatter().format(record))
+    assert (entry["level"], entry["logger"], entry["message"]) == ("WARNING", "forager.x", "a b")
+    assert entry["time"]

@@ -259,3 +259,16 @@ async def test_unresolved_errors_are_listed_and_resolved_by_hand(
     assert [e["id"] for e in resolved["items"]] == [first["id"]]
     rows = await event_rows(mapi.app.state.runtime.db, "scraper_error", first["id"])
     assert [(e.event, e.actor) for e in rows] == [("resolved", "test-admin")]
+
+
+async def test_health_check_can_be_turned_off(make_settings: SettingsFactory) -> None:
+    app = create_app(make_settings(serve_workers=0, health_check_enabled=False))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://forager.test"
+        ) as client,
+    ):
+        response = await client.get("/health")
+        assert response.status_code == 404
+        assert "FORAGER_HEALTH_CHECK_ENABLED" in response.json()["detail"]

@@ -30,6 +30,7 @@ from forager.config import Settings
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
+from forager.errors import NotFound
 from forager.fetch import breakers
 from forager.monitors import health as monitor_health
 from forager.queue import counts
@@ -69,7 +70,11 @@ async def _due_count(session: AsyncSession, now: datetime) -> int:
     return sum(pending.values()) - (later or 0)
 
 
-@router.get("/health", operation_id="health", responses={503: {"model": Health}})
+@router.get(
+    "/health",
+    operation_id="health",
+    responses={503: {"model": Health}, 404: {"description": "The health check is turned off."}},
+)
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
     """``healthy``; ``degraded`` when work is due but no worker has been seen recently, or
     live monitors are stale or erring (5-10 errors a minute) or enabled ones have no process
@@ -77,6 +82,8 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
     10 times a minute. Anonymous callers get the status, the
     time and the safety opt-outs in force; a valid API key also gets queue depth, workers and
     circuit breakers."""
+    if not runtime.settings.health_check_enabled:  # FORAGER_HEALTH_CHECK_ENABLED=false
+        raise NotFound("the health check is turned off (FORAGER_HEALTH_CHECK_ENABLED=false)")
     now = utcnow()
     body = Health(status="healthy", timestamp=now, opt_outs=opt_outs(runtime.settings))
     try:
