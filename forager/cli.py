@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -176,8 +178,17 @@ def worker(
                 runtime.monitors.stop()
                 await watching
             await runtime.aclose()
+        if pool.recycle_reason is not None:
+            recycle.append(pool.recycle_reason)
 
+    recycle: list[str] = []
     asyncio.run(_run())
+    if recycle:
+        # Past FORAGER_WORKER_MEMORY_LIMIT_MB or _MAX_LIFETIME_HOURS: everything was finished
+        # and given back above; start afresh in this same process slot.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "forager.cli", *sys.argv[1:]])  # noqa: S606
 
 
 @app.command()

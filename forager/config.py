@@ -250,6 +250,17 @@ class Settings(BaseSettings):
         31, ge=1, le=3660, description="Longest date range one mission (or one split) may cover."
     )
 
+    # -- self-supervision of worker processes (issue 15) --
+    worker_memory_limit_mb: int = Field(
+        0,
+        ge=0,
+        description="`forager worker` recycles itself (finishes its work, gives everything "
+        "back and starts afresh) when its process tree (parse processes, Chromium) uses more "
+        "memory than this; 0: never.",
+    )
+    worker_max_lifetime_hours: float = Field(
+        0.0, ge=0, description="`forager worker` recycles itself after this long; 0: never."
+    )
     # -- live monitors (issue 15, seed scraper-resilience): one URL watched continuously --
     monitor_slots: int = Field(
         32,

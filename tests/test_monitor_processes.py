@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from forager.db.engine import Database
-from forager.db.models import Monitor, MonitorSnapshot, ScraperHealthLog
+from forager.db.models import Monitor, MonitorSnapshot, ScraperHealthLog, Worker
 from forager.monitors import admin
 from tests.conftest import SettingsFactory
 from tests.support.site import TestSite
@@ -129,3 +129,40 @@ async def test_two_worker_processes_split_monitors_and_take_over_a_killed_ones(
     finally:
         for proc in procs:
             kill_worker(proc)
+
+
+async def test_a_worker_past_its_lifetime_recycles_itself(
+    make_settings: SettingsFactory,
+    db: Database,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not db.is_sqlite:
+        pytest.skip("recycling does not depend on the engine (the takeover test runs on PG)")
+    monkeypatch.setenv("FORAGER_WORKER_MAX_LIFETIME_HOURS", "0.0005")  # 1.8 s
+    monkeypatch.setenv("FORAGER_PARSE_PROCESSES", "1")
+    settings = make_settings()
+    proc = start_worker(settings, tmp_path, "recycling", 1)
+    try:
+
+        async def rows() -> list[Worker] | None:
+            async with db.reader() as session:
+                found = list(
+                    await session.scalars(
+                        select(Worker)
+                        .where(Worker.id.like(f"%:{proc.pid}:worker:%"))
+                        .order_by(Worker.started_at)
+                    )
+                )
+            done = [w for w in found if w.recycled and w.stopped_at is not None]
+            return found if done and len(found) > len(done) else None
+
+        found = await eventually(
+            rows, "a recycled run and its successor", context=lambda: logs(tmp_path)
+        )
+        first = found[0]
+        assert first.recycled and first.stopped_at is not None  # stopped gracefully
+        assert (first.memory_bytes or 0) > 0  # it reported its process tree's memory
+        assert proc.poll() is None  # the same process slot runs on, afresh
+    finally:
+        kill_worker(proc)

@@ -310,6 +310,8 @@ class WorkerSeen(BaseModel):
     processed: int
     started_at: datetime
     last_seen_at: datetime
+    memory_bytes: int | None = Field(None, description="RSS of its process tree.")
+    cpu_percent: float | None = None
 
 
 class BreakerSeen(BaseModel):

@@ -333,6 +333,11 @@ class Worker(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Resources of the process tree at the last heartbeat (issue 15), and whether it stopped
+    # to recycle itself (past FORAGER_WORKER_MEMORY_LIMIT_MB or _MAX_LIFETIME_HOURS).
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cpu_percent: Mapped[float | None] = mapped_column(Float)
+    recycled: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class Agent(Timestamped, Base):

@@ -164,8 +164,18 @@ def upgrade() -> None:
     op.create_index("idx_errors_unresolved", "scraper_errors", ["resolved", "timestamp"])
     op.create_index("idx_errors_timestamp", "scraper_errors", ["timestamp"])
 
+    # Worker processes report their resources too (issue 15: self-supervision).
+    with op.batch_alter_table("workers") as batch:
+        batch.add_column(sa.Column("memory_bytes", sa.BigInteger(), nullable=True))
+        batch.add_column(sa.Column("cpu_percent", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("recycled", sa.Boolean(), nullable=True))
+
 
 def downgrade() -> None:
+    with op.batch_alter_table("workers") as batch:
+        batch.drop_column("recycled")
+        batch.drop_column("cpu_percent")
+        batch.drop_column("memory_bytes")
     op.drop_table("scraper_errors")
     op.drop_table("scraper_health_log")
     op.drop_table("monitor_snapshots")
