@@ -537,6 +537,20 @@ def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: S
     row.get_by_role("button", name="e2e price").click()
     expect(admin.get_by_role("img", name="price over time")).to_have_attribute("data-points", "2")
     shoot(admin, "monitors")
+    # A page that fails: its errors are listed unresolved, and one is resolved by hand.
+    broken = server.api.post(
+        "/api/monitors",
+        json={"url": server.site.url("/status/500"), "parser_name": "generic", "name": "broken"},
+    ).json()
+    first = admin.locator("tr[data-error]").first
+    expect(first).to_contain_text("http_5xx")
+    error_id = first.get_attribute("data-error")
+    error = admin.locator(f'tr[data-error="{error_id}"]')
+    error.get_by_role("button", name="Resolve").click()
+    expect(error).to_have_count(0)  # resolved: no longer listed
+    done = server.api.get("/api/monitor-errors", params={"resolved": "true"}).json()["items"]
+    assert [(e["id"], e["resolution_method"]) for e in done] == [(int(error_id or 0), "manual")]
+    server.api.delete(f"/api/monitors/{broken['id']}")
     row.get_by_role("button", name="Pause").click()
     expect(row).to_contain_text("paused")
     monitor_id = int(row.get_attribute("data-monitor") or 0)

@@ -1,5 +1,6 @@
 // Live monitors (issue 15): each monitor's health, freshness, current interval, memory and
-// last change; create, pause, resume, delete; a chart of a numeric field over its changes.
+// last change; create, pause, resume, delete; a chart of a numeric field over its changes;
+// the unresolved scraper errors, resolved by hand.
 // Redrawn from the API every few seconds while the page is shown.
 
 import {
@@ -111,8 +112,26 @@ async function drawChart(box, monitor) {
     `${key}: ${points.length} changes`));
 }
 
+function errorsView(page, reload) {
+  if (!page.items.length) return h("p", { class: "muted" }, "No unresolved errors.");
+  return table(["When", "Monitor", "Type", "Category", "Attempt", "Message", ""],
+    page.items.map((e) => h("tr", { "data-error": e.id },
+      h("td", {}, time(e.timestamp)), h("td", {}, `#${e.monitor_id}`),
+      h("td", {}, e.error_type), h("td", {}, e.category),
+      h("td", { class: "num" }, String(e.retry_attempt)),
+      h("td", {}, (e.error_message || "").slice(0, 200)),
+      h("td", {}, isAdmin() ? h("button", { type: "button", onclick: async () => {
+        try {
+          await api("POST", `/api/monitor-errors/${e.id}/resolve`);
+          toast(`Error ${e.id} resolved`);
+          reload();
+        } catch (error) { toast(errorText(error), "error"); }
+      } }, "Resolve") : null))), { class: "stack" });
+}
+
 export async function render(view, _arg, current) {
   const list = h("div", {});
+  const errors = h("section", { class: "card", "aria-label": "Unresolved errors" });
   const chartBox = h("section", { class: "card", "aria-label": "Chart" });
   let chosen = null;
   const chart = (monitor) => { chosen = monitor; drawChart(chartBox, monitor).catch(
@@ -125,6 +144,10 @@ export async function render(view, _arg, current) {
         "Interval", "Memory", "Last change", "Changes / polls", "Errors", "Breaker", ""],
       page.items.map((m) => rowOf(m, reload, chart)), { class: "stack" })
         : h("p", { class: "muted" }, "No monitors yet."));
+      const unresolved = await api("GET", "/api/monitor-errors?resolved=false&limit=20");
+      if (!current()) return;
+      errors.replaceChildren(h("h2", {}, `Unresolved errors (${unresolved.total})`),
+        errorsView(unresolved, reload));
       if (chosen) {
         const still = page.items.find((m) => m.id === chosen.id);
         if (still) chart(still);
@@ -135,7 +158,7 @@ export async function render(view, _arg, current) {
   };
   view.append(h("h1", {}, "Monitors"));
   if (isAdmin()) view.append(createForm(reload));
-  view.append(list, chartBox);
+  view.append(list, chartBox, errors);
   await reload();
   const timer = setInterval(() => { if (current()) reload(); else clearInterval(timer); },
     REFRESH_MS);
