@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from forager.errors import ConfigError
 
@@ -376,6 +376,33 @@ class Settings(BaseSettings):
         description="When Forager runs as root, the unprivileged user Chromium runs as "
         "(through setpriv), with its sandbox on.",
     )
+
+    config_file: Path | None = Field(
+        None,
+        description="Optional YAML file of the seed's shape (`scraper: lifecycle: …`) or of "
+        "setting names; environment variables override it; unknown keys are refused.",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit values, FORAGER_* variables, the seed's names, .env, the YAML file."""
+        from forager.config_file import SeedSources
+
+        return (
+            init_settings,
+            env_settings,
+            SeedSources(settings_cls, file=False),
+            dotenv_settings,
+            SeedSources(settings_cls, file=True),
+            file_secret_settings,
+        )
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
