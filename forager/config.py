@@ -117,6 +117,12 @@ class Settings(BaseSettings):
         description="`text` (one readable line per record) or `json` (one JSON object "
         "per line: time, level, logger, message, exception).",
     )
+    prometheus_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Serve `/metrics` on this port (on FORAGER_HOST) instead of the API's.",
+    )
     health_check_enabled: bool = Field(
         True, description="Serve `/health`; false answers 404 there (the seed's switch)."
     )

@@ -39,7 +39,7 @@ SEED_FILE_KEYS: dict[str, str | None] = {
     "scraper.browser.timeouts.selector": None,
     "scraper.browser.headless": None,
     "scraper.monitoring.prometheus.enabled": None,
-    "scraper.monitoring.prometheus.port": None,
+    "scraper.monitoring.prometheus.port": "prometheus_port",
     "scraper.monitoring.health_check.enabled": "health_check_enabled",
     "scraper.monitoring.logging.level": "log_level",
     "scraper.monitoring.logging.structured": "log_format",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -272,3 +273,21 @@ async def test_health_check_can_be_turned_off(make_settings: SettingsFactory) ->
         response = await client.get("/health")
         assert response.status_code == 404
         assert "FORAGER_HEALTH_CHECK_ENABLED" in response.json()["detail"]
+
+
+async def test_metrics_on_their_own_port(make_settings: SettingsFactory) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    app = create_app(make_settings(serve_workers=0, prometheus_port=port))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://forager.test"
+        ) as client,
+    ):
+        assert (await client.get("/metrics")).status_code == 404  # not on the API's port
+        async with httpx.AsyncClient() as outside:
+            response = await outside.get(f"http://127.0.0.1:{port}/metrics")
+        assert response.status_code == 200
+        assert "forager_active_scrapers 0" in response.text

@@ -51,9 +51,18 @@ def create_app(settings: Settings) -> FastAPI:
         )
         app.state.monitors = monitors
         watching = asyncio.create_task(monitors.run(), name="monitor runner") if monitors else None
+        # /metrics on its own port when FORAGER_PROMETHEUS_PORT is set (issue 15).
+        separate = (
+            await metrics.serve_separately(runtime, settings.host, settings.prometheus_port)
+            if settings.prometheus_port
+            else None
+        )
         try:
             yield
         finally:
+            if separate is not None:
+                separate[0].should_exit = True
+                await separate[1]
             if monitors is not None and watching is not None:
                 monitors.stop()
                 await watching
@@ -78,7 +87,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ActorScope)  # the API key named by require_key lives for one request
     # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
-    app.include_router(metrics.router)
+    if not settings.prometheus_port:
+        app.include_router(metrics.router)
     app.include_router(agents_api.ws_router)  # authenticates with the agent's token
     authenticated = [Depends(require_key)]
     for router in (

@@ -8,11 +8,15 @@ the attempt figures, one pass over ``crawl_attempts``, are computed at most once
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-from fastapi import APIRouter, Request
+import uvicorn
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -262,3 +266,29 @@ async def _monitor_lines(session: AsyncSession, settings: Settings) -> list[str]
 def _number(value: float) -> str:
     """Counters exactly (no exponent), gauges to the millisecond."""
     return str(value) if isinstance(value, int) else str(round(value, 3))
+
+
+class _MetricsServer(uvicorn.Server):
+    """A second server inside ``serve``: the outer one owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_separately(runtime: Any, host: str, port: int) -> tuple[Any, asyncio.Task[None]]:
+    """``/metrics`` on its own port (``FORAGER_PROMETHEUS_PORT``): a small app sharing the
+    process's runtime. Returns the server (``should_exit = True`` stops it) and its task."""
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.runtime = runtime
+    app.include_router(router)
+    server = _MetricsServer(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve(), name="metrics server")
+    while not server.started:
+        if task.done():
+            task.result()  # raises why it could not start (port taken …)
+            raise OSError(f"the metrics server on port {port} stopped at once")
+        await asyncio.sleep(0.02)
+    return server, task
