@@ -26,7 +26,13 @@ from forager.errors import ConfigError, InvalidRequest
 from forager.fetch.registry import FetcherSet
 from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
-from forager.monitors.runner import MonitorRunner, next_interval, poll_timeout, retry_delay
+from forager.monitors.runner import (
+    MonitorRunner,
+    bucket_of,
+    next_interval,
+    poll_timeout,
+    retry_delay,
+)
 from forager.runtime import JsonFormatter, open_database
 from tests.conftest import SettingsFactory
 from tests.support.site import TestSite
@@ -340,6 +346,7 @@ def test_health_and_restart_rules_follow_the_seed(settings: Settings) -> None:
     assert next_interval(2.5, "changed", 0.5, 60) == 1.25
     assert next_interval(50, "unchanged", 0.5, 60) == 60
     assert next_interval(0.6, "changed", 0.5, 60) == 0.5
+    assert [bucket_of(ms) for ms in (10, 50, 51, 30_000, 30_001)] == [0, 0, 1, 8, 9]
     # Adaptive timeouts: 5 × the usual poll time, within [5 s, 30 s]; unknown: the ceiling.
     assert poll_timeout(None, settings) == 30
     assert poll_timeout(100, settings) == 5

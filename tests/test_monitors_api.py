@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -196,6 +197,9 @@ async def test_data_endpoint_history_metrics_and_health(mapi: Client, site: Test
     assert f'forager_monitor_updates_total{{monitor="{mid}"}}' in metrics
     assert f'forager_monitor_breaker_state{{monitor="{mid}"}} 0' in metrics
     assert "forager_active_scrapers 1" in metrics
+    polls = re.search(r"forager_monitor_poll_duration_seconds_count (\d+)", metrics)
+    assert polls is not None and int(polls.group(1)) >= 2  # the seed's latency histogram
+    assert 'forager_monitor_poll_duration_seconds_bucket{le="+Inf"}' in metrics
     assert "127.0.0.1" not in metrics and "/live/" not in metrics  # ids only
 
 

@@ -28,6 +28,7 @@ from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.fetch import breakers
 from forager.monitors import admin as monitors
+from forager.monitors.runner import LATENCY_BUCKETS
 from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])
@@ -260,7 +261,37 @@ async def _monitor_lines(session: AsyncSession, settings: Settings) -> list[str]
         lines += _family(
             name, kind, help_text, (f'{name}{{monitor="{i}"}} {_number(v)}' for i, v in values)
         )
-    return lines
+    return lines + _latency_histogram(rows)
+
+
+def _latency_histogram(rows: list[Any]) -> list[str]:
+    """Successful polls of every monitor by latency, one histogram (the seed's)."""
+    width = len(LATENCY_BUCKETS) + 1
+    counts = [0] * width
+    total_ms = 0
+    for m in rows:
+        if m.latency_buckets and len(m.latency_buckets) == width:
+            counts = [a + b for a, b in zip(counts, m.latency_buckets, strict=True)]
+            total_ms += m.latency_sum_ms or 0
+    cumulative, running = [], 0
+    for n in counts:
+        running += n
+        cumulative.append(running)
+    name = "forager_monitor_poll_duration_seconds"
+    return _family(
+        name,
+        "histogram",
+        "Time of a monitor's successful poll (fetch and read), every monitor together.",
+        [
+            *(
+                f'{name}_bucket{{le="{b}"}} {c}'
+                for b, c in zip(LATENCY_BUCKETS, cumulative, strict=False)
+            ),
+            f'{name}_bucket{{le="+Inf"}} {cumulative[-1]}',
+            f"{name}_sum {total_ms / 1000}",
+            f"{name}_count {cumulative[-1]}",
+        ],
+    )
 
 
 def _number(value: float) -> str:

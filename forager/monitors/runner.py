@@ -42,6 +42,18 @@ def next_interval(current: float, outcome: str, low: float, high: float) -> floa
     return min(high, max(low, current * factor))
 
 
+# Poll latency histogram buckets, in seconds (Prometheus' ladder, to the 30 s timeout).
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def bucket_of(latency_ms: int) -> int:
+    """Index of the first bucket holding ``latency_ms`` (the last one is +Inf)."""
+    for index, bound in enumerate(LATENCY_BUCKETS):
+        if latency_ms <= bound * 1000:
+            return index
+    return len(LATENCY_BUCKETS)
+
+
 # Adaptive timeouts: a poll may take TIMEOUT_FACTOR × its usual time (a moving average of
 # successful polls), within [monitor_min_timeout_seconds, monitor_page_timeout_seconds]; a
 # poll that times out doubles the budget of the next one.
@@ -93,6 +105,13 @@ class MonitorLoop:
         self.restarted = False  # since the last success
         self.last_latency_ms: int | None = monitor.last_latency_ms
         self.average_ms: float | None = None  # of successful polls, for the adaptive timeout
+        stored = monitor.latency_buckets or []
+        self.buckets = (
+            list(stored)
+            if len(stored) == len(LATENCY_BUCKETS) + 1
+            else [0] * (len(LATENCY_BUCKETS) + 1)
+        )
+        self.latency_sum_ms = monitor.latency_sum_ms or 0
         self.timeout = runner.settings.monitor_page_timeout_seconds
         self.state_field = monitor.state_field
         self.end_states = set(monitor.end_states or ())
@@ -236,6 +255,8 @@ class MonitorLoop:
     ) -> None:
         now = utcnow()
         self.last_latency_ms = latency_ms
+        self.buckets[bucket_of(latency_ms)] += 1
+        self.latency_sum_ms += latency_ms
         self.average_ms = (
             latency_ms
             if self.average_ms is None
@@ -283,6 +304,8 @@ class MonitorLoop:
             resolution=resolution,
             state=state,
             ended=ended,
+            latency_buckets=list(self.buckets),
+            latency_sum_ms=self.latency_sum_ms,
         )
         if written is None:
             raise LeaseLost

@@ -186,6 +186,8 @@ async def record_success(
     resolution: str | None,
     state: tuple[str | None, str | None] | None = None,
     ended: bool = False,
+    latency_buckets: list[int] | None = None,
+    latency_sum_ms: int | None = None,
 ) -> Written | None:
     """One successful poll; ``data`` is stored as a snapshot only when it changed (``data`` is
     None when the hash equals the stored one). None: the lease is gone, nothing written."""
@@ -210,6 +212,8 @@ async def record_success(
             "content_hash": digest,
             "last_change_at": now,
         }
+    if latency_buckets is not None:
+        values |= {"latency_buckets": latency_buckets, "latency_sum_ms": latency_sum_ms}
     if state is not None:
         values["last_state"] = state[1]
     if ended:

@@ -66,6 +66,8 @@ def upgrade() -> None:
         sa.Column("last_error_at", _TS(), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
         sa.Column("last_latency_ms", sa.Integer(), nullable=True),
+        sa.Column("latency_buckets", _JSON, nullable=True),
+        sa.Column("latency_sum_ms", sa.BigInteger(), nullable=False),
         sa.Column("memory_bytes", sa.BigInteger(), nullable=True),
         sa.Column("cpu_percent", sa.Float(), nullable=True),
         sa.Column("created_at", _TS(), nullable=False),
