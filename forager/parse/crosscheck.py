@@ -49,12 +49,16 @@ def availability(
 ) -> tuple[bool | None, str | None]:
     """(in stock?, source) from structured data, the visible page, and whether it has a price.
 
-    A sold-out notice next to the heading wins over structured data that says in stock, unless
-    the page still offers an add-to-cart button. Without any statement, a product offered at a
-    price is in stock (the benchmark's and shoppers' reading); None only without a price.
+    A sold-out notice inside an element named as the stock / availability wins over structured
+    data that says in stock; a bare sold-out text next to the heading decides only when
+    structured data says nothing and the page offers no add-to-cart button. Without any
+    statement, a product offered at a price is in stock (the benchmark's and shoppers' reading);
+    None only without a price.
     """
-    if seen.sold_out_stated or (seen.sold_out and not seen.buy_button):
+    if seen.sold_out_stated or (seen.sold_out and not seen.buy_button and structured is None):
         return False, "visible"
+    if structured is False and seen.buy_button and not seen.sold_out:
+        return True, "visible"  # stale data: the page offers the product with a working button
     if structured is not None:
         return structured, None
     if seen.in_stock is not None:

@@ -137,6 +137,9 @@ class GenericParser:
         if availability is None:
             availability = _meta_availability(meta)
             sources["availability"] = sources["is_available"] = "meta"
+        if availability is None:
+            availability = _loose_availability(tree)
+            sources["availability"] = sources["is_available"] = "microdata"
         images = product_images(data.get("image"), url)
         if not images and (og_image := meta.get("og:image")):
             images = [absolute_url(og_image, url)]
@@ -154,6 +157,8 @@ class GenericParser:
         if currency is None and offers.price is not None:
             currency = currency_for_url(url)
             sources["currency"] = "url"
+        if _is_available(availability) is False and not seen.buy_button:
+            seen.buy_button = visible.has_buy_button(tree)
         is_available, stock_source = crosscheck.availability(
             _is_available(availability), seen, offers.price
         )
@@ -361,12 +366,39 @@ def _is_discount(offers: OfferFacts) -> bool:
     )
 
 
+_META_STOCK = {
+    "instock": "InStock",
+    "available": "InStock",
+    "availablefororder": "InStock",
+    "preorder": "PreOrder",
+    "backorder": "BackOrder",
+    "oos": "OutOfStock",
+    "outofstock": "OutOfStock",
+    "soldout": "SoldOut",
+    "discontinued": "Discontinued",
+}
+
+
 def _meta_availability(meta: dict[str, str]) -> str | None:
     value = meta.get("product:availability") or meta.get("og:availability")
     if not value:
         return None
-    key = value.replace(" ", "").replace("_", "").lower()
-    return {"instock": "InStock", "oos": "OutOfStock", "outofstock": "OutOfStock"}.get(key, value)
+    key = value.rsplit("/", 1)[-1].replace(" ", "").replace("_", "").replace("-", "").lower()
+    return _META_STOCK.get(key, value)
+
+
+def _loose_availability(tree: LexborHTMLParser) -> str | None:
+    """A schema.org availability the page states outside a recognised Product item (an Offer of
+    its own, a ``<link itemprop=availability>`` left in the buy box), not in a related block."""
+    for node in tree.css("[itemprop=availability], [property$=availability]")[:20]:
+        attrs = node.attributes
+        value = attrs.get("href") or attrs.get("content") or attrs.get("resource")
+        if value is None and node.tag not in {"link", "meta"}:
+            value = node.text(deep=False)
+        key = (value or "").rsplit("/", 1)[-1].replace(" ", "").replace("_", "").lower()
+        if key in _META_STOCK and not _in_other_products_block(node):
+            return _META_STOCK[key]
+    return None
 
 
 def _is_available(availability: str | None) -> bool | None:

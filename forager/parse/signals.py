@@ -245,6 +245,23 @@ SOLD_OUT = (
     "缺货",
     "在庫切れ",
     "売り切れ",
+    # "Tell me when it is back": offered only when the product cannot be bought.
+    "notify me when",
+    "email me when",
+    "alert me when",
+    "benachrichtigen, sobald",
+    "benachrichtigung, wenn",
+    "m'avertir",
+    "avertissez-moi",
+    "prévenez-moi",
+    "avísame cuando",
+    "avisame cuando",
+    "me avise quando",
+    "avvisami",
+    "powiadom mnie",
+    "upozornit",
+    "upozorniť",
+    "obavijesti me",
 )
 # "nie je možné … kúpiť" (Slovak: "cannot be bought"): two words around the product's name.
 SOLD_OUT_PAIRS = (("nie je možné", "kúpiť"), ("není možné", "koupit"))
@@ -266,6 +283,40 @@ OTHER_CHANNEL = re.compile(
     r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn",
     re.IGNORECASE,
 )
+# A sold-out notice about something other than the product itself (a picture, a review, a size
+# or colour, the visitor's country) says nothing about the product's stock.
+OTHER_SUBJECT = re.compile(
+    r"image|photo|picture|video|preview|review|rating|\bsize|colou?r|variant|option|combination"
+    r"|selection|country|region|language|javascript|bild|foto|taille|talla|tamanho|größe|grösse"
+    r"|groesse|taglia|velikost|veľkosť|rozmiar|maat",
+    re.IGNORECASE,
+)
+# Pre-order / back-order offers are offers: "not available yet, pre-order now" is not sold out.
+PRE_ORDER = re.compile(
+    r"pre-?order|back-?order|vorbestell|précommande|precommande|pré-commande|preventa"
+    r"|pre-?venda|prenota|preordina|predobjedn|przedsprzeda|voorbestel|ennakkotilaa|förbeställ",
+    re.IGNORECASE,
+)
+# Size / colour / variant pickers: a sold-out mark inside one is about one variant, not the
+# product (element names, lower-case substrings, as ``ASIDE_NAMES``).
+VARIANT_NAMES = (
+    "size",
+    "variant",
+    "swatch",
+    "option",
+    "taille",
+    "talla",
+    "tamanho",
+    "groesse",
+    "größe",
+    "taglia",
+    "velikost",
+    "velicin",
+    "rozmiar",
+    "maat",
+    "picker",
+)
+VARIANT_TAGS = frozenset({"select", "option", "label", "fieldset", "datalist"})
 IN_STOCK = re.compile(
     r"in stock|available|ships (?:in|within|today)|auf lager|lieferbar|sofort|en stock"
     r"|disponible|disponibile|em estoque|en existencia|op voorraad|skladom|na sklade|skladem"

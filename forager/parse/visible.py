@@ -131,6 +131,17 @@ class _Names:
             self._aside[key] = found
         return found
 
+    def variant(self, node: LexborNode) -> bool:
+        """Whether ``node`` sits in a size / colour / variant picker (a few levels up)."""
+        current: LexborNode | None = node
+        for _ in range(4):
+            if current is None or current.tag == "body":
+                return False
+            if current.tag in signals.VARIANT_TAGS or self.says(current, signals.VARIANT_NAMES):
+                return True
+            current = current.parent
+        return False
+
     def named(self, node: LexborNode, words: tuple[str, ...], levels: int = 3) -> bool:
         current: LexborNode | None = node
         for _ in range(levels):
@@ -358,7 +369,13 @@ def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -
     """Note a sold-out or in-stock statement in ``text`` (short, or in a stock-named element)."""
     sold_out = signals.sold_out_phrase(text)
     if sold_out:
-        if signals.OTHER_CHANNEL.search(text) or names.aside(parent):
+        if (
+            signals.OTHER_CHANNEL.search(text)
+            or signals.OTHER_SUBJECT.search(text)
+            or signals.PRE_ORDER.search(text)
+            or names.aside(parent)
+            or names.variant(parent)
+        ):
             return
         stock_named = names.named(parent, signals.STOCK_NAMES, 4)
         if stock_named or len(text) - len(sold_out) <= 15:
