@@ -70,6 +70,8 @@ def looks_like_product(html: str) -> bool:
 
 def classify(html: str) -> tuple[Kind, str] | None:
     """("captcha" | "blocked", description) for a robot-check / access-denied page, else None."""
+    if looks_like_product(html):
+        return None  # checked first: cheaper than reading the page for block markers
     head = html[:_SCAN_CHARS].lower()
     found: tuple[Kind, str] | None = None
     for marker, kind, what in _STRONG_MARKERS:
@@ -86,8 +88,6 @@ def classify(html: str) -> tuple[Kind, str] | None:
         and _ROBOT_WORDS.search(head)
     ):
         found = ("captcha", "a CAPTCHA page")
-    if found is None or looks_like_product(html):
-        return None
     return found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
@@ -127,7 +128,9 @@ class GenericParser:
             currency = seen.price.currency
             sources["currency"] = "visible"
         if offers.price is not None and not _is_discount(offers):
-            offers.list_price = _visible_list_price(tree, main, offers.price, offers.currency)
+            offers.list_price = _visible_list_price(
+                seen.window, main, offers.price, offers.currency
+            )
             sources["original_price"] = "visible"
             if offers.list_price is None:
                 offers.list_price = _script_list_price(html, offers.price)
@@ -168,7 +171,7 @@ class GenericParser:
                 availability = "InStock" if is_available else "OutOfStock"
                 sources["availability"] = stock_source
         if rating is None:
-            rating = _visible_rating(tree, html)
+            rating = _visible_rating(seen.window)
             sources["rating"] = "visible"
         sku, sources["sku"] = crosscheck.sku(data, seen, html, url, _canonical(tree), kind)
         brand = _brand(data.get("brand")) or _brand(data.get("manufacturer"))
@@ -187,7 +190,7 @@ class GenericParser:
             availability=availability,
             is_available=is_available,
             brand=brand,
-            category=_category(data.get("category")) or seen.breadcrumb,
+            category=_category(data.get("category")) or visible.breadcrumb(tree),
             sku=sku,
             image_urls=images,
             parser_name=self.name,
@@ -468,22 +471,20 @@ def _marked_struck(node: LexborNode, stop: LexborNode) -> bool:
 
 
 def _price_nodes(
-    tree: LexborHTMLParser, main: _Candidate | None, price: Decimal
+    texts: Iterable[tuple[LexborNode, str]], main: _Candidate | None, price: Decimal
 ) -> list[LexborNode]:
-    """Elements showing the product's price: its itemprop=price, else short texts equal to it."""
+    """Elements showing the product's price: its itemprop=price, else texts equal to it among
+    ``texts`` (the ones read around the heading)."""
     if main is not None and main.node is not None and main.node.tag != "script":
         found = [n for n in main.node.css('[itemprop="price"]') if n.tag != "meta"]
         if found:
             return found[:3]
-    body = tree.body
-    if body is None:
-        return []
+    # The last digits of the whole amount show in any format ("1.299,90", "1 299"): a cheap
+    # test before parsing the text as a price. (int() of a million-digit amount is quadratic.)
+    digits = str(int(price))[-3:] if price.adjusted() < 16 else ""
     nodes: list[LexborNode] = []
-    for node in body.traverse(include_text=True):
-        if not node.is_text_node:
-            continue
-        text = node.text(deep=False)
-        if len(text) < 40 and _DIGIT.search(text) and parse_price(text) == price:
+    for node, text in texts:
+        if len(text) < 40 and digits in text and parse_price(text) == price:
             parent = node.parent
             if parent is not None and parent.tag not in {"script", "style", "option"}:
                 nodes.append(parent)
@@ -493,10 +494,13 @@ def _price_nodes(
 
 
 def _visible_list_price(
-    tree: LexborHTMLParser, main: _Candidate | None, price: Decimal, currency: str | None
+    texts: Iterable[tuple[LexborNode, str]],
+    main: _Candidate | None,
+    price: Decimal,
+    currency: str | None,
 ) -> Decimal | None:
     """A struck / "Was" price shown right next to the product's price."""
-    for anchor in _price_nodes(tree, main, price):
+    for anchor in _price_nodes(texts, main, price):
         block = anchor
         for _ in range(5):
             parent = block.parent
@@ -561,17 +565,10 @@ _RATING_TEXT = re.compile(
 )
 
 
-def _visible_rating(tree: LexborHTMLParser, html: str) -> Decimal | None:
-    """The first "X out of 5" rating text outside recommendation blocks."""
-    body = tree.body
-    lowered = html.lower()
-    if body is None or not any(f" {word} 5" in lowered for word in _RATING_WORDS):
-        return None
-    for node in body.traverse(include_text=True):
-        if not node.is_text_node:
-            continue
-        text = node.text(deep=False)
-        if len(text) > 80 or not (match := _RATING_TEXT.search(text)):
+def _visible_rating(window: list[tuple[LexborNode, str]]) -> Decimal | None:
+    """The first "X out of 5" rating text around the heading, outside recommendation blocks."""
+    for node, text in window:
+        if len(text) > 80 or "5" not in text or not (match := _RATING_TEXT.search(text)):
             continue
         parent = node.parent
         if parent is None or parent.tag in {"script", "style"} or _in_other_products_block(node):

@@ -69,7 +69,8 @@ class Evidence:
     sku: str | None = None
     global_id: str | None = None
     form_id: str | None = None  # a hidden sku / product_id field of the page's form
-    breadcrumb: str | None = None
+    # The text nodes read around the heading, in page order, with their text.
+    window: list[tuple[LexborNode, str]] = field(default_factory=list)
 
     @property
     def in_stock(self) -> bool | None:
@@ -331,6 +332,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     title = clean(heading.text(separator=" ")) if heading is not None else None
     found.heading = title
     texts = [node.text(deep=False) for node in nodes]
+    found.window = list(zip(nodes, texts, strict=True))
     # Cheap text tests first; whether the text sits in an aside block is asked only of texts
     # that could be evidence.
     for position, node in enumerate(nodes):
@@ -357,7 +359,6 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     main = [p for p in found.prices if not p.struck]
     if main:
         found.price = max(main, key=lambda p: (p.score, -p.position))
-    found.breadcrumb = breadcrumb(tree)
     if full:
         found.form_id = _form_id(tree)
     if full or found.sold_out:
