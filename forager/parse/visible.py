@@ -8,7 +8,7 @@ heading, the text that follows it, how elements are named — never from rules f
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from html import unescape
@@ -218,29 +218,72 @@ def _window(
 ) -> tuple[list[LexborNode], int]:
     """Visible text nodes around the heading in page order, and where the heading starts.
 
-    The walk stops once enough text after the heading is read, so a long page costs no more
-    than its top part.
+    The walk starts at the heading and goes forward until ``reach`` texts are read and back
+    until ``back`` texts are, so a page costs no more than the part around its heading.
     """
-    before: deque[LexborNode] = deque(maxlen=back)
-    after: list[LexborNode] = []
-    target = heading.mem_id if heading is not None else None
-    started = target is None
-    for node in body.traverse(include_text=True):
+    if heading is None or not _inside(heading, body):
+        after = list(_texts(body.traverse(include_text=True), reach))
+        return after, 0
+    before = list(_texts(_backward(heading, body), back))
+    before.reverse()
+    after = list(_texts(_forward(heading, body), reach))
+    return [*before, *after], len(before)
+
+
+def _inside(node: LexborNode, body: LexborNode) -> bool:
+    current: LexborNode | None = node
+    while current is not None:
+        if current.mem_id == body.mem_id:
+            return True
+        current = current.parent
+    return False
+
+
+def _texts(nodes: Iterator[LexborNode], limit: int) -> Iterator[LexborNode]:
+    """The first ``limit`` visible text nodes of ``nodes``."""
+    if limit <= 0:
+        return
+    count = 0
+    for node in nodes:
         if not node.is_text_node:
-            if not started and node.mem_id == target:
-                started = True
             continue
         parent = node.parent
         if parent is None or parent.tag in _INVISIBLE:
             continue
-        if not started:
-            if back:
-                before.append(node)
-        else:
-            after.append(node)
-            if len(after) >= reach:
-                break
-    return [*before, *after], len(before)
+        yield node
+        count += 1
+        if count >= limit:
+            return
+
+
+def _forward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
+    """The heading and every node after it in page order, up to the end of ``body``."""
+    yield from heading.traverse(include_text=True)
+    current: LexborNode | None = heading
+    while current is not None and current.mem_id != body.mem_id:
+        sibling = current.next
+        while sibling is not None:
+            yield from sibling.traverse(include_text=True)
+            sibling = sibling.next
+        current = current.parent
+
+
+def _backward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
+    """The nodes before the heading inside ``body``, nearest first (reverse page order)."""
+    current: LexborNode | None = heading
+    while current is not None and current.mem_id != body.mem_id:
+        sibling = current.prev
+        while sibling is not None:
+            stack = [sibling]
+            while stack:  # the sibling's subtree, last node first
+                node = stack.pop()
+                yield node
+                child = node.child
+                while child is not None:
+                    stack.append(child)
+                    child = child.next
+            sibling = sibling.prev
+        current = current.parent
 
 
 def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> PriceSeen | None:
