@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
@@ -524,9 +524,25 @@ def _visible_list_price(
     return None
 
 
+def _script_list_price_matches(html: str) -> Iterator[re.Match[str]]:
+    """``_SCRIPT_LIST_PRICE`` matches in page order, found from each ``price"`` in the page: a
+    plain substring search, where the pattern alone tries every quote of a JSON-heavy page."""
+    starts: list[int] = []
+    for needle in ('rice"', 'RICE"'):
+        at = html.find(needle)
+        while at >= 0:
+            starts.append(at)
+            at = html.find(needle, at + 1)
+    for at in sorted(starts):
+        # The key starts at most 11 characters before "rice" ('"original_p'); the value follows.
+        match = _SCRIPT_LIST_PRICE.search(html, max(0, at - 12), at + 200)
+        if match is not None and match.start() <= at < match.end():
+            yield match
+
+
 def _script_list_price(html: str, price: Decimal) -> Decimal | None:
     """A list price from embedded shop JSON, only where the same object holds the price."""
-    for match in _SCRIPT_LIST_PRICE.finditer(html):
+    for match in _script_list_price_matches(html):
         value = parse_price(match.group(1))
         if value is None or not price < value <= price * 10:
             continue

@@ -89,6 +89,7 @@ class _Names:
         self._aside: dict[int, bool] = {}
         # Class strings repeat all over a page: each (name, pattern) is searched once.
         self._found: dict[tuple[str, str], bool] = {}
+        self._markers: dict[int, str] = {}  # by element: reading attributes is not free
 
     @staticmethod
     def marker(node: LexborNode) -> str:
@@ -97,8 +98,10 @@ class _Names:
 
     def says(self, node: LexborNode, words: tuple[str, ...]) -> bool:
         """Whether ``node``'s name (class / id / itemprop) contains one of ``words``."""
-        marker = self.marker(node)
-        if not marker.strip():
+        marker = self._markers.get(node.mem_id)
+        if marker is None:
+            marker = self._markers[node.mem_id] = self.marker(node).strip()
+        if not marker:
             return False
         key = (marker, words[0])
         found = self._found.get(key)
