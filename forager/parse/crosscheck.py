@@ -50,12 +50,15 @@ def availability(
     """(in stock?, source) from structured data, the visible page, and whether it has a price.
 
     A sold-out notice inside an element named as the stock / availability wins over structured
-    data that says in stock; a bare sold-out text next to the heading decides only when
-    structured data says nothing and the page offers no add-to-cart button. Without any
+    data that says in stock, unless the page also offers a working add-to-cart button; a bare sold-out text next to the heading decides only when
+    structured data says nothing and the page neither offers an add-to-cart button nor says
+    "in stock" in its stock element. Without any
     statement, a product offered at a price is in stock (the benchmark's and shoppers' reading);
     None only without a price.
     """
-    if seen.sold_out_stated or (seen.sold_out and not seen.buy_button and structured is None):
+    weak = seen.sold_out and not (seen.buy_button or seen.in_stock_text) and structured is None
+    stated = seen.sold_out_stated and not (structured and seen.buy_button)
+    if stated or weak:
         return False, "visible"
     if structured is False and seen.buy_button and not seen.sold_out:
         return True, "visible"  # stale data: the page offers the product with a working button

@@ -21,6 +21,7 @@ _COMMA_DECIMAL_LANGS = frozenset(
 
 # Symbols and words, longest first so "R$" wins over "$" and "US$" over "$".
 _SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("NT$", "TWD"),
     ("R$", "BRL"),
     ("US$", "USD"),
     ("U$", "USD"),
@@ -41,7 +42,17 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("₽", "RUB"),
     ("₴", "UAH"),
 )
-_WORD_CODES = {"lei": "RON", "zł": "PLN", "kč": "CZK", "ft": "HUF"}
+_WORD_CODES = {
+    "lei": "RON",
+    "zł": "PLN",
+    "kč": "CZK",
+    "ft": "HUF",
+    "kn": "HRK",
+    "лв": "BGN",
+    "грн": "UAH",
+    "руб": "RUB",
+    "б.р.": "BYN",
+}
 _ISO_CODES = frozenset(
     [
         "USD",
@@ -78,10 +89,16 @@ _ISO_CODES = frozenset(
         "ILS",
         "AED",
         "SAR",
+        "BYN",
+        "HRK",
+        "BGN",
+        "TWD",
+        "PKR",
     ]
 )
 _ISO = re.compile(r"\b([A-Z]{3})\b")
-_WORD_SYMBOL = re.compile(r"(?i)(?<![a-z])(lei|zł|kč|ft)(?![a-z])")
+# Not inside a word: no letter (Latin or Cyrillic) on either side.
+_WORD_SYMBOL = re.compile(r"(?i)(?<![^\W\d_])(lei|zł|kč|ft|kn|лв|грн|руб|б\.р\.)(?![^\W\d_])")
 
 # Where a bare "$" is not US dollars: country-code TLDs of peso/dollar countries.
 _DOLLAR_BY_TLD = {
@@ -96,6 +113,7 @@ _DOLLAR_BY_TLD = {
     "sg": "SGD",
     "hk": "HKD",
     "br": "BRL",
+    "tw": "TWD",
 }
 # The currency a country TLD implies when a page shows no symbol at all.
 _CURRENCY_BY_TLD = {

@@ -280,7 +280,11 @@ def sold_out_phrase(text: str) -> str | None:
 # something else on the page (chat, gift wrap), says nothing about the product's stock.
 OTHER_CHANNEL = re.compile(
     r"pick ?up|store|collect|deliver|shipping|chat|packag|wrap|abholung|filiale|retrait"
-    r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn",
+    r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn"
+    r"|\bmarkt|geschäft|boutique|livraison|lieferung|zustellung|versand|envío|envio|entrega"
+    r"|consegna|spedizion|dostav|trgovin|poslovnic|veikal|piegād|kauplus|tarne|sklep|salon"
+    r"|nearby|near you|in your area|postcode|zip code|installation|assembly|warranty|insurance"
+    r"|gift|express|same.day|next.day|門市|店舗|门店|配送|自取|取貨|超商",
     re.IGNORECASE,
 )
 # A sold-out notice about something other than the product itself (a picture, a review, a size
