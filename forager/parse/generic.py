@@ -219,8 +219,10 @@ def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
 
 def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) -> None:
     """Raise ``NotProductPage`` unless the visible page shows one product: heading, price, offer."""
-    prices = {p.value for p in seen.prices if not p.struck and p.currency}
-    reason = not_product_reason(url, page_title, seen.heading, len(prices))
+    # A listing shows its prices in tiles, each after the tile's link; so does its first price.
+    listed = seen.price is not None and seen.price.in_card
+    prices = {p.value for p in seen.prices if not p.struck and p.currency and p.in_card}
+    reason = not_product_reason(url, page_title, seen.heading, len(prices) if listed else 0)
     if reason is None and (seen.heading is None or seen.price is None):
         reason = "no heading with a price next to it"
     if reason is None and not (seen.buy_button or seen.sku or seen.price.score >= 5.0):  # type: ignore[union-attr]

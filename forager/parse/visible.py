@@ -49,6 +49,7 @@ class PriceSeen:
     score: float
     struck: bool
     position: int
+    in_card: bool = False  # right after a link's text, as in a product tile of a listing
 
     def near(self, other: PriceSeen) -> bool:
         """Whether the two prices sit in one price block (a few texts apart)."""
@@ -392,6 +393,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
                 # Prices after the heading belong to it; closer ones more.
                 distance = position - start
                 seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
+                seen.in_card = _after_link(nodes, texts, position)
                 found.prices.append(seen)
         if len(short) > 100:
             continue  # stock notices and item-number labels are short
@@ -410,6 +412,25 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     if full or found.sold_out:
         found.buy_button = has_buy_button(tree, names)
     return found
+
+
+def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> bool:
+    """Whether one of the few texts before ``position`` is a link's text (a tile's name)."""
+    seen = 0
+    for index in range(position - 1, max(-1, position - 12), -1):
+        if not texts[index].strip():
+            continue
+        current = nodes[index].parent
+        for _ in range(3):
+            if current is None:
+                break
+            if current.tag == "a" and current.attributes.get("href"):
+                return True
+            current = current.parent
+        seen += 1
+        if seen == 3:
+            break
+    return False
 
 
 def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -> None:

@@ -151,3 +151,22 @@ def test_real_pages_without_structured_data_are_product_pages(name: str) -> None
 
 def test_pages_folder_path_is_next_to_the_checkout() -> None:
     assert PAGES.name == "pages" and isinstance(PAGES, Path)
+
+
+def test_a_product_page_with_a_carousel_of_priced_tiles_is_not_a_listing() -> None:
+    # Tiles whose container has no tell-tale name: eight prices after the product's own.
+    tiles = "".join(
+        f'<div class="slide"><a href="/p/{n}">Lamp {n}</a><span>{n},00 €</span></div>'
+        for n in range(11, 19)
+    )
+    record = GenericParser().parse(
+        _page(f"<h1>Desk Lamp Pro</h1><p><b>49,90 €</b></p><div class='slider'>{tiles}</div>"),
+        "https://lumo.example/lights/desk-lamp-pro",
+    )
+    assert record.price == Decimal("49.90")
+    # The same tiles right after a category heading are a listing.
+    with pytest.raises(NotProductPage, match="a listing"):
+        GenericParser().parse(
+            _page(f"<h1>Desk lamps</h1><div>{tiles}</div>", title="Desk lamps | Lumo"),
+            "https://lumo.example/lights/desk-lamps",
+        )
