@@ -206,15 +206,16 @@ def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | 
         score = name_score(text, references) if references else 1.0
         if best is None or score > best[0]:
             best = (score, node)
-    if best is not None:
+    if best is not None and (best[0] >= 1.0 or not references):
         return best[1]
-    # No <h1>: the first heading-like element named like the page title.
+    # No <h1>, or only one that has little to do with the page title ("Sale", the shop's
+    # name): the first heading-like element named like the page title.
     selector = "h2, h3, [itemprop=name], [class*=title], [class*=name], [id*=title]"
     for node in tree.css(selector)[:_FALLBACK_HEADINGS]:
         text = clean(node.text(separator=" "))
         if text and len(text) <= 300 and name_score(text, references) >= 3.0:
             return node
-    return None
+    return best[1] if best is not None else None
 
 
 def _window(

@@ -170,3 +170,12 @@ def test_a_product_page_with_a_carousel_of_priced_tiles_is_not_a_listing() -> No
             _page(f"<h1>Desk lamps</h1><div>{tiles}</div>", title="Desk lamps | Lumo"),
             "https://lumo.example/lights/desk-lamps",
         )
+
+
+def test_an_h1_unrelated_to_the_title_gives_way_to_the_product_name() -> None:
+    html = _page(
+        "<h1>Sale</h1><div class='product-title'>Desk Lamp Pro</div><p><b>49,90 €</b></p>"
+        "<button>Add to cart</button>"
+    )
+    record = GenericParser().parse(html, "https://lumo.example/lights/desk-lamp-pro")
+    assert (record.product_name, record.price) == ("Desk Lamp Pro", Decimal("49.90"))
