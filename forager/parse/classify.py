@@ -54,10 +54,10 @@ _ACCESS_DENIED = re.compile(
 
 # Signs of a real product page; a page showing one of them is never a block page.
 _PRODUCT_SIGNS = (
-    'id="productTitle"',
     "schema.org/Product",
     'property="og:type" content="product',
     "product:price:amount",
+    'id="productTitle"',
 )
 # ``(?:\[\s*)?`` rather than ``\[?\s*``: two adjacent ``\s*`` split a run of spaces every way.
 _JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"(?:https?://schema\.org/)?Product"')
@@ -65,7 +65,12 @@ _JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"(?:https?://schema\.org/
 
 def looks_like_product(html: str) -> bool:
     """Cheap check for product markup (Amazon title, schema.org Product, OpenGraph product)."""
-    return any(sign in html for sign in _PRODUCT_SIGNS) or bool(_JSONLD_PRODUCT.search(html))
+    # Commonest first: each sign that is absent costs a pass over the page.
+    return (
+        any(sign in html for sign in _PRODUCT_SIGNS[:2])
+        or bool(_JSONLD_PRODUCT.search(html))
+        or any(sign in html for sign in _PRODUCT_SIGNS[2:])
+    )
 
 
 def classify(html: str) -> tuple[Kind, str] | None:
