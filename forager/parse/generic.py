@@ -83,7 +83,7 @@ class GenericParser:
     """Extracts the page's main product; no rules for particular shops."""
 
     name = "generic"
-    version = "3"
+    version = "4"
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
