@@ -73,10 +73,15 @@ def looks_like_product(html: str) -> bool:
     )
 
 
-def classify(html: str) -> tuple[Kind, str] | None:
-    """("captcha" | "blocked", description) for a robot-check / access-denied page, else None."""
-    if looks_like_product(html):
-        return None  # checked first: cheaper than reading the page for block markers
+def classify(html: str, markup_first: bool = True) -> tuple[Kind, str] | None:
+    """("captcha" | "blocked", description) for a robot-check / access-denied page, else None.
+
+    Product markup makes any block marker moot. ``markup_first`` looks for it first, which is
+    cheaper when pages usually carry it near the top (schema.org, og:type); otherwise the first
+    300 KB are searched for block markers first and the whole page for markup only after a hit.
+    """
+    if markup_first and looks_like_product(html):
+        return None
     head = html[:_SCAN_CHARS].lower()
     found: tuple[Kind, str] | None = None
     for marker, kind, what in _STRONG_MARKERS:
@@ -93,12 +98,14 @@ def classify(html: str) -> tuple[Kind, str] | None:
         and _ROBOT_WORDS.search(head)
     ):
         found = ("captcha", "a CAPTCHA page")
+    if found is not None and not markup_first and looks_like_product(html):
+        return None
     return found
 
 
-def raise_if_blocked(html: str, url: str) -> None:
+def raise_if_blocked(html: str, url: str, markup_first: bool = True) -> None:
     """Raise ``CaptchaPage`` / ``BlockedPage`` when ``html`` is a robot check or block page."""
-    result = classify(html)
+    result = classify(html, markup_first)
     if result is None:
         return
     kind, what = result
