@@ -49,7 +49,7 @@ class PriceSeen:
     score: float
     struck: bool
     position: int
-    in_card: bool = False  # right after a link's text, as in a product tile of a listing
+    in_card: bool = False  # after the heading, right after a link's text (a listing's tile)
 
     def near(self, other: PriceSeen) -> bool:
         """Whether the two prices sit in one price block (a few texts apart)."""
@@ -393,8 +393,15 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
             if seen is not None and not names.aside(parent):
                 # Prices after the heading belong to it; closer ones more.
                 distance = position - start
-                seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
-                seen.in_card = _after_link(nodes, texts, position)
+                # Before it (some layouts put the price above the name), the nearest ones more.
+                seen.score += (
+                    2.0 * (1 - distance / _AFTER_HEADING)
+                    if distance >= 0
+                    else 0.3 + 0.4 * (1 + distance / _BEFORE_HEADING)
+                )
+                # A listing's tiles follow its heading; tiles above a product's name are other
+                # offers (a list of ads beside it) and do not make the page a listing.
+                seen.in_card = distance >= 0 and _after_link(nodes, texts, position)
                 found.prices.append(seen)
         if len(short) > 100:
             continue  # stock notices and item-number labels are short

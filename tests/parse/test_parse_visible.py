@@ -179,3 +179,17 @@ def test_an_h1_unrelated_to_the_title_gives_way_to_the_product_name() -> None:
     )
     record = GenericParser().parse(html, "https://lumo.example/lights/desk-lamp-pro")
     assert (record.product_name, record.price) == ("Desk Lamp Pro", Decimal("49.90"))
+
+
+def test_a_price_above_the_name_and_a_list_of_ads_before_it() -> None:
+    # Classified-ads layout: other ads (link + price) above, then the ad's price, then its title.
+    ads = "".join(
+        f'<div><a href="/item/{n}">Phone {n}</a><span>Rs {n},000</span></div>'
+        for n in range(11, 19)
+    )
+    html = _page(
+        f"<div>{ads}</div><div><span>Rs 23,450</span></div><h1>Desk Lamp Pro</h1>"
+        "<p>Ad ID: 1021493409</p>"
+    )
+    record = GenericParser().parse(html, "https://ads.example.pk/item/desk-lamp-pro-1021493409")
+    assert (record.price, record.currency) == (Decimal("23450"), "PKR")
