@@ -545,6 +545,31 @@ def url_item_id(html: str, url: str, canonical: str | None) -> str | None:
             ):
                 return token
             at, seen = html.find(token, at + 1), seen + 1
+    return _url_code(html, path)
+
+
+def _url_code(html: str, path: str) -> str | None:
+    """A letters-and-digits code ending the URL's last segment ("…-boots-mu312m00l-c11.html")
+    that the page names under an id key (``sku=MU312M00L-C11``, ``"id": "MU312M00L-C11"``), as
+    the page spells it."""
+    segment = path.rstrip("/").rsplit("/", 1)[-1]
+    stem = segment.rsplit(".", 1)[0] if "." in segment else segment
+    parts = stem[-80:].split("-")
+    for count in (2, 1, 3):
+        if count > len(parts) - 1:  # the segment has words before its code
+            continue
+        code = "-".join(parts[-count:])
+        if not (5 <= len(code) <= 40 and _DIGIT.search(code) and _LETTERS.search(code)):
+            continue
+        for spelling in dict.fromkeys((code.upper(), code, code.lower())):
+            at, seen = html.find(spelling), 0
+            while at >= 0 and seen < _OCCURRENCES:
+                after = html[at + len(spelling) : at + len(spelling) + 1]
+                if not (after.isalnum() or after in "-_") and _ID_BEFORE.search(
+                    html[max(0, at - 24) : at]
+                ):
+                    return spelling
+                at, seen = html.find(spelling, at + 1), seen + 1
     return None
 
 

@@ -193,3 +193,15 @@ def test_a_price_above_the_name_and_a_list_of_ads_before_it() -> None:
     )
     record = GenericParser().parse(html, "https://ads.example.pk/item/desk-lamp-pro-1021493409")
     assert (record.price, record.currency) == (Decimal("23450"), "PKR")
+
+
+def test_item_code_from_the_url_when_the_page_names_it_as_an_id() -> None:
+    url = "https://lumo.example/lumo-desk-lamp-pro-lu312m00l-c11.html"
+    page = _page("<h1>Desk Lamp Pro</h1><p class='price'>€ 49.90</p><button>Buy now</button>")
+    named = page.replace(
+        "</body>", '<script>window.app = {"articleInfo": {"id": "LU312M00L-C11"}};</script></body>'
+    )
+    assert GenericParser().parse(named, url).sku == "LU312M00L-C11"
+    longer = named.replace('"LU312M00L-C11"', '"LU312M00L-C110029000"')  # a size's id, not it
+    assert GenericParser().parse(longer, url).sku is None
+    assert GenericParser().parse(page, url).sku is None  # the page never names it
