@@ -407,7 +407,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
             continue  # stock notices and item-number labels are short
         short = clean(short) or ""
         if position >= start:  # stock notices follow the heading; menus come before it
-            _read_stock(found, short, parent, names)
+            _read_stock(found, short, parent, names, position - start <= _CHECK_AFTER_HEADING)
         labelled = full and found.sku is None and len(short) <= 80 and _LABEL_START.match(short)
         if labelled and not names.aside(parent):
             _read_label(found, short, texts[position + 1 : position + 3], title or "")
@@ -441,8 +441,11 @@ def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> boo
     return False
 
 
-def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -> None:
-    """Note a sold-out or in-stock statement in ``text`` (short, or in a stock-named element)."""
+def _read_stock(
+    found: Evidence, text: str, parent: LexborNode, names: _Names, buy_box: bool
+) -> None:
+    """Note a sold-out or in-stock statement in ``text``: in a stock-named element, or a short
+    one in the buy box (``buy_box``: within the first 150 texts after the heading)."""
     sold_out = signals.sold_out_phrase(text)
     if sold_out:
         if (
@@ -454,7 +457,7 @@ def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -
         ):
             return
         stock_named = names.named(parent, signals.STOCK_NAMES, 4)
-        if stock_named or len(text) - len(sold_out) <= 15:
+        if stock_named or (buy_box and len(text) - len(sold_out) <= 15):
             found.sold_out = True
             found.sold_out_stated = found.sold_out_stated or stock_named
     elif (

@@ -102,3 +102,10 @@ def test_availability_in_a_related_product_is_not_the_pages() -> None:
 def test_product_availability_meta_values(value: str, expected: bool) -> None:
     head = f'<meta property="product:availability" content="{value}">'
     assert _stock(_page("", head=head)) is expected
+
+
+def test_a_bare_notice_counts_only_in_the_buy_box() -> None:
+    filler = "".join(f"<p>Feature {n}</p>" for n in range(200))  # a long description
+    assert _stock(_page(f"{filler}<p>Sold out</p>")) is True  # far below: about something else
+    assert _stock(_page(f"<p>Sold out</p>{filler}")) is False  # next to the heading
+    assert _stock(_page(f"{filler}<p class='availability'>Sold out</p>")) is False  # stated
