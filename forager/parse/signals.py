@@ -267,10 +267,16 @@ SOLD_OUT = (
 SOLD_OUT_PAIRS = (("nie je možné", "kúpiť"), ("není možné", "koupit"))
 
 
+# One pass over the text instead of one per phrase: a flat alternation of literals (longest
+# first, so "currently unavailable" wins over "unavailable" where both start).
+_SOLD_OUT_ANY = re.compile("|".join(map(re.escape, sorted(SOLD_OUT, key=len, reverse=True))))
+
+
 def sold_out_phrase(text: str) -> str | None:
-    """The sold-out statement ``text`` makes, if any (lower-case)."""
+    """The sold-out statement ``text`` makes, if any (lower-case): the first one in it."""
     low = text.lower()
-    found = next((phrase for phrase in SOLD_OUT if phrase in low), None)
+    match = _SOLD_OUT_ANY.search(low)
+    found = match.group(0) if match else None
     if found is None:
         found = next((f"{a} {b}" for a, b in SOLD_OUT_PAIRS if a in low and b in low), None)
     return found
