@@ -423,9 +423,10 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
 
 
 def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> bool:
-    """Whether one of the few texts before ``position`` is a link's text (a tile's name)."""
+    """Whether the text at ``position`` or one of the three texts before it is a link's text
+    (a tile's name, or a tile that is one link)."""
     seen = 0
-    for index in range(position - 1, max(-1, position - 12), -1):
+    for index in range(position, max(-1, position - 12), -1):
         if not texts[index].strip():
             continue
         current = nodes[index].parent
@@ -436,7 +437,7 @@ def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> boo
                 return True
             current = current.parent
         seen += 1
-        if seen == 3:
+        if seen == 4:
             break
     return False
 

@@ -205,3 +205,16 @@ def test_item_code_from_the_url_when_the_page_names_it_as_an_id() -> None:
     longer = named.replace('"LU312M00L-C11"', '"LU312M00L-C110029000"')  # a size's id, not it
     assert GenericParser().parse(longer, url).sku is None
     assert GenericParser().parse(page, url).sku is None  # the page never names it
+
+
+def test_a_listing_whose_tiles_are_links_is_a_listing() -> None:
+    tiles = "".join(
+        f'<li><a href="/p/{n}"><img src="/i/{n}.jpg"><h2>Lamp {n}</h2><span>{n},90 €</span></a>'
+        "</li>"
+        for n in range(10, 22)
+    )
+    with pytest.raises(NotProductPage, match="a listing"):
+        GenericParser().parse(
+            _page(f"<h1>Desk lamps</h1><ul>{tiles}</ul>", title="Desk lamps | Lumo"),
+            "https://lumo.example/lights/desk-lamps",
+        )
