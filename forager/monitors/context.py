@@ -6,15 +6,13 @@ never changes stays healthy. Every rule takes ``now`` so it can be checked witho
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import psutil
-
 from forager.config import Settings
 from forager.db.types import utcnow
+from forager.worker.registry import process_tree_usage
 
 HEALTHY, DEGRADED, FAILING = "healthy", "degraded", "failing"
 # The seed's thresholds on consecutive errors: > 2 degraded, > 5 failing.
@@ -39,24 +37,6 @@ def health_of(
     if error_count > DEGRADED_ERRORS or staleness > settings.monitor_degraded_seconds:
         return DEGRADED
     return HEALTHY
-
-
-def tree_memory(pid: int | None = None) -> tuple[int, float]:
-    """RSS bytes and CPU percent of process ``pid`` (default: this one) and all its
-    descendants (a browser's renderers, the parse processes); ``(0, 0.0)`` when gone."""
-    try:
-        root = psutil.Process(pid or os.getpid())
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0, 0.0
-    rss, cpu = 0, 0.0
-    for proc in procs:
-        try:
-            rss += proc.memory_info().rss
-            cpu += proc.cpu_percent(None)
-        except psutil.Error:
-            continue
-    return rss, cpu
 
 
 @dataclass
@@ -135,8 +115,9 @@ class ScraperContext:
         self.total_errors += 1
 
     def measure(self) -> None:
-        """Memory and CPU of the browser's process tree when it has one, else of this process."""
-        self.memory_bytes, self.cpu_percent = tree_memory(self.browser_pid)
+        """Memory and CPU (since the last measure) of this process and its children: the
+        parse processes and Chromium, which is one per process, not one per monitor."""
+        self.memory_bytes, self.cpu_percent = process_tree_usage()
 
     def to_dict(self, now: datetime | None = None) -> dict[str, object]:
         now = now or utcnow()
