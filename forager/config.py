@@ -312,15 +312,14 @@ class Settings(BaseSettings):
     monitor_memory_soft_limit_mb: int = Field(
         1536,
         ge=64,
-        description="Memory (RSS of the process and its children, e.g. Chromium) above which "
-        "a monitor's run restarts gracefully.",
+        description="Memory (RSS of a browser monitor's own Chromium, else of the process and "
+        "its children) above which a monitor's run restarts gracefully.",
     )
     monitor_memory_hard_limit_mb: int = Field(
         2048,
         ge=64,
-        description="Memory above which a browser monitor's Chromium is to be killed at once "
-        "(checked at start-up against the soft limit; not yet enforced: Chromium is shared "
-        "per process).",
+        description="Memory above which a browser monitor's own Chromium is killed at once "
+        "(then its run restarts).",
     )
     monitor_retry_max_attempts: int = Field(
         5, ge=0, le=20, description="Retries of a failed poll within one cycle."

@@ -35,6 +35,7 @@ from forager.monitors.runner import (
 )
 from forager.runtime import JsonFormatter, open_database
 from tests.conftest import SettingsFactory
+from tests.support.fetching import require
 from tests.support.site import TestSite
 from tests.support.waiting import entity_events, event_rows, eventually
 
@@ -466,3 +467,53 @@ def test_seed_log_levels_and_json_logs(make_settings: SettingsFactory) -> None:
     entry = json.loads(JsonFormatter().format(record))
     assert (entry["level"], entry["logger"], entry["message"]) == ("WARNING", "forager.x", "a b")
     assert entry["time"]
+
+
+@pytest.mark.monitor_settings(monitor_max_lifetime_hours=0.0006, fetch_timeout_seconds=20.0)
+async def test_a_browser_monitor_has_its_own_chromium_renewed_on_restart(
+    env: Env, site: TestSite
+) -> None:
+    require("browser")
+    if not env.db.is_sqlite:
+        pytest.skip("Chromium's handling does not depend on the engine")
+    from forager.fetch.browser import browser_processes, running_browsers
+
+    monitor = await env.create(
+        site.url("/js-price/31"),
+        fetcher="browser",
+        selector_type="css",
+        selectors={"price": "#price"},
+        interval_seconds=0.3,
+        min_interval_seconds=0.3,
+        max_interval_seconds=0.5,
+    )
+    runner = env.start("runner-a")
+
+    async def marker() -> str | None:
+        loops = runner.loops.get(monitor.id)
+        return loops[0].browser_marker if loops else None
+
+    first = await eventually(marker, "the monitor's own Chromium", timeout=90)
+    await eventually(lambda: browser_processes(first), "its processes", timeout=90)
+
+    async def rendered() -> bool:
+        async with env.db.reader() as session:
+            rows = list(await session.scalars(select(MonitorSnapshot.data)))
+        return rows == [{"price": "$31.99"}]  # rendered by JavaScript
+
+    await eventually(rendered, "the rendered price", timeout=90)
+    assert running_browsers() == 0  # not the process's shared browser
+    # Its run lives ~2 s here: the restart closes that Chromium and the next run starts another.
+    second = await eventually(
+        lambda: _other_marker(marker, first), "a new Chromium after the restart", timeout=90
+    )
+    await eventually(lambda: not browser_processes(first), "the old Chromium gone", timeout=60)
+    row = await env.monitor(monitor.id)
+    assert row.restarts >= 1 and (row.memory_bytes or 0) > 0  # measured: its own tree only
+    await env.stop(runner)
+    assert browser_processes(second) == []  # a graceful stop closes it too
+
+
+async def _other_marker(marker: Any, first: str) -> str | None:
+    now = await marker()
+    return now if now not in (None, first) else None

@@ -15,8 +15,11 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from datetime import datetime
 from typing import Any
+
+import psutil
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -100,6 +103,10 @@ class MonitorLoop:
         self.last_success = monitor.last_success_at
         self.unresolved = monitor.consecutive_errors > 0
         self.context = self._context(None)
+        # A browser monitor has a Chromium of its own: its memory is measured alone, and a
+        # restart (or the hard limit) closes it without touching any other fetch.
+        self.browser: Fetcher | None = None
+        self.browser_marker: str | None = None
         self._stopping = asyncio.Event()
         self._last_sample: datetime | None = None
         self.restarted = False  # since the last success
@@ -135,10 +142,19 @@ class MonitorLoop:
             await self._begin(restart=False)
             while not self._stopping.is_set():
                 now = utcnow()
-                self.context.measure()
-                reason = self.context.restart_reason(now)
-                if reason is not None:
-                    await self._restart(reason)
+                self._measure()
+                if self.context.over_hard_limit() and self.browser is not None:
+                    log.error(
+                        "monitor %d: its Chromium uses %d MB, over the hard limit: killed",
+                        self.id,
+                        self.context.memory_bytes // (1024 * 1024),
+                    )
+                    await self._close_browser()
+                    await self._restart("memory_hard")
+                else:
+                    reason = self.context.restart_reason(now)
+                    if reason is not None:
+                        await self._restart(reason)
                 await self._cycle()
                 await self._maybe_sample()
                 await self._sleep(self.interval)
@@ -146,6 +162,39 @@ class MonitorLoop:
             log.info("monitor %d: run %s stopped", self.id, self.context.scraper_id)
         except LeaseLost:
             log.info("monitor %d: no longer leased by this process; stopped", self.id)
+        finally:
+            await self._close_browser()
+
+    def _measure(self) -> None:
+        """The run's own Chromium tree for a browser monitor, else this process's tree."""
+        if self.browser_marker is None:
+            self.context.measure()
+            return
+        from forager.fetch.browser import browser_processes  # Playwright only when used
+
+        rss, cpu = 0, 0.0
+        for proc in browser_processes(self.browser_marker):
+            with contextlib.suppress(psutil.Error):
+                rss += proc.memory_info().rss
+                cpu += proc.cpu_percent(None)
+        self.context.memory_bytes, self.context.cpu_percent = rss, cpu
+
+    def _fetcher(self) -> Fetcher:
+        if self.fetcher != "browser":
+            return self.runner.fetchers
+        if self.browser is None:
+            from forager.fetch.browser import BrowserFetcher  # Playwright only when used
+
+            self.browser_marker = f"m{self.id}-{uuid.uuid4().hex[:8]}"
+            self.browser = BrowserFetcher(self.settings, private_marker=self.browser_marker)
+        return self.browser
+
+    async def _close_browser(self) -> None:
+        browser, self.browser = self.browser, None
+        self.browser_marker = None
+        if browser is not None:
+            with contextlib.suppress(Exception):
+                await browser.aclose()
 
     async def _begin(self, restart: bool) -> None:
         ok = await store.start_run(
@@ -159,6 +208,7 @@ class MonitorLoop:
         """Seed: restart on lifetime, staleness, errors or memory; counters stay on the row."""
         log.warning("monitor %d: restarting run %s (%s)", self.id, self.context.scraper_id, reason)
         await self._sample("restart")
+        await self._close_browser()  # a browser monitor's next run starts a fresh Chromium
         self.context = self._context(self.context)
         self.restarted = True
         await self._begin(restart=True)
@@ -178,7 +228,7 @@ class MonitorLoop:
             url=self.url, user_agent=self.settings.user_agent, fetcher=self.fetcher
         )
         async with asyncio.timeout(self.timeout):
-            response = await self.runner.fetchers.fetch(request)
+            response = await self._fetcher().fetch(request)
             data = await asyncio.to_thread(
                 extract,
                 response.text,
