@@ -315,6 +315,12 @@ class Settings(BaseSettings):
         description="Memory (RSS of a browser monitor's own Chromium, else of the process and "
         "its children) above which a monitor's run restarts gracefully.",
     )
+    monitor_memory_restart_min_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="A run lives at least this long before memory may restart it, so a "
+        "process that stays above the soft limit does not restart its monitors every cycle.",
+    )
     monitor_memory_hard_limit_mb: int = Field(
         2048,
         ge=64,

@@ -517,3 +517,44 @@ async def test_a_browser_monitor_has_its_own_chromium_renewed_on_restart(
 async def _other_marker(marker: Any, first: str) -> str | None:
     now = await marker()
     return now if now not in (None, first) else None
+
+
+@pytest.mark.monitor_settings(
+    monitor_memory_soft_limit_mb=64,  # below any Chromium: its first measure is over it
+    monitor_memory_restart_min_seconds=1.0,
+    fetch_timeout_seconds=20.0,
+)
+async def test_a_browser_over_the_soft_memory_limit_restarts_gracefully(
+    env: Env, site: TestSite
+) -> None:
+    require("browser")
+    if not env.db.is_sqlite:
+        pytest.skip("Chromium's handling does not depend on the engine")
+    site.set_live("mem", 5)
+    monitor = await env.create(
+        site.url("/live/mem?format=html"),
+        fetcher="browser",
+        selector_type="css",
+        selectors={"value": "#value"},
+        interval_seconds=0.3,
+        min_interval_seconds=0.3,
+        max_interval_seconds=0.5,
+    )
+    env.start("runner-a")
+
+    async def restarted() -> Monitor | None:
+        row = await env.monitor(monitor.id)
+        return row if row.restarts >= 1 and row.total_updates >= 2 else None
+
+    await eventually(restarted, "a memory restart", timeout=90)
+    assert await env.snapshots(monitor.id) == ["5"]  # history kept, no duplicate
+    async with env.db.reader() as session:
+        samples = (
+            await session.execute(
+                select(ScraperHealthLog.event, ScraperHealthLog.memory_mb).where(
+                    ScraperHealthLog.monitor_id == monitor.id
+                )
+            )
+        ).all()
+    # The run's last sample, written as it restarted, shows its Chromium over the limit.
+    assert any(event == "restart" and (mb or 0) > 64 for event, mb in samples), samples

@@ -17,7 +17,6 @@ from forager.worker.registry import process_tree_usage
 HEALTHY, DEGRADED, FAILING = "healthy", "degraded", "failing"
 # The seed's thresholds on consecutive errors: > 2 degraded, > 5 failing.
 DEGRADED_ERRORS, FAILING_ERRORS = 2, 5
-MEMORY_RESTART_MIN_AGE = 60.0  # seconds a run lives at least before memory restarts it
 
 
 def health_of(
@@ -83,11 +82,12 @@ class ScraperContext:
             return "staleness"
         if self.error_count > self.settings.monitor_restart_errors:
             return "errors"
-        # Memory is the process tree's: a run restarts for it at most once a minute, so a
+        # A run restarts for memory at most once per monitor_memory_restart_min_seconds, so a
         # process that stays above the limit does not restart its monitors every cycle.
         if (
             self.memory_bytes > self.soft_memory_limit
-            and (now - self.start_time).total_seconds() >= MEMORY_RESTART_MIN_AGE
+            and (now - self.start_time).total_seconds()
+            >= self.settings.monitor_memory_restart_min_seconds
         ):
             return "memory"
         return None
