@@ -527,6 +527,21 @@ async def _other_marker(marker: Any, first: str) -> str | None:
 async def test_a_browser_over_the_soft_memory_limit_restarts_gracefully(
     env: Env, site: TestSite
 ) -> None:
+    await _memory_restart(env, site)
+
+
+@pytest.mark.monitor_settings(
+    monitor_memory_soft_limit_mb=64,
+    monitor_memory_hard_limit_mb=64,  # over it: killed at once, whatever the run's age
+    fetch_timeout_seconds=20.0,
+)
+async def test_a_browser_over_the_hard_memory_limit_is_killed_and_restarted(
+    env: Env, site: TestSite
+) -> None:
+    await _memory_restart(env, site)
+
+
+async def _memory_restart(env: Env, site: TestSite) -> None:
     require("browser")
     if not env.db.is_sqlite:
         pytest.skip("Chromium's handling does not depend on the engine")
