@@ -16,10 +16,10 @@ from sqlalchemy import select
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Domain
+from forager.domains.robots import ROBOTS_MAX_BYTES, refresh_robots
 from forager.errors import FetchError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.registry import build_fetcher
-from forager.fetch.robots import ROBOTS_MAX_BYTES, refresh_robots
 from tests.conftest import SettingsFactory
 from tests.support.bombs import BombServer, bomb, peak_growth
 from tests.support.crawling import submit

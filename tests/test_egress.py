@@ -20,12 +20,12 @@ from forager.agents.client import AgentClient
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Domain
+from forager.domains.robots import refresh_robots
 from forager.errors import EgressDenied, FetchError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.egress import EgressPolicy, classify
 from forager.fetch.http import HttpFetcher
 from forager.fetch.registry import build_fetcher
-from forager.fetch.robots import refresh_robots
 from tests.conftest import SettingsFactory, service_missing
 from tests.support.bombs import BombServer
 from tests.support.crawling import submit

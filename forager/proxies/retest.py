@@ -3,7 +3,8 @@
 A proxy disabled by ``FORAGER_PROXY_FAILURE_LIMIT`` consecutive failures carries
 ``retest_at``. The scheduler side task of every worker calls ``retest_due``: each due proxy is
 claimed with a compare-and-set on ``retest_at`` (so one process tests it), then
-``FORAGER_PROXY_TEST_URL`` is fetched through it. A pass enables it again with fresh counters
+``FORAGER_PROXY_TEST_URL`` is fetched through it. A pass (the proxy worked, judged as every
+fetch through a proxy is: ``proxies.health.verdict``) enables it again with fresh counters
 and a closed breaker; a failure doubles the wait (up to ``FORAGER_PROXY_RETEST_MAX_SECONDS``).
 A proxy an operator disabled has no ``retest_at`` and is never touched.
 """
@@ -24,7 +25,8 @@ from forager.db.types import utcnow
 from forager.errors import FetchError
 from forager.fetch.base import FetchRequest
 from forager.fetch.http import HttpFetcher
-from forager.fetch.proxies import proxy_url
+from forager.proxies.health import verdict
+from forager.proxies.selection import proxy_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ async def retest_due(
                 error = exc.error_type
             now = utcnow()
             async with db.session() as session:
-                if error is None:
+                if verdict(error) == "ok":
                     values: dict[str, object] = {
                         "is_active": True,
                         "failure_count": 0,

@@ -24,16 +24,16 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
-from forager.fetch.policy import FetchPolicy
-from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
+from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.queue import moves
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
 from forager.worker.parsing import ParseJob, ParsePool
+from forager.worker.policy import FetchPolicy
 from forager.worker.writer import Finish, Writer
 
 log = logging.getLogger(__name__)

@@ -23,18 +23,12 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
+from forager.domains.robots import RobotsRules, Verdict
 from forager.errors import FetchError
 from forager.fetch import bans, breakers, throttle
 from forager.fetch.base import FetchResponse
-from forager.fetch.proxies import (
-    DomainPolicy,
-    ProxyChoice,
-    choose_proxy,
-    record_mapping_health,
-    record_proxy_result,
-    release_proxy,
-)
-from forager.fetch.robots import RobotsRules, Verdict
+from forager.proxies import health
+from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
 
 # Failures that say the site (not the proxy) is in trouble; through a proxy a network error
 # or timeout may be the proxy's, so only answers from the site count then.
@@ -42,8 +36,6 @@ _SITE_FAULTS_DIRECT = frozenset(
     {"network", "timeout", "http_5xx", "rate_limited", "captcha", "blocked"}
 )
 _SITE_FAULTS_PROXIED = frozenset({"http_5xx", "rate_limited", "captcha", "blocked"})
-# Failures that count against a proxy everywhere (a ban counts for its domain only).
-_PROXY_FAULTS = frozenset({"proxy", "network", "timeout"})
 _OVERLOAD_STATUSES = frozenset({429, 503})
 _RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
 _ALLOWED = Verdict(True, False)
@@ -118,11 +110,11 @@ class FetchPolicy:
     ) -> None:
         """The site answered ``task``'s fetch in ``elapsed_ms`` (through ``proxy``, if any)."""
         if proxy is not None:
-            await record_proxy_result(
+            await health.record_verdict(
                 session,
-                task.domain_id,
                 proxy.proxy_id,
-                ok=True,
+                "ok",
+                domain_id=task.domain_id,
                 response_ms=elapsed_ms,
                 settings=self.settings,
             )
@@ -143,24 +135,16 @@ class FetchPolicy:
         """
         ban = bans.classify_error(exc)
         if proxy is not None:
-            if ban:
-                await record_mapping_health(
-                    session,
-                    task.domain_id,
-                    proxy.proxy_id,
-                    ok=False,
-                    response_ms=None,
-                    settings=self.settings,
-                )
-            else:
-                await record_proxy_result(
-                    session,
-                    task.domain_id,
-                    proxy.proxy_id,
-                    ok=exc.error_type not in _PROXY_FAULTS,
-                    response_ms=None,
-                    settings=self.settings,
-                )
+            # A fault counts against the proxy everywhere, a ban for this domain only, an
+            # egress refusal not at all (nothing went through the proxy): ``proxies.health``.
+            await health.record_verdict(
+                session,
+                proxy.proxy_id,
+                health.verdict(exc.error_type, ban=ban),
+                domain_id=task.domain_id,
+                response_ms=None,
+                settings=self.settings,
+            )
             await self.release(session, proxy)
         site_faults = _SITE_FAULTS_PROXIED if proxy is not None else _SITE_FAULTS_DIRECT
         if exc.error_type in site_faults:

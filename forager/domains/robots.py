@@ -32,8 +32,13 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, HTTPStatusError, NotFound
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, choose_proxy, release_proxy
 from forager.fetch.registry import FetcherSet
+from forager.proxies.selection import (
+    DomainPolicy,
+    NoProxyAvailable,
+    choose_proxy,
+    release_proxy,
+)
 
 ROBOTS_MAX_BYTES = 512 * 1024
 MAX_CRAWL_DELAY_SECONDS = 3600.0

@@ -1,4 +1,4 @@
-"""Proxy pool administration: CRUD, enable/disable, test fetches, mappings, stats and health.
+"""Proxy pool administration: CRUD, enable/disable, bulk lines, the test fetch and statistics.
 
 Passwords arrive in plain text, are encrypted here with ``SecretBox`` and leave only as
 ciphertext in the ``proxies`` row; nothing in this module returns or records them.
@@ -12,29 +12,22 @@ from datetime import UTC
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import case, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db import audit
-from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.engine import Database
-from forager.db.models import Domain, DomainProxy, Proxy
-from forager.db.types import utcnow
+from forager.db.models import Proxy
 from forager.errors import Conflict, FetchError, NotFound
 from forager.fetch.base import FetchRequest
 from forager.fetch.http import HttpFetcher
-from forager.fetch.proxies import (
-    MAPPING_FAILURE_LIMIT,
-    PROXY_FAULTS,
-    proxy_url,
-    record_proxy_health,
-)
+from forager.proxies import health
+from forager.proxies.health import mean
+from forager.proxies.selection import proxy_url
 
 PROTOCOLS = ("http", "https", "socks5")
-MIN_ACTIVE_PROXIES = 3  # seed alert 1: fewer active proxies than this for an active domain
-MAX_FAILURE_RATE_PERCENT = 10.0  # seed alert 2: a domain's proxies fail more often than this
 
 
 # -- bulk lines ------------------------------------------------------------------------------
@@ -225,16 +218,21 @@ async def _probe(settings: Settings, via: str, url: str) -> ProbeResult:
 async def probe_proxy(
     db: Database, settings: Settings, box: SecretBox, proxy_id: int, url: str
 ) -> ProbeResult:
-    """Fetch ``url`` through the proxy and count the outcome on the proxy's health."""
+    """Fetch ``url`` through the proxy and count the outcome on the proxy's health.
+
+    The outcome is judged as every fetch through a proxy is (``health.verdict``); a test fetch
+    has no domain, so a ban (which counts for one domain only) is not recorded.
+    """
     async with db.reader() as session:
         via = proxy_url(await get_proxy(session, proxy_id), box)
     probe = await _probe(settings, via, url)
     async with db.session() as session:
         await get_proxy(session, proxy_id)  # deleted meanwhile: 404 rather than a silent no-op
-        await record_proxy_health(
+        await health.record_verdict(
             session,
             proxy_id,
-            ok=probe.ok or probe.error_type not in PROXY_FAULTS,
+            health.verdict(probe.error_type),
+            domain_id=None,
             response_ms=probe.response_time_ms,
             settings=settings,
         )
@@ -263,10 +261,6 @@ class ProxyStats:
     by_provider: list[GroupCount]
 
 
-def _mean(value: Any) -> float | None:
-    return None if value is None else round(float(value), 1)
-
-
 async def proxy_stats(session: AsyncSession) -> ProxyStats:
     """Counts of the whole pool, by country and by provider, and the mean response time."""
     active = func.count(case((Proxy.is_active.is_(True), 1)))
@@ -286,246 +280,7 @@ async def proxy_stats(session: AsyncSession) -> ProxyStats:
         total=total,
         active=active_total,
         disabled=total - active_total,
-        avg_response_time_ms=_mean(avg_ms),
+        avg_response_time_ms=mean(avg_ms),
         by_country=await grouped(Proxy.country_code),
         by_provider=await grouped(Proxy.provider),
     )
-
-
-# -- domain mappings -------------------------------------------------------------------------
-
-
-async def _domain(session: AsyncSession, domain_id: int) -> Domain:
-    domain = await session.get(Domain, domain_id)
-    if domain is None:
-        raise NotFound(f"domain {domain_id} does not exist")
-    return domain
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    assigned: list[int]
-    already: list[int]
-    unknown: list[int]
-
-
-async def assign_proxies(
-    db: Database, domain_id: int, proxy_ids: Sequence[int], priority: int
-) -> Assignment:
-    """Map proxies to a domain; pairs that exist are left as they are (seed: DO NOTHING)."""
-    wanted = list(dict.fromkeys(proxy_ids))
-    async with db.session() as session:
-        await _domain(session, domain_id)
-        known = set(await session.scalars(select(Proxy.id).where(Proxy.id.in_(wanted))))
-        rows = [
-            {"domain_id": domain_id, "proxy_id": p, "priority": priority}
-            for p in wanted
-            if p in known
-        ]
-        inserted: set[int] = set()
-        if rows:
-            insert = insert_ignoring_conflicts(
-                session, DomainProxy.__table__, on=["domain_id", "proxy_id"]
-            )
-            inserted = set(await session.scalars(insert.returning(DomainProxy.proxy_id), rows))
-            # A pair the global pool created becomes an operator's mapping (counters kept).
-            adopted = await session.scalars(
-                update(DomainProxy)
-                .where(
-                    DomainProxy.domain_id == domain_id,
-                    DomainProxy.proxy_id.in_([r["proxy_id"] for r in rows]),
-                    DomainProxy.source == "pool",
-                )
-                .values(source="admin", priority=priority)
-                .returning(DomainProxy.proxy_id)
-            )
-            inserted |= set(adopted)
-        assigned = [p for p in wanted if p in inserted]
-        if assigned:
-            details = {"proxy_ids": assigned, "priority": priority}
-            audit.record(session, "domain", [domain_id], "proxies_assigned", details)
-    return Assignment(
-        assigned=assigned,
-        already=[p for p in wanted if p in known and p not in inserted],
-        unknown=[p for p in wanted if p not in known],
-    )
-
-
-async def remove_mapping(db: Database, domain_id: int, proxy_id: int) -> None:
-    """Stop using a proxy for a domain."""
-    async with db.session() as session:
-        await _domain(session, domain_id)
-        removed = await session.scalar(
-            delete(DomainProxy)
-            .where(DomainProxy.domain_id == domain_id, DomainProxy.proxy_id == proxy_id)
-            .returning(DomainProxy.id)
-        )
-        if removed is None:
-            raise NotFound(f"proxy {proxy_id} is not mapped to domain {domain_id}")
-        audit.record(session, "domain", [domain_id], "proxy_removed", {"proxy_id": proxy_id})
-
-
-@dataclass(frozen=True, slots=True)
-class MappingView:
-    """A domain's mapping with its counters and the proxy it points to."""
-
-    domain_id: int
-    proxy_id: int
-    priority: int
-    is_active: bool
-    success_count: int
-    failure_count: int
-    success_rate_percent: float | None
-    avg_response_time_ms: int | None
-    last_used_at: Any
-    proxy_url: str
-    proxy_port: int
-    proxy_protocol: str
-    proxy_is_active: bool
-    country_code: str | None
-    source: str = "admin"  # admin | pool (created when the domain used a global-pool proxy)
-
-
-def _rate(part: int, whole: int) -> float | None:
-    return round(part * 100 / whole, 2) if whole else None
-
-
-async def _mappings(
-    session: AsyncSession, domain_id: int, proxy_id: int | None = None
-) -> list[MappingView]:
-    query = (
-        select(DomainProxy, Proxy)
-        .join(Proxy, Proxy.id == DomainProxy.proxy_id)
-        .where(DomainProxy.domain_id == domain_id)
-        .order_by(
-            DomainProxy.priority, DomainProxy.last_used_at.asc().nulls_first(), DomainProxy.id
-        )
-    )
-    if proxy_id is not None:
-        query = query.where(DomainProxy.proxy_id == proxy_id)
-    return [
-        MappingView(
-            domain_id=m.domain_id,
-            proxy_id=m.proxy_id,
-            priority=m.priority,
-            is_active=m.is_active,
-            success_count=m.success_count,
-            failure_count=m.failure_count,
-            success_rate_percent=_rate(m.success_count, m.success_count + m.failure_count),
-            avg_response_time_ms=m.avg_response_time_ms,
-            last_used_at=m.last_used_at,
-            proxy_url=p.proxy_url,
-            proxy_port=p.proxy_port,
-            proxy_protocol=p.proxy_protocol,
-            proxy_is_active=p.is_active,
-            country_code=p.country_code,
-            source=m.source,
-        )
-        for m, p in await session.execute(query)
-    ]
-
-
-async def domain_proxies(session: AsyncSession, domain_id: int) -> list[MappingView]:
-    """A domain's proxies, by priority then least recently used (seed query 3)."""
-    await _domain(session, domain_id)
-    return await _mappings(session, domain_id)
-
-
-async def set_mapping_active(
-    db: Database, domain_id: int, proxy_id: int, *, active: bool
-) -> MappingView:
-    """Enable (resetting the mapping's ``failure_count``) or disable a proxy for one domain."""
-    async with db.session() as session:
-        await _domain(session, domain_id)
-        values: dict[str, Any] = {"is_active": active, "updated_at": utcnow()}
-        if active:
-            values["failure_count"] = 0
-        changed = await session.scalar(
-            update(DomainProxy)
-            .where(DomainProxy.domain_id == domain_id, DomainProxy.proxy_id == proxy_id)
-            .values(**values)
-            .returning(DomainProxy.id)
-        )
-        if changed is None:
-            raise NotFound(f"proxy {proxy_id} is not mapped to domain {domain_id}")
-        event = "proxy_mapping_enabled" if active else "proxy_mapping_disabled"
-        audit.record(session, "domain", [domain_id], event, {"proxy_id": proxy_id})
-        [view] = await _mappings(session, domain_id, proxy_id)
-    return view
-
-
-# -- health and alerts -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DomainHealth:
-    """One row of the seed's "Proxy Health per Domain" dashboard query."""
-
-    domain_id: int
-    domain_name: str
-    domain_is_active: bool
-    total_proxies: int
-    active_proxies: int
-    failing_proxies: int
-    avg_response_time_ms: float | None
-    total_success: int
-    total_failures: int
-    failure_rate_percent: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    kind: Literal["low_active_proxies", "high_failure_rate"]
-    domain_id: int
-    domain_name: str
-    message: str
-
-
-def _alerts(row: DomainHealth) -> list[Alert]:
-    alerts: list[Alert] = []
-    # The seed's query drops domains without any active mapping (its WHERE turns the LEFT
-    # JOIN into an inner one); a domain whose every mapping is disabled is reported too.
-    if row.domain_is_active and row.total_proxies and row.active_proxies < MIN_ACTIVE_PROXIES:
-        message = f"{row.active_proxies} active proxies (fewer than {MIN_ACTIVE_PROXIES})"
-        alerts.append(Alert("low_active_proxies", row.domain_id, row.domain_name, message))
-    rate = row.failure_rate_percent
-    if rate is not None and rate > MAX_FAILURE_RATE_PERCENT:
-        message = f"proxy failure rate {rate:g} % (over {MAX_FAILURE_RATE_PERCENT:g} %)"
-        alerts.append(Alert("high_failure_rate", row.domain_id, row.domain_name, message))
-    return alerts
-
-
-async def proxy_health(session: AsyncSession) -> tuple[list[DomainHealth], list[Alert]]:
-    """Every domain's proxy pool health (seed dashboard query) and the seed's two alerts."""
-    rows = await session.execute(
-        select(
-            Domain.id,
-            Domain.domain_name,
-            Domain.is_active,
-            func.count(DomainProxy.id),
-            func.count(case((DomainProxy.is_active.is_(True), 1))),
-            func.count(case((DomainProxy.failure_count >= MAPPING_FAILURE_LIMIT, 1))),
-            func.avg(DomainProxy.avg_response_time_ms),
-            func.coalesce(func.sum(DomainProxy.success_count), 0),
-            func.coalesce(func.sum(DomainProxy.failure_count), 0),
-        )
-        .outerjoin(DomainProxy, DomainProxy.domain_id == Domain.id)
-        .group_by(Domain.id, Domain.domain_name, Domain.is_active)
-        .order_by(Domain.domain_name)
-    )
-    domains = [
-        DomainHealth(
-            domain_id=d_id,
-            domain_name=name,
-            domain_is_active=d_active,
-            total_proxies=total,
-            active_proxies=active,
-            failing_proxies=failing,
-            avg_response_time_ms=_mean(avg_ms),
-            total_success=int(ok),
-            total_failures=int(failed),
-            failure_rate_percent=_rate(int(failed), int(ok) + int(failed)),
-        )
-        for d_id, name, d_active, total, active, failing, avg_ms, ok, failed in rows
-    ]
-    return domains, [alert for row in domains for alert in _alerts(row)]
