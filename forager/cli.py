@@ -100,7 +100,7 @@ def serve(
     """Run the API, the scheduler and the built-in worker pool."""
     import uvicorn
 
-    from forager.api.app import create_app
+    from forager.app import create_app
 
     settings = _settings()
     host = host or settings.host

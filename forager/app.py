@@ -1,4 +1,6 @@
-"""The FastAPI application: routers, error translation, and the lifespan of the built-in worker."""
+"""The FastAPI application: the API's routers and the dashboard, error translation, and the lifespan
+of the built-in worker. It sits above both (``forager.web`` is built on the API's auth and
+dependencies), so neither imports the other's way back."""
 
 from __future__ import annotations
 
