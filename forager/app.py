@@ -17,7 +17,6 @@ from forager.api import missions as missions_api
 from forager.api.auth import ActorScope, require_key
 from forager.api.limits import BodyLimit
 from forager.config import Settings
-from forager.missions.runner import MissionRunner
 from forager.queue import counts
 from forager.runtime import Runtime
 from forager.web.router import install as install_dashboard
@@ -42,7 +41,7 @@ def create_app(settings: Settings) -> FastAPI:
         folding = asyncio.create_task(counts.keep_folded(runtime.db), name="task counts fold")
         app.state.runtime = runtime
         # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
-        app.state.missions = missions = MissionRunner(runtime.db, settings, box=runtime.box)
+        missions = runtime.mission_runner()
         orchestrating = asyncio.create_task(missions.run(), name="mission runner")
         try:
             yield

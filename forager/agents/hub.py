@@ -232,6 +232,7 @@ class AgentHub:
                 owner,
                 parser=self.parts.parser,
                 writer=self.parts.writer,
+                robots_fetcher=self.parts.fetchers,  # robots.txt is fetched by this server
             ),
         )
         peer = ws.client.host if ws.client else None

@@ -26,7 +26,7 @@ from forager.db.types import utcnow
 from forager.domains.robots import RobotsRules, Verdict
 from forager.errors import FetchError
 from forager.fetch import bans, breakers, throttle
-from forager.fetch.base import FetchResponse
+from forager.fetch.base import Fetcher, FetchResponse
 from forager.proxies import health
 from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
 
@@ -57,20 +57,36 @@ class PolicyTask(Protocol):
 
 
 class FetchPolicy:
-    """One per worker process; methods taking a session run inside the caller's transaction."""
+    """One per worker process; methods taking a session run inside the caller's transaction.
+
+    ``fetcher`` is what robots.txt is fetched through (the process's fetchers, as pages are);
+    a policy without one (the writer's: bookkeeping only) cannot check robots.txt.
+    """
 
     def __init__(
-        self, db: Database, settings: Settings, box: SecretBox | None, worker_id: str
+        self,
+        db: Database,
+        settings: Settings,
+        box: SecretBox | None,
+        worker_id: str,
+        *,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.box = box
         self.worker_id = worker_id
-        self.robots_rules = RobotsRules(db, settings)
+        self.robots_rules = (
+            RobotsRules(db, settings, fetcher=fetcher, box=box)
+            if fetcher is not None and box is not None
+            else None
+        )
 
     async def robots(self, task: PolicyTask) -> Verdict:
         if task.ignore_robots:  # known from the claim: no read at all
             return _ALLOWED
+        if self.robots_rules is None:
+            raise RuntimeError("this fetch policy has no fetcher and secret box for robots.txt")
         return await self.robots_rules.check(task.domain_id, task.url, task.user_agent)
 
     def owner(self, task: PolicyTask) -> str:
