@@ -428,7 +428,7 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
                 .values(retest_at=utcnow() - timedelta(seconds=1))
             )
         settings = runtime.settings.model_copy(update={"proxy_test_url": url})
-        result = await retest_due(runtime.db, settings, SecretBox(settings))
+        result = await retest_due(runtime.db, settings, SecretBox(settings), runtime.fetchers)
         assert result.still_failing == [created["id"]]
         stored = await _stored(api, created["id"])
         listed = (await api.get("/api/proxies", params={"is_active": False})).json()["items"]

@@ -178,7 +178,9 @@ async def test_proxy(
 ) -> ProxyTestResult:
     """Fetch a URL through the proxy now; the outcome counts in the proxy's health."""
     box = runtime.box
-    probe = await admin.probe_proxy(runtime.db, runtime.settings, box, proxy_id, body.url)
+    probe = await admin.probe_proxy(
+        runtime.db, runtime.settings, box, runtime.fetchers, proxy_id, body.url
+    )
     return ProxyTestResult.model_validate(probe)
 
 

@@ -21,8 +21,7 @@ from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Proxy
 from forager.errors import Conflict, FetchError, NotFound
-from forager.fetch.base import FetchRequest
-from forager.fetch.http import HttpFetcher
+from forager.fetch.base import Fetcher, FetchRequest
 from forager.proxies import health
 from forager.proxies.health import mean
 from forager.proxies.selection import proxy_url
@@ -204,28 +203,31 @@ class ProbeResult:
     error: str | None = None
 
 
-async def _probe(settings: Settings, via: str, url: str) -> ProbeResult:
-    fetcher = HttpFetcher(settings)
+async def _probe(fetcher: Fetcher, settings: Settings, via: str, url: str) -> ProbeResult:
     try:
-        response = await fetcher.fetch(FetchRequest(url, settings.user_agent, via))
+        response = await fetcher.fetch(FetchRequest(url, settings.user_agent, via, fetcher="http"))
     except FetchError as exc:
         return ProbeResult(False, exc.status_code, None, exc.error_type, exc.message)
-    finally:
-        await fetcher.aclose()
     return ProbeResult(True, response.status_code, response.elapsed_ms)
 
 
 async def probe_proxy(
-    db: Database, settings: Settings, box: SecretBox, proxy_id: int, url: str
+    db: Database,
+    settings: Settings,
+    box: SecretBox,
+    fetcher: Fetcher,
+    proxy_id: int,
+    url: str,
 ) -> ProbeResult:
-    """Fetch ``url`` through the proxy and count the outcome on the proxy's health.
+    """Fetch ``url`` with the HTTP fetcher (of the process's ``fetcher`` set) through the proxy
+    and count the outcome on the proxy's health.
 
     The outcome is judged as every fetch through a proxy is (``health.verdict``); a test fetch
     has no domain, so a ban (which counts for one domain only) is not recorded.
     """
     async with db.reader() as session:
         via = proxy_url(await get_proxy(session, proxy_id), box)
-    probe = await _probe(settings, via, url)
+    probe = await _probe(fetcher, settings, via, url)
     async with db.session() as session:
         await get_proxy(session, proxy_id)  # deleted meanwhile: 404 rather than a silent no-op
         await health.record_verdict(

@@ -201,7 +201,7 @@ class WorkerPool:
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""
-        result = await retest_due(self.db, self.settings, self.parts.box)
+        result = await retest_due(self.db, self.settings, self.parts.box, self.parts.fetchers)
         if result.enabled:
             log.info("proxies %s pass their re-test: enabled again", result.enabled)
 
