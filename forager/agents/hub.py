@@ -31,7 +31,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
-from forager.errors import FetchError, TooLarge
+from forager.errors import FetchError, FetchTimeout, TooLarge
 from forager.fetch.base import FetchResponse
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.store import ClaimedTask, TaskQueue
@@ -43,6 +43,13 @@ log = logging.getLogger(__name__)
 S = TaskStatus
 _MESSAGES: TypeAdapter[Any] = TypeAdapter(AgentMessage)
 _BLOCK_TYPES = frozenset({"captcha", "blocked"})
+# What one agent connection may cost the server, whatever it sends (issue 11):
+# task ids whose late frames are dropped, remembered up to this many per connection;
+_IGNORED_MAX = 256
+# messages about task ids this connection never held (or long forgot) before it is closed;
+_UNKNOWN_LIMIT = 100
+# returned tasks allowed per window beyond its concurrency before it gets no work for a window.
+_RETURN_WINDOW_SECONDS = 60.0
 
 
 @dataclass(eq=False)
@@ -70,8 +77,12 @@ class Connection:
     status: str = A.CONNECTED
     last_heartbeat: float = field(default_factory=time.monotonic)
     in_flight: dict[int, _Assigned] = field(default_factory=dict)
-    # Task ids whose remaining body frames are to be dropped (refused or unknown results).
-    ignored: set[int] = field(default_factory=set)
+    # Task ids whose remaining body frames are to be dropped (refused or timed-out results),
+    # at most _IGNORED_MAX: the oldest is forgotten first.
+    ignored: dict[int, None] = field(default_factory=dict)
+    unknown: int = 0  # messages about tasks this connection does not hold
+    returns: list[float] = field(default_factory=list)  # when it returned tasks, this window
+    quiet_until: float = 0.0  # returned too many: no new tasks until then
     draining: bool = False
     dropped: bool = False
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -83,7 +94,27 @@ class Connection:
     def free(self) -> int:
         if self.dropped or self.draining or self.status == A.BLOCKED:
             return 0
+        if time.monotonic() < self.quiet_until:
+            return 0
         return self.capacity - len(self.in_flight)
+
+    def ignore(self, task_id: int) -> None:
+        """Drop the rest of this task's frames (bounded: the oldest id is forgotten)."""
+        self.ignored.pop(task_id, None)
+        self.ignored[task_id] = None
+        if len(self.ignored) > _IGNORED_MAX:
+            del self.ignored[next(iter(self.ignored))]
+
+    def returned(self) -> bool:
+        """Count a returned task; True when this window's returns exceed its concurrency
+        (a claim-and-return loop): it then gets no work for a window."""
+        now = time.monotonic()
+        self.returns = [t for t in self.returns if now - t < _RETURN_WINDOW_SECONDS]
+        self.returns.append(now)
+        if len(self.returns) <= self.capacity:
+            return False
+        self.quiet_until = now + _RETURN_WINDOW_SECONDS
+        return True
 
     async def send(self, kind: str, **fields: Any) -> None:
         if self.dropped:
@@ -298,9 +329,19 @@ class AgentHub:
             await self._on_body_end(conn, msg.task_id)
         elif isinstance(msg, protocol.Return):
             assigned = conn.in_flight.get(msg.task_id)
-            if assigned is not None and not assigned.settling:
+            if assigned is None:
+                await self._unknown(conn, msg.task_id)
+            elif not assigned.settling:
                 conn.in_flight.pop(msg.task_id)
                 await self.queue.release(msg.task_id, conn.owner)
+                if conn.returned():
+                    log.warning(
+                        "agent %s returned %d tasks within %.0f s: no new tasks for %.0f s",
+                        conn.name,
+                        len(conn.returns),
+                        _RETURN_WINDOW_SECONDS,
+                        _RETURN_WINDOW_SECONDS,
+                    )
                 await self._after_task(conn, completed=0, failed=0)
                 log.info("agent %s returned task %s (%s)", conn.name, msg.task_id, msg.reason)
         elif isinstance(msg, protocol.Goodbye):
@@ -331,8 +372,10 @@ class AgentHub:
     async def _on_result(self, conn: Connection, msg: protocol.Result) -> None:
         assigned = conn.in_flight.get(msg.task_id)
         if assigned is None or assigned.settling or assigned.body is not None:
-            # Reassigned, cancelled, or never this connection's: nothing may change.
-            conn.ignored.add(msg.task_id)
+            # Timed out, settled, or never this connection's: nothing may change.
+            if assigned is None and msg.task_id not in conn.ignored:
+                await self._unknown(conn, msg.task_id)
+            conn.ignore(msg.task_id)
             await conn.send("ack", task_id=msg.task_id, outcome="discarded")
             return
         if not msg.ok:
@@ -343,7 +386,7 @@ class AgentHub:
             return
         limit = self.settings.max_body_bytes
         if msg.body_bytes > limit:
-            conn.ignored.add(msg.task_id)
+            conn.ignore(msg.task_id)
             self._settle(
                 conn, assigned, TooLarge(f"body of {msg.body_bytes} bytes exceeds {limit}")
             )
@@ -360,19 +403,21 @@ class AgentHub:
             return
         assigned = conn.in_flight.get(task_id)
         if assigned is None or assigned.body is None or assigned.settling:
-            conn.ignored.add(task_id)
+            if assigned is None:
+                await self._unknown(conn, task_id)
+            conn.ignore(task_id)
             return
         try:
             assigned.body.feed(chunk)
         except FetchError as exc:  # too large once decompressed, or corrupt
-            conn.ignored.add(task_id)
+            conn.ignore(task_id)
             header, assigned.body = assigned.body.header, None
             # A broken error page loses its body, not its status.
             self._settle(conn, assigned, exc if header.ok else failure(header))
 
     async def _on_body_end(self, conn: Connection, task_id: int) -> None:
         if task_id in conn.ignored:
-            conn.ignored.discard(task_id)
+            del conn.ignored[task_id]
             return
         assigned = conn.in_flight.get(task_id)
         if assigned is None or assigned.body is None or assigned.settling:
@@ -383,6 +428,16 @@ class AgentHub:
         except FetchError as exc:
             outcome = exc if body.header.ok else failure(body.header)
         self._settle(conn, assigned, outcome)
+
+    async def _unknown(self, conn: Connection, task_id: int) -> None:
+        """A message about a task this connection does not hold: tolerated a few times (a
+        late frame), then the connection is closed."""
+        conn.unknown += 1
+        if conn.unknown > _UNKNOWN_LIMIT:
+            log.warning("agent %s: too many messages about tasks it does not hold", conn.name)
+            await self._drop(
+                conn, "too many messages about tasks it does not hold", protocol.CLOSE_PROTOCOL
+            )
 
     def _settle(
         self, conn: Connection, assigned: _Assigned, outcome: FetchResponse | FetchError
@@ -534,6 +589,12 @@ class AgentHub:
             except Exception:
                 log.exception("agent sweep failed; retrying in %.1f s", every)
 
+    @property
+    def task_deadline_seconds(self) -> float:
+        """How long an agent may hold one task without finishing it, heartbeats or not: its
+        fetch time twice over (the fetch, then the upload) plus a heartbeat timeout."""
+        return 2 * self.settings.fetch_timeout_seconds + self.settings.agent_timeout_seconds
+
     async def _sweep(self) -> None:
         timeout = self.settings.agent_timeout_seconds
         now = time.monotonic()
@@ -541,6 +602,8 @@ class AgentHub:
             if now - conn.last_heartbeat > timeout:
                 log.warning("agent %s: no heartbeat for %.0f s", conn.name, timeout)
                 await self._drop(conn, "heartbeat timeout", protocol.CLOSE_TIMEOUT)
+            else:
+                self._expire_overdue(conn)
         tokens = {c.agent_id: c.token_hash for c in self.connections.values()}
         valid = await presence.still_valid(self.db, tokens)
         for agent_id in set(tokens) - valid:
@@ -549,6 +612,31 @@ class AgentHub:
                 await self._drop(revoked, "authentication failed", protocol.CLOSE_UNAUTHORIZED)
         # Agents another (dead) server process held: their heartbeats stopped long ago.
         await presence.sweep_silent(self.db, timeout, set(self.connections))
+
+    def _expire_overdue(self, conn: Connection) -> None:
+        """Fail (as a timeout, retried like any) each task the agent has held past the
+        deadline: heartbeats keep its leases alive, so without this a silent agent could hold
+        domains' concurrency slots for good."""
+        deadline = self.task_deadline_seconds
+        now = utcnow()
+        for assigned in list(conn.in_flight.values()):
+            if assigned.settling or (now - assigned.started).total_seconds() <= deadline:
+                continue
+            conn.ignore(assigned.task.id)
+            assigned.body = None
+            # Hoarding costs the tasks a retry each: it gets no new work for a while.
+            conn.quiet_until = time.monotonic() + _RETURN_WINDOW_SECONDS
+            log.warning(
+                "agent %s held task %s for over %.0f s: failed as a timeout",
+                conn.name,
+                assigned.task.id,
+                deadline,
+            )
+            self._settle(
+                conn,
+                assigned,
+                FetchTimeout(f"the agent did not return the page within {deadline:.0f} s"),
+            )
 
     async def _drop(self, conn: Connection, reason: str, code: int) -> None:
         """Forget a connection: close it, give its unfinished tasks back, mark it disconnected."""
