@@ -9,8 +9,17 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from forager.api.deps import MAX_ID
-from forager.api.wire import END, HOST, HTTP, SITE_URL, Shape
+from forager.api.wire import (
+    END,
+    HOST,
+    HTTP,
+    MAX_JSON_ID,
+    SITE_URL,
+    Day,
+    JsonBody,
+    Shape,
+    without_null,
+)
 from forager.missions.dataurl import storage_base
 
 MediaType = Literal["all", "video", "image"]
@@ -72,13 +81,11 @@ Name = Annotated[str, Field(min_length=1, max_length=100, examples=["worker-sp-1
 # -- missions ------------------------------------------------------------------------------
 
 
-class MissionCreate(BaseModel):
+class MissionCreate(JsonBody):
     """One mission for the range, or (``split_by_day``) one per day of it."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    date_start: date
-    date_end: date = Field(description="On or after date_start; the range is bounded.")
+    date_start: Day
+    date_end: Day = Field(description="On or after date_start; the range is bounded.")
     media_type: MediaType = "all"
     languages: list[Language] = Field(min_length=1, max_length=6, examples=[["pt", "en"]])
     split_by_day: bool = Field(False, description="One mission per day of the range.")
@@ -116,10 +123,8 @@ class MissionsCreated(BaseModel):
     missions: list[MissionPublic]
 
 
-class QueueRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    mission_ids: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+class QueueRequest(JsonBody):
+    mission_ids: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID)]] = Field(
         min_length=1, max_length=1000, examples=[[42, 43]]
     )
 
@@ -189,9 +194,7 @@ class MissionSettings(BaseModel):
     max_retries: int = Field(ge=0, le=20, description="Retries before a mission fails.")
 
 
-class MissionSettingsUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MissionSettingsUpdate(JsonBody):
     session_limit: int | None = Field(None, ge=1, le=1000, examples=[5])
     max_retries: int | None = Field(None, ge=0, le=20, examples=[2])
 
@@ -199,10 +202,8 @@ class MissionSettingsUpdate(BaseModel):
 # -- worker services and writers ---------------------------------------------------------------
 
 
-class WriterCreate(BaseModel):
+class WriterCreate(JsonBody):
     """A writer (seed §9.2); ``api_key`` is encrypted at rest and never shown again."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: Name
     url: ServiceURL
@@ -222,10 +223,12 @@ class WorkerServiceCreate(WriterCreate):
     )
 
 
-class WriterUpdate(BaseModel):
+class WriterUpdate(JsonBody):
     """Fields to change; a new ``api_key`` replaces the old one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra=without_null("name", "url", "api_key", "active")
+    )
 
     name: Name | None = None
     url: ServiceURL | None = None

@@ -3,7 +3,7 @@ its settings; the worker services and writers it calls, with a connection test e
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -35,6 +35,7 @@ from forager.api.mission_schemas import (
     WriterUpdate,
 )
 from forager.api.schemas import Page
+from forager.api.wire import Day
 from forager.db.models import Mission, WorkerService, Writer
 from forager.db.queries import count_by
 from forager.db.types import utcnow
@@ -82,8 +83,8 @@ async def list_missions(
     checkpoint: Annotated[CheckpointName | None, Query()] = None,
     worker_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
     error_code: Annotated[str | None, Query(max_length=20)] = None,
-    date_from: Annotated[date | None, Query(description="Covering a day on or after.")] = None,
-    date_to: Annotated[date | None, Query(description="Covering a day on or before.")] = None,
+    date_from: Annotated[Day | None, Query(description="Covering a day on or after.")] = None,
+    date_to: Annotated[Day | None, Query(description="Covering a day on or before.")] = None,
 ) -> Page[MissionPublic]:
     """Missions, newest first, with the total for pagination."""
     filters = admin.MissionFilter(status, checkpoint, worker_id, error_code, date_from, date_to)

@@ -8,6 +8,7 @@ built from it must not learn the server is looser than its contract. So request 
   integers (``3`` or ``3.0``, as JSON Schema counts), numbers and true/false: never a bool
   for a number or text for either;
 - ``Timestamp``: an ISO 8601 date-time with a time zone, never a number (query and body);
+- ``Day``: an ISO 8601 date (``2026-11-26``), never a number (query and body);
 - ``QueryMoney`` / ``BodyMoney``: a non-negative amount, rounded to cents.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -108,7 +109,17 @@ def _money(value: Any, *, text_allowed: bool) -> Decimal:
     return amount.quantize(_CENTS, rounding=ROUND_HALF_EVEN)
 
 
+def _iso_day(value: Any) -> Any:
+    """Refuse numbers (a Unix time) and anything but YYYY-MM-DD where a date is wanted."""
+    if isinstance(value, date):
+        return value
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        raise ValueError("expected an ISO 8601 date, e.g. 2026-11-26")
+    return value
+
+
 Timestamp = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+Day = Annotated[date, BeforeValidator(_iso_day)]
 _MONEY_NUMBER = {"type": "number", "minimum": 0, "maximum": float(MAX_MONEY)}
 QueryMoney = Annotated[
     Decimal,
