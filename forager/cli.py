@@ -147,12 +147,19 @@ def worker(
     settings = _settings()
 
     async def _run() -> None:
-        runtime = await Runtime.open(settings)
-        pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
+        # A SIGTERM while the runtime is still opening is a graceful stop too: the pool
+        # then never claims anything.
+        stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, pool.stop)
+            loop.add_signal_handler(sig, stopping.set)
+        runtime = await Runtime.open(settings)
         try:
+            if stopping.is_set():
+                return
+            pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, pool.stop)
             await pool.run()
         finally:
             await runtime.aclose()

@@ -25,6 +25,7 @@ from tests.support.workers import (
     kill_worker,
     leased_by,
     logs,
+    registered,
     start_worker,
     stop_worker,
 )
@@ -78,6 +79,12 @@ async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(
         await eventually(
             lambda: completed(TOTAL), "every task", timeout=WAIT, context=lambda: logs(tmp_path)
         )
+        # The graceful stop is checked on workers that are up (a worker started after the last
+        # kill may still be importing when the work runs out).
+        for w in workers:
+            await eventually(
+                lambda w=w: registered(db, w), f"worker {w.pid} to be up", timeout=WAIT
+            )
     finally:
         codes = [stop_worker(w) for w in workers]
     assert codes == [0, 0], logs(tmp_path)

@@ -22,6 +22,12 @@ from forager.queue.store import ClaimedTask
 from forager.worker.claiming import ClaimLoop
 from forager.worker.pipeline import Pipeline
 
+# What one agent connection may cost the server, whatever it sends (issue 11):
+# task ids whose late frames are dropped, remembered up to this many per connection;
+IGNORED_MAX = 256
+# returned tasks allowed per window beyond its concurrency before it gets no work for a window.
+RETURN_WINDOW_SECONDS = 60.0
+
 
 @dataclass(eq=False)
 class Assigned:
@@ -50,8 +56,12 @@ class Connection:
     status: str = A.CONNECTED
     last_heartbeat: float = field(default_factory=time.monotonic)
     in_flight: dict[int, Assigned] = field(default_factory=dict)
-    # Task ids whose remaining body frames are to be dropped (refused or unknown results).
-    ignored: set[int] = field(default_factory=set)
+    # Task ids whose remaining body frames are to be dropped (refused or timed-out results),
+    # at most IGNORED_MAX: the oldest is forgotten first.
+    ignored: dict[int, None] = field(default_factory=dict)
+    unknown: int = 0  # messages about tasks this connection does not hold
+    returns: list[float] = field(default_factory=list)  # when it returned tasks, this window
+    quiet_until: float = 0.0  # returned too many: no new tasks until then
     draining: bool = False
     dropped: bool = False
     send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -64,7 +74,27 @@ class Connection:
     def free(self) -> int:
         if self.dropped or self.draining or self.status == A.BLOCKED:
             return 0
+        if time.monotonic() < self.quiet_until:
+            return 0
         return self.capacity - len(self.in_flight)
+
+    def ignore(self, task_id: int) -> None:
+        """Drop the rest of this task's frames (bounded: the oldest id is forgotten)."""
+        self.ignored.pop(task_id, None)
+        self.ignored[task_id] = None
+        if len(self.ignored) > IGNORED_MAX:
+            del self.ignored[next(iter(self.ignored))]
+
+    def returned(self) -> bool:
+        """Count a returned task; True when this window's returns exceed its concurrency
+        (a claim-and-return loop): it then gets no work for a window."""
+        now = time.monotonic()
+        self.returns = [t for t in self.returns if now - t < RETURN_WINDOW_SECONDS]
+        self.returns.append(now)
+        if len(self.returns) <= self.capacity:
+            return False
+        self.quiet_until = now + RETURN_WINDOW_SECONDS
+        return True
 
     def wake(self) -> None:
         if self.claiming is not None:

@@ -29,6 +29,7 @@ from starlette.websockets import WebSocket
 from forager.agents import presence, protocol, service
 from forager.agents.body import BodyReceiver, failure, wants_body
 from forager.agents.connection import (
+    RETURN_WINDOW_SECONDS,
     Assigned,
     Connection,
     close,
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 S = TaskStatus
 _MESSAGES: TypeAdapter[Any] = TypeAdapter(AgentMessage)
 _BLOCK_TYPES = frozenset({"captcha", "blocked"})
+# Messages about task ids a connection never held (or long forgot) before it is closed.
+_UNKNOWN_LIMIT = 100
 
 
 class AgentHub:
@@ -75,7 +78,7 @@ class AgentHub:
         self.parts.wake.listen(self.wake)
         self.connections: dict[int, Connection] = {}
         self.dispatch = Dispatcher(db, settings, self.queue)
-        self.liveness = Liveness(db, settings, self.connections, self._drop)
+        self.liveness = Liveness(db, settings, self.connections, self._drop, self._settle)
         self._settling: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
 
@@ -103,6 +106,11 @@ class AgentHub:
         self.dispatch.something_new()
         for conn in self.connections.values():
             conn.wake()
+
+    @property
+    def task_deadline_seconds(self) -> float:
+        """How long an agent may hold one task without finishing it (``Liveness``)."""
+        return self.liveness.task_deadline_seconds
 
     # -- operator actions (from the API in this process) ---------------------------------------
 
@@ -235,9 +243,19 @@ class AgentHub:
             await self._on_body_end(conn, msg.task_id)
         elif isinstance(msg, protocol.Return):
             assigned = conn.in_flight.get(msg.task_id)
-            if assigned is not None and not assigned.settling:
+            if assigned is None:
+                await self._unknown(conn, msg.task_id)
+            elif not assigned.settling:
                 conn.in_flight.pop(msg.task_id)
                 await self.queue.release(msg.task_id, conn.owner)
+                if conn.returned():
+                    log.warning(
+                        "agent %s returned %d tasks within %.0f s: no new tasks for %.0f s",
+                        conn.name,
+                        len(conn.returns),
+                        RETURN_WINDOW_SECONDS,
+                        RETURN_WINDOW_SECONDS,
+                    )
                 await self._after_task(conn, completed=0, failed=0)
                 log.info("agent %s returned task %s (%s)", conn.name, msg.task_id, msg.reason)
         elif isinstance(msg, protocol.Goodbye):
@@ -268,8 +286,10 @@ class AgentHub:
     async def _on_result(self, conn: Connection, msg: protocol.Result) -> None:
         assigned = conn.in_flight.get(msg.task_id)
         if assigned is None or assigned.settling or assigned.body is not None:
-            # Reassigned, cancelled, or never this connection's: nothing may change.
-            conn.ignored.add(msg.task_id)
+            # Timed out, settled, or never this connection's: nothing may change.
+            if assigned is None and msg.task_id not in conn.ignored:
+                await self._unknown(conn, msg.task_id)
+            conn.ignore(msg.task_id)
             await conn.send("ack", task_id=msg.task_id, outcome="discarded")
             return
         if not msg.ok:
@@ -280,7 +300,7 @@ class AgentHub:
             return
         limit = self.settings.max_body_bytes
         if msg.body_bytes > limit:
-            conn.ignored.add(msg.task_id)
+            conn.ignore(msg.task_id)
             self._settle(
                 conn, assigned, TooLarge(f"body of {msg.body_bytes} bytes exceeds {limit}")
             )
@@ -297,19 +317,21 @@ class AgentHub:
             return
         assigned = conn.in_flight.get(task_id)
         if assigned is None or assigned.body is None or assigned.settling:
-            conn.ignored.add(task_id)
+            if assigned is None:
+                await self._unknown(conn, task_id)
+            conn.ignore(task_id)
             return
         try:
             assigned.body.feed(chunk)
         except FetchError as exc:  # too large once decompressed, or corrupt
-            conn.ignored.add(task_id)
+            conn.ignore(task_id)
             header, assigned.body = assigned.body.header, None
             # A broken error page loses its body, not its status.
             self._settle(conn, assigned, exc if header.ok else failure(header))
 
     async def _on_body_end(self, conn: Connection, task_id: int) -> None:
         if task_id in conn.ignored:
-            conn.ignored.discard(task_id)
+            del conn.ignored[task_id]
             return
         assigned = conn.in_flight.get(task_id)
         if assigned is None or assigned.body is None or assigned.settling:
@@ -320,6 +342,16 @@ class AgentHub:
         except FetchError as exc:
             outcome = exc if body.header.ok else failure(body.header)
         self._settle(conn, assigned, outcome)
+
+    async def _unknown(self, conn: Connection, task_id: int) -> None:
+        """A message about a task this connection does not hold: tolerated a few times (a
+        late frame), then the connection is closed."""
+        conn.unknown += 1
+        if conn.unknown > _UNKNOWN_LIMIT:
+            log.warning("agent %s: too many messages about tasks it does not hold", conn.name)
+            await self._drop(
+                conn, "too many messages about tasks it does not hold", protocol.CLOSE_PROTOCOL
+            )
 
     def _settle(
         self, conn: Connection, assigned: Assigned, outcome: FetchResponse | FetchError

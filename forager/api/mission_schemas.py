@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from forager.api.deps import MAX_ID
+from forager.api.wire import END, HOST, HTTP, SITE_URL, Shape
 from forager.missions.dataurl import storage_base
 
 MediaType = Literal["all", "video", "image"]
@@ -37,12 +38,31 @@ def _storage(value: str) -> str:
     return value.strip()
 
 
+def _storage_reason(value: str) -> str | None:
+    try:
+        storage_base(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+# The schema says what the validators accept, so a client (or a fuzzer) reading it sends only
+# what passes: an http(s) URL without credentials, query or fragment; a storage domain of a
+# host, optional port and plain path segments (never "." or "..").
+_SEGMENT = rf"/+(?!\.\.?(?:/|{END}))[A-Za-z0-9._~-]+"
+STORAGE = (
+    rf"^\s*(?:{HTTP})?(?:{HOST}|\[[0-9A-Fa-f:.]+\])(?::[0-9]{{1,5}})?(?:{_SEGMENT})*/*\s*{END}"
+)
 ServiceURL = Annotated[
-    str, Field(max_length=500, examples=["http://10.0.0.5:8081"]), AfterValidator(_service_url)
+    str,
+    Shape(SITE_URL, "an http:// or https:// URL with a host, without credentials or query", 500),
+    Field(examples=["http://10.0.0.5:8081"]),
+    AfterValidator(_service_url),
 ]
 StorageDomain = Annotated[
     str,
-    Field(max_length=255, examples=["storage.example.com"]),
+    Shape(STORAGE, "a host, optional port and path", 255, explain=_storage_reason),
+    Field(examples=["storage.example.com"]),
     AfterValidator(_storage),
 ]
 ApiKey = Annotated[SecretStr, Field(min_length=1, max_length=200)]

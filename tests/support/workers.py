@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask
+from forager.db.models import CrawlTask, Worker
 
 
 def start_worker(
@@ -86,3 +86,14 @@ async def leased_by(db: Database, proc: subprocess.Popen[bytes]) -> set[int]:
             select(CrawlTask.id).where(CrawlTask.lease_owner.like(f"%:{proc.pid}:worker:%"))
         )
         return set(rows)
+
+
+async def registered(db: Database, proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the worker process ``proc`` is up: its pool has reported itself."""
+    async with db.reader() as session:
+        n = await session.scalar(
+            select(func.count())
+            .select_from(Worker)
+            .where(Worker.id.like(f"%:{proc.pid}:worker:%"), Worker.stopped_at.is_(None))
+        )
+        return bool(n)
