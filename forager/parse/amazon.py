@@ -88,7 +88,8 @@ class AmazonParser:
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
-        raise_if_blocked(html, url)
+        # Amazon pages carry their product markup (#productTitle) deep in 1-2 MB: markers first.
+        raise_if_blocked(html, url, markup_first=False)
         tree = LexborHTMLParser(html)
         title = _title(tree)
         if title is None:

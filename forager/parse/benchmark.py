@@ -27,6 +27,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from selectolax.lexbor import LexborHTMLParser
+
 from forager.errors import ParseError
 from forager.parse.base import ProductRecord
 from forager.parse.registry import get_parser, parser_name_for_host
@@ -73,9 +75,35 @@ def predict(record: ProductRecord | ParseError) -> dict[str, str | None]:
     }
 
 
-def parse_page(pages: Path, file_name: str, url: str) -> ProductRecord | ParseError:
-    """The record the host's default parser extracts from one benchmark page (or its error)."""
+# What "structured data" means for the stripped run: JSON-LD, microdata, RDFa and product meta.
+_STRUCTURED_NODES = (
+    'script[type="application/ld+json"], meta[property^="og:"], meta[property^="product:"],'
+    ' meta[name^="og:"], meta[name^="product:"]'
+)
+_STRUCTURED_ATTRS = ("itemscope", "itemprop", "itemtype", "itemid", "typeof", "property", "vocab")
+
+
+def without_structured_data(html: str) -> str:
+    """``html`` with its JSON-LD, og: / product: meta tags and microdata / RDFa attributes removed:
+    the page as a shop without structured data would serve it, to measure the visible reading."""
+    tree = LexborHTMLParser(html)
+    for node in tree.css(_STRUCTURED_NODES):
+        node.decompose()
+    for node in tree.css(", ".join(f"[{name}]" for name in _STRUCTURED_ATTRS)):
+        for name in _STRUCTURED_ATTRS:
+            if name in node.attributes:
+                del node.attrs[name]
+    return tree.html or ""
+
+
+def parse_page(
+    pages: Path, file_name: str, url: str, stripped: bool = False
+) -> ProductRecord | ParseError:
+    """The record the host's default parser extracts from one benchmark page (or its error);
+    ``stripped``: from the page without its structured data."""
     html = (folder(pages) / file_name).read_bytes().decode("utf-8", errors="replace")
+    if stripped:
+        html = without_structured_data(html)
     host = url.split("/")[2] if "://" in url else ""
     try:
         return get_parser(parser_name_for_host(host)).parse(html, url)
@@ -153,9 +181,14 @@ def filled(predictions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }
 
 
-def forager_predictions(pages: Path, truth: dict[str, Any]) -> dict[str, dict[str, str | None]]:
-    """Forager's prediction for every benchmark page."""
-    return {name: predict(parse_page(pages, name, entry["url"])) for name, entry in truth.items()}
+def forager_predictions(
+    pages: Path, truth: dict[str, Any], stripped: bool = False
+) -> dict[str, dict[str, str | None]]:
+    """Forager's prediction for every benchmark page (``stripped``: without structured data)."""
+    return {
+        name: predict(parse_page(pages, name, entry["url"], stripped))
+        for name, entry in truth.items()
+    }
 
 
 def _triple(score: Score) -> str:
@@ -185,6 +218,20 @@ def report(pages: Path, verbose: bool = False) -> str:
                 f"  {attribute:<13} {row.precision:6.3f} {row.recall:6.3f} {row.f1:6.3f}  "
                 f"{mine_filled[attribute].f1:9.3f}  "
                 + "  ".join(_triple(theirs[s][attribute]) for s in SYSTEMS)
+            )
+    stripped = forager_predictions(pages, truth, stripped=True)
+    lines.append(
+        "Forager on the same pages with their structured data removed (JSON-LD, microdata, RDFa,"
+        " og:/product: meta)"
+    )
+    lines.append(f"  {'half':<9} {'attribute':<13} {'P':>6} {'R':>6} {'F1':>6}")
+    for half in (*HALVES, "all"):
+        files = sorted(n for n in truth if half == "all" or half_of(n) == half)
+        scores = score_predictions(truth, stripped, files)
+        for attribute in ATTRIBUTES:
+            row = scores[attribute]
+            lines.append(
+                f"  {half:<9} {attribute:<13} {row.precision:6.3f} {row.recall:6.3f} {row.f1:6.3f}"
             )
     if verbose:
         for name in sorted(truth):

@@ -54,10 +54,10 @@ _ACCESS_DENIED = re.compile(
 
 # Signs of a real product page; a page showing one of them is never a block page.
 _PRODUCT_SIGNS = (
-    'id="productTitle"',
     "schema.org/Product",
     'property="og:type" content="product',
     "product:price:amount",
+    'id="productTitle"',
 )
 # ``(?:\[\s*)?`` rather than ``\[?\s*``: two adjacent ``\s*`` split a run of spaces every way.
 _JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"(?:https?://schema\.org/)?Product"')
@@ -65,11 +65,23 @@ _JSONLD_PRODUCT = re.compile(r'"@type"\s*:\s*(?:\[\s*)?"(?:https?://schema\.org/
 
 def looks_like_product(html: str) -> bool:
     """Cheap check for product markup (Amazon title, schema.org Product, OpenGraph product)."""
-    return any(sign in html for sign in _PRODUCT_SIGNS) or bool(_JSONLD_PRODUCT.search(html))
+    # Commonest first: each sign that is absent costs a pass over the page.
+    return (
+        any(sign in html for sign in _PRODUCT_SIGNS[:2])
+        or bool(_JSONLD_PRODUCT.search(html))
+        or any(sign in html for sign in _PRODUCT_SIGNS[2:])
+    )
 
 
-def classify(html: str) -> tuple[Kind, str] | None:
-    """("captcha" | "blocked", description) for a robot-check / access-denied page, else None."""
+def classify(html: str, markup_first: bool = True) -> tuple[Kind, str] | None:
+    """("captcha" | "blocked", description) for a robot-check / access-denied page, else None.
+
+    Product markup makes any block marker moot. ``markup_first`` looks for it first, which is
+    cheaper when pages usually carry it near the top (schema.org, og:type); otherwise the first
+    300 KB are searched for block markers first and the whole page for markup only after a hit.
+    """
+    if markup_first and looks_like_product(html):
+        return None
     head = html[:_SCAN_CHARS].lower()
     found: tuple[Kind, str] | None = None
     for marker, kind, what in _STRONG_MARKERS:
@@ -86,14 +98,14 @@ def classify(html: str) -> tuple[Kind, str] | None:
         and _ROBOT_WORDS.search(head)
     ):
         found = ("captcha", "a CAPTCHA page")
-    if found is None or looks_like_product(html):
+    if found is not None and not markup_first and looks_like_product(html):
         return None
     return found
 
 
-def raise_if_blocked(html: str, url: str) -> None:
+def raise_if_blocked(html: str, url: str, markup_first: bool = True) -> None:
     """Raise ``CaptchaPage`` / ``BlockedPage`` when ``html`` is a robot check or block page."""
-    result = classify(html)
+    result = classify(html, markup_first)
     if result is None:
         return
     kind, what = result

@@ -49,12 +49,22 @@ def availability(
 ) -> tuple[bool | None, str | None]:
     """(in stock?, source) from structured data, the visible page, and whether it has a price.
 
-    A sold-out notice next to the heading wins over structured data that says in stock, unless
-    the page still offers an add-to-cart button. Without any statement, a product offered at a
-    price is in stock (the benchmark's and shoppers' reading); None only without a price.
+    - A sold-out notice inside an element named as the stock / availability wins over
+      structured data that says in stock, unless the page also offers a working add-to-cart
+      button (structured data and the button agree against one text).
+    - A bare sold-out text next to the heading decides only when structured data says nothing
+      and the page neither offers an add-to-cart button nor says "in stock" in its stock element.
+    - Structured "out of stock" gives way to a working add-to-cart button when no sold-out text
+      is shown (the data is stale).
+    - Without any statement, a product offered at a price is in stock (the benchmark's and
+      shoppers' reading); None only without a price.
     """
-    if seen.sold_out_stated or (seen.sold_out and not seen.buy_button):
+    weak = seen.sold_out and not (seen.buy_button or seen.in_stock_text) and structured is None
+    stated = seen.sold_out_stated and not (structured and seen.buy_button)
+    if stated or weak:
         return False, "visible"
+    if structured is False and seen.buy_button and not seen.sold_out:
+        return True, "visible"  # stale data: the page offers the product with a working button
     if structured is not None:
         return structured, None
     if seen.in_stock is not None:

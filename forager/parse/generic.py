@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from html import unescape
@@ -82,7 +83,7 @@ class GenericParser:
     """Extracts the page's main product; no rules for particular shops."""
 
     name = "generic"
-    version = "3"
+    version = "4"
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""
@@ -127,7 +128,9 @@ class GenericParser:
             currency = seen.price.currency
             sources["currency"] = "visible"
         if offers.price is not None and not _is_discount(offers):
-            offers.list_price = _visible_list_price(tree, main, offers.price, offers.currency)
+            offers.list_price = _visible_list_price(
+                seen.window, main, offers.price, offers.currency
+            )
             sources["original_price"] = "visible"
             if offers.list_price is None:
                 offers.list_price = _script_list_price(html, offers.price)
@@ -137,6 +140,9 @@ class GenericParser:
         if availability is None:
             availability = _meta_availability(meta)
             sources["availability"] = sources["is_available"] = "meta"
+        if availability is None:
+            availability = _loose_availability(tree)
+            sources["availability"] = sources["is_available"] = "microdata"
         images = product_images(data.get("image"), url)
         if not images and (og_image := meta.get("og:image")):
             images = [absolute_url(og_image, url)]
@@ -154,6 +160,8 @@ class GenericParser:
         if currency is None and offers.price is not None:
             currency = currency_for_url(url)
             sources["currency"] = "url"
+        if _is_available(availability) is False and not seen.buy_button:
+            seen.buy_button = visible.has_buy_button(tree)
         is_available, stock_source = crosscheck.availability(
             _is_available(availability), seen, offers.price
         )
@@ -163,7 +171,7 @@ class GenericParser:
                 availability = "InStock" if is_available else "OutOfStock"
                 sources["availability"] = stock_source
         if rating is None:
-            rating = _visible_rating(tree, html)
+            rating = _visible_rating(seen.window)
             sources["rating"] = "visible"
         sku, sources["sku"] = crosscheck.sku(data, seen, html, url, _canonical(tree), kind)
         brand = _brand(data.get("brand")) or _brand(data.get("manufacturer"))
@@ -182,7 +190,7 @@ class GenericParser:
             availability=availability,
             is_available=is_available,
             brand=brand,
-            category=_category(data.get("category")) or seen.breadcrumb,
+            category=_category(data.get("category")) or visible.breadcrumb(tree),
             sku=sku,
             image_urls=images,
             parser_name=self.name,
@@ -211,8 +219,10 @@ def _candidates(tree: LexborHTMLParser) -> list[_Candidate]:
 
 def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) -> None:
     """Raise ``NotProductPage`` unless the visible page shows one product: heading, price, offer."""
-    prices = {p.value for p in seen.prices if not p.struck and p.currency}
-    reason = not_product_reason(url, page_title, seen.heading, len(prices))
+    # A listing shows its prices in tiles, each after the tile's link; so does its first price.
+    listed = seen.price is not None and seen.price.in_card
+    prices = {p.value for p in seen.prices if not p.struck and p.currency and p.in_card}
+    reason = not_product_reason(url, page_title, seen.heading, len(prices) if listed else 0)
     if reason is None and (seen.heading is None or seen.price is None):
         reason = "no heading with a price next to it"
     if reason is None and not (seen.buy_button or seen.sku or seen.price.score >= 5.0):  # type: ignore[union-attr]
@@ -361,12 +371,39 @@ def _is_discount(offers: OfferFacts) -> bool:
     )
 
 
+_META_STOCK = {
+    "instock": "InStock",
+    "available": "InStock",
+    "availablefororder": "InStock",
+    "preorder": "PreOrder",
+    "backorder": "BackOrder",
+    "oos": "OutOfStock",
+    "outofstock": "OutOfStock",
+    "soldout": "SoldOut",
+    "discontinued": "Discontinued",
+}
+
+
 def _meta_availability(meta: dict[str, str]) -> str | None:
     value = meta.get("product:availability") or meta.get("og:availability")
     if not value:
         return None
-    key = value.replace(" ", "").replace("_", "").lower()
-    return {"instock": "InStock", "oos": "OutOfStock", "outofstock": "OutOfStock"}.get(key, value)
+    key = value.rsplit("/", 1)[-1].replace(" ", "").replace("_", "").replace("-", "").lower()
+    return _META_STOCK.get(key, value)
+
+
+def _loose_availability(tree: LexborHTMLParser) -> str | None:
+    """A schema.org availability the page states outside a recognised Product item (an Offer of
+    its own, a ``<link itemprop=availability>`` left in the buy box), not in a related block."""
+    for node in tree.css("[itemprop=availability], [property$=availability]")[:20]:
+        attrs = node.attributes
+        value = attrs.get("href") or attrs.get("content") or attrs.get("resource")
+        if value is None and node.tag not in {"link", "meta"}:
+            value = node.text(deep=False)
+        key = (value or "").rsplit("/", 1)[-1].replace(" ", "").replace("_", "").lower()
+        if key in _META_STOCK and not _in_other_products_block(node):
+            return _META_STOCK[key]
+    return None
 
 
 def _is_available(availability: str | None) -> bool | None:
@@ -436,22 +473,20 @@ def _marked_struck(node: LexborNode, stop: LexborNode) -> bool:
 
 
 def _price_nodes(
-    tree: LexborHTMLParser, main: _Candidate | None, price: Decimal
+    texts: Iterable[tuple[LexborNode, str]], main: _Candidate | None, price: Decimal
 ) -> list[LexborNode]:
-    """Elements showing the product's price: its itemprop=price, else short texts equal to it."""
+    """Elements showing the product's price: its itemprop=price, else texts equal to it among
+    ``texts`` (the ones read around the heading)."""
     if main is not None and main.node is not None and main.node.tag != "script":
         found = [n for n in main.node.css('[itemprop="price"]') if n.tag != "meta"]
         if found:
             return found[:3]
-    body = tree.body
-    if body is None:
-        return []
+    # The last digits of the whole amount show in any format ("1.299,90", "1 299"): a cheap
+    # test before parsing the text as a price. (int() of a million-digit amount is quadratic.)
+    digits = str(int(price))[-3:] if price.adjusted() < 16 else ""
     nodes: list[LexborNode] = []
-    for node in body.traverse(include_text=True):
-        if not node.is_text_node:
-            continue
-        text = node.text(deep=False)
-        if len(text) < 40 and _DIGIT.search(text) and parse_price(text) == price:
+    for node, text in texts:
+        if len(text) < 40 and digits in text and parse_price(text) == price:
             parent = node.parent
             if parent is not None and parent.tag not in {"script", "style", "option"}:
                 nodes.append(parent)
@@ -461,10 +496,13 @@ def _price_nodes(
 
 
 def _visible_list_price(
-    tree: LexborHTMLParser, main: _Candidate | None, price: Decimal, currency: str | None
+    texts: Iterable[tuple[LexborNode, str]],
+    main: _Candidate | None,
+    price: Decimal,
+    currency: str | None,
 ) -> Decimal | None:
     """A struck / "Was" price shown right next to the product's price."""
-    for anchor in _price_nodes(tree, main, price):
+    for anchor in _price_nodes(texts, main, price):
         block = anchor
         for _ in range(5):
             parent = block.parent
@@ -488,9 +526,25 @@ def _visible_list_price(
     return None
 
 
+def _script_list_price_matches(html: str) -> Iterator[re.Match[str]]:
+    """``_SCRIPT_LIST_PRICE`` matches in page order, found from each ``price"`` in the page: a
+    plain substring search, where the pattern alone tries every quote of a JSON-heavy page."""
+    starts: list[int] = []
+    for needle in ('rice"', 'RICE"'):
+        at = html.find(needle)
+        while at >= 0:
+            starts.append(at)
+            at = html.find(needle, at + 1)
+    for at in sorted(starts):
+        # The key starts at most 11 characters before "rice" ('"original_p'); the value follows.
+        match = _SCRIPT_LIST_PRICE.search(html, max(0, at - 12), at + 200)
+        if match is not None and match.start() <= at < match.end():
+            yield match
+
+
 def _script_list_price(html: str, price: Decimal) -> Decimal | None:
     """A list price from embedded shop JSON, only where the same object holds the price."""
-    for match in _SCRIPT_LIST_PRICE.finditer(html):
+    for match in _script_list_price_matches(html):
         value = parse_price(match.group(1))
         if value is None or not price < value <= price * 10:
             continue
@@ -529,17 +583,10 @@ _RATING_TEXT = re.compile(
 )
 
 
-def _visible_rating(tree: LexborHTMLParser, html: str) -> Decimal | None:
-    """The first "X out of 5" rating text outside recommendation blocks."""
-    body = tree.body
-    lowered = html.lower()
-    if body is None or not any(f" {word} 5" in lowered for word in _RATING_WORDS):
-        return None
-    for node in body.traverse(include_text=True):
-        if not node.is_text_node:
-            continue
-        text = node.text(deep=False)
-        if len(text) > 80 or not (match := _RATING_TEXT.search(text)):
+def _visible_rating(window: list[tuple[LexborNode, str]]) -> Decimal | None:
+    """The first "X out of 5" rating text around the heading, outside recommendation blocks."""
+    for node, text in window:
+        if len(text) > 80 or "5" not in text or not (match := _RATING_TEXT.search(text)):
             continue
         parent = node.parent
         if parent is None or parent.tag in {"script", "style"} or _in_other_products_block(node):

@@ -21,6 +21,7 @@ _COMMA_DECIMAL_LANGS = frozenset(
 
 # Symbols and words, longest first so "R$" wins over "$" and "US$" over "$".
 _SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("NT$", "TWD"),
     ("R$", "BRL"),
     ("US$", "USD"),
     ("U$", "USD"),
@@ -41,7 +42,17 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("₽", "RUB"),
     ("₴", "UAH"),
 )
-_WORD_CODES = {"lei": "RON", "zł": "PLN", "kč": "CZK", "ft": "HUF"}
+_WORD_CODES = {
+    "lei": "RON",
+    "zł": "PLN",
+    "kč": "CZK",
+    "ft": "HUF",
+    "kn": "HRK",
+    "лв": "BGN",
+    "грн": "UAH",
+    "руб": "RUB",
+    "б.р.": "BYN",
+}
 _ISO_CODES = frozenset(
     [
         "USD",
@@ -78,11 +89,23 @@ _ISO_CODES = frozenset(
         "ILS",
         "AED",
         "SAR",
+        "BYN",
+        "HRK",
+        "BGN",
+        "TWD",
+        "PKR",
+        "LKR",
+        "NPR",
+        "MUR",
     ]
 )
 _ISO = re.compile(r"\b([A-Z]{3})\b")
-_WORD_SYMBOL = re.compile(r"(?i)(?<![a-z])(lei|zł|kč|ft)(?![a-z])")
+# Not inside a word: no letter (Latin or Cyrillic) on either side.
+_WORD_SYMBOL = re.compile(r"(?i)(?<![^\W\d_])(lei|zł|kč|ft|kn|лв|грн|руб|б\.р\.)(?![^\W\d_])")
 
+# "Rs 23,450" / "Rs. 999": rupees, whose country the TLD says (India when it does not).
+_RUPEES = re.compile(r"(?<![^\W\d_])Rs\.?(?![^\W\d_])")
+_RUPEES_BY_TLD = {"pk": "PKR", "lk": "LKR", "np": "NPR", "mu": "MUR", "in": "INR"}
 # Where a bare "$" is not US dollars: country-code TLDs of peso/dollar countries.
 _DOLLAR_BY_TLD = {
     "ca": "CAD",
@@ -96,6 +119,7 @@ _DOLLAR_BY_TLD = {
     "sg": "SGD",
     "hk": "HKD",
     "br": "BRL",
+    "tw": "TWD",
 }
 # The currency a country TLD implies when a page shows no symbol at all.
 _CURRENCY_BY_TLD = {
@@ -265,6 +289,9 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
     word = _WORD_SYMBOL.search(text)
     if word:
         return _WORD_CODES[word.group(1).lower()]
+    if "₨" in text or _RUPEES.search(text):
+        tld = _tld(url)
+        return _RUPEES_BY_TLD.get(tld or "", "INR")
     if "$" in text:
         tld = _tld(url)
         return _DOLLAR_BY_TLD.get(tld, "USD") if tld else "USD"

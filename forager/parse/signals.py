@@ -245,15 +245,38 @@ SOLD_OUT = (
     "缺货",
     "在庫切れ",
     "売り切れ",
+    # "Tell me when it is back": offered only when the product cannot be bought.
+    "notify me when",
+    "email me when",
+    "alert me when",
+    "benachrichtigen, sobald",
+    "benachrichtigung, wenn",
+    "m'avertir",
+    "avertissez-moi",
+    "prévenez-moi",
+    "avísame cuando",
+    "avisame cuando",
+    "me avise quando",
+    "avvisami",
+    "powiadom mnie",
+    "upozornit",
+    "upozorniť",
+    "obavijesti me",
 )
 # "nie je možné … kúpiť" (Slovak: "cannot be bought"): two words around the product's name.
 SOLD_OUT_PAIRS = (("nie je možné", "kúpiť"), ("není možné", "koupit"))
 
 
+# One pass over the text instead of one per phrase: a flat alternation of literals (longest
+# first, so "currently unavailable" wins over "unavailable" where both start).
+_SOLD_OUT_ANY = re.compile("|".join(map(re.escape, sorted(SOLD_OUT, key=len, reverse=True))))
+
+
 def sold_out_phrase(text: str) -> str | None:
-    """The sold-out statement ``text`` makes, if any (lower-case)."""
+    """The sold-out statement ``text`` makes, if any (lower-case): the first one in it."""
     low = text.lower()
-    found = next((phrase for phrase in SOLD_OUT if phrase in low), None)
+    match = _SOLD_OUT_ANY.search(low)
+    found = match.group(0) if match else None
     if found is None:
         found = next((f"{a} {b}" for a, b in SOLD_OUT_PAIRS if a in low and b in low), None)
     return found
@@ -263,9 +286,47 @@ def sold_out_phrase(text: str) -> str | None:
 # something else on the page (chat, gift wrap), says nothing about the product's stock.
 OTHER_CHANNEL = re.compile(
     r"pick ?up|store|collect|deliver|shipping|chat|packag|wrap|abholung|filiale|retrait"
-    r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn",
+    r"|magasin|ritiro|negozio|recogida|tienda|retirada|loja|odběr|vyzdvihn|predajn|prodejn"
+    r"|\bmarkt|geschäft|boutique|livraison|lieferung|zustellung|versand|envío|envio|entrega"
+    r"|consegna|spedizion|dostav|trgovin|poslovnic|veikal|piegād|kauplus|tarne|sklep|salon"
+    r"|nearby|near you|in your area|postcode|zip code|installation|assembly|warranty|insurance"
+    r"|gift|express|same.day|next.day|門市|店舗|门店|配送|自取|取貨|超商",
     re.IGNORECASE,
 )
+# A sold-out notice about something other than the product itself (a picture, a review, a size
+# or colour, the visitor's country) says nothing about the product's stock.
+OTHER_SUBJECT = re.compile(
+    r"image|photo|picture|video|preview|review|rating|\bsize|colou?r|variant|option|combination"
+    r"|selection|country|region|language|javascript|bild|foto|taille|talla|tamanho|größe|grösse"
+    r"|groesse|taglia|velikost|veľkosť|rozmiar|maat",
+    re.IGNORECASE,
+)
+# Pre-order / back-order offers are offers: "not available yet, pre-order now" is not sold out.
+PRE_ORDER = re.compile(
+    r"pre-?order|back-?order|vorbestell|précommande|precommande|pré-commande|preventa"
+    r"|pre-?venda|prenota|preordina|predobjedn|przedsprzeda|voorbestel|ennakkotilaa|förbeställ",
+    re.IGNORECASE,
+)
+# Size / colour / variant pickers: a sold-out mark inside one is about one variant, not the
+# product (element names, lower-case substrings, as ``ASIDE_NAMES``).
+VARIANT_NAMES = (
+    "size",
+    "variant",
+    "swatch",
+    "option",
+    "taille",
+    "talla",
+    "tamanho",
+    "groesse",
+    "größe",
+    "taglia",
+    "velikost",
+    "velicin",
+    "rozmiar",
+    "maat",
+    "picker",
+)
+VARIANT_TAGS = frozenset({"select", "option", "label", "fieldset", "datalist"})
 IN_STOCK = re.compile(
     r"in stock|available|ships (?:in|within|today)|auf lager|lieferbar|sofort|en stock"
     r"|disponible|disponibile|em estoque|en existencia|op voorraad|skladom|na sklade|skladem"

@@ -8,7 +8,7 @@ heading, the text that follows it, how elements are named — never from rules f
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from html import unescape
@@ -49,6 +49,7 @@ class PriceSeen:
     score: float
     struck: bool
     position: int
+    in_card: bool = False  # after the heading, right after a link's text (a listing's tile)
 
     def near(self, other: PriceSeen) -> bool:
         """Whether the two prices sit in one price block (a few texts apart)."""
@@ -69,7 +70,8 @@ class Evidence:
     sku: str | None = None
     global_id: str | None = None
     form_id: str | None = None  # a hidden sku / product_id field of the page's form
-    breadcrumb: str | None = None
+    # The text nodes read around the heading, in page order, with their text.
+    window: list[tuple[LexborNode, str]] = field(default_factory=list)
 
     @property
     def in_stock(self) -> bool | None:
@@ -88,6 +90,7 @@ class _Names:
         self._aside: dict[int, bool] = {}
         # Class strings repeat all over a page: each (name, pattern) is searched once.
         self._found: dict[tuple[str, str], bool] = {}
+        self._markers: dict[int, str] = {}  # by element: reading attributes is not free
 
     @staticmethod
     def marker(node: LexborNode) -> str:
@@ -96,8 +99,10 @@ class _Names:
 
     def says(self, node: LexborNode, words: tuple[str, ...]) -> bool:
         """Whether ``node``'s name (class / id / itemprop) contains one of ``words``."""
-        marker = self.marker(node)
-        if not marker.strip():
+        marker = self._markers.get(node.mem_id)
+        if marker is None:
+            marker = self._markers[node.mem_id] = self.marker(node).strip()
+        if not marker:
             return False
         key = (marker, words[0])
         found = self._found.get(key)
@@ -130,6 +135,17 @@ class _Names:
         for key in path:
             self._aside[key] = found
         return found
+
+    def variant(self, node: LexborNode) -> bool:
+        """Whether ``node`` sits in a size / colour / variant picker (a few levels up)."""
+        current: LexborNode | None = node
+        for _ in range(4):
+            if current is None or current.tag == "body":
+                return False
+            if current.tag in signals.VARIANT_TAGS or self.says(current, signals.VARIANT_NAMES):
+                return True
+            current = current.parent
+        return False
 
     def named(self, node: LexborNode, words: tuple[str, ...], levels: int = 3) -> bool:
         current: LexborNode | None = node
@@ -190,15 +206,16 @@ def main_heading(tree: LexborHTMLParser, references: list[str]) -> LexborNode | 
         score = name_score(text, references) if references else 1.0
         if best is None or score > best[0]:
             best = (score, node)
-    if best is not None:
+    if best is not None and (best[0] >= 1.0 or not references):
         return best[1]
-    # No <h1>: the first heading-like element named like the page title.
+    # No <h1>, or only one that has little to do with the page title ("Sale", the shop's
+    # name): the first heading-like element named like the page title.
     selector = "h2, h3, [itemprop=name], [class*=title], [class*=name], [id*=title]"
     for node in tree.css(selector)[:_FALLBACK_HEADINGS]:
         text = clean(node.text(separator=" "))
         if text and len(text) <= 300 and name_score(text, references) >= 3.0:
             return node
-    return None
+    return best[1] if best is not None else None
 
 
 def _window(
@@ -206,29 +223,72 @@ def _window(
 ) -> tuple[list[LexborNode], int]:
     """Visible text nodes around the heading in page order, and where the heading starts.
 
-    The walk stops once enough text after the heading is read, so a long page costs no more
-    than its top part.
+    The walk starts at the heading and goes forward until ``reach`` texts are read and back
+    until ``back`` texts are, so a page costs no more than the part around its heading.
     """
-    before: deque[LexborNode] = deque(maxlen=back)
-    after: list[LexborNode] = []
-    target = heading.mem_id if heading is not None else None
-    started = target is None
-    for node in body.traverse(include_text=True):
+    if heading is None or not _inside(heading, body):
+        after = list(_texts(body.traverse(include_text=True), reach))
+        return after, 0
+    before = list(_texts(_backward(heading, body), back))
+    before.reverse()
+    after = list(_texts(_forward(heading, body), reach))
+    return [*before, *after], len(before)
+
+
+def _inside(node: LexborNode, body: LexborNode) -> bool:
+    current: LexborNode | None = node
+    while current is not None:
+        if current.mem_id == body.mem_id:
+            return True
+        current = current.parent
+    return False
+
+
+def _texts(nodes: Iterator[LexborNode], limit: int) -> Iterator[LexborNode]:
+    """The first ``limit`` visible text nodes of ``nodes``."""
+    if limit <= 0:
+        return
+    count = 0
+    for node in nodes:
         if not node.is_text_node:
-            if not started and node.mem_id == target:
-                started = True
             continue
         parent = node.parent
         if parent is None or parent.tag in _INVISIBLE:
             continue
-        if not started:
-            if back:
-                before.append(node)
-        else:
-            after.append(node)
-            if len(after) >= reach:
-                break
-    return [*before, *after], len(before)
+        yield node
+        count += 1
+        if count >= limit:
+            return
+
+
+def _forward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
+    """The heading and every node after it in page order, up to the end of ``body``."""
+    yield from heading.traverse(include_text=True)
+    current: LexborNode | None = heading
+    while current is not None and current.mem_id != body.mem_id:
+        sibling = current.next
+        while sibling is not None:
+            yield from sibling.traverse(include_text=True)
+            sibling = sibling.next
+        current = current.parent
+
+
+def _backward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
+    """The nodes before the heading inside ``body``, nearest first (reverse page order)."""
+    current: LexborNode | None = heading
+    while current is not None and current.mem_id != body.mem_id:
+        sibling = current.prev
+        while sibling is not None:
+            stack = [sibling]
+            while stack:  # the sibling's subtree, last node first
+                node = stack.pop()
+                yield node
+                child = node.child
+                while child is not None:
+                    stack.append(child)
+                    child = child.next
+            sibling = sibling.prev
+        current = current.parent
 
 
 def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> PriceSeen | None:
@@ -320,6 +380,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     title = clean(heading.text(separator=" ")) if heading is not None else None
     found.heading = title
     texts = [node.text(deep=False) for node in nodes]
+    found.window = list(zip(nodes, texts, strict=True))
     # Cheap text tests first; whether the text sits in an aside block is asked only of texts
     # that could be evidence.
     for position, node in enumerate(nodes):
@@ -332,13 +393,21 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
             if seen is not None and not names.aside(parent):
                 # Prices after the heading belong to it; closer ones more.
                 distance = position - start
-                seen.score += 2.0 * (1 - distance / _AFTER_HEADING) if distance >= 0 else 0.3
+                # Before it (some layouts put the price above the name), the nearest ones more.
+                seen.score += (
+                    2.0 * (1 - distance / _AFTER_HEADING)
+                    if distance >= 0
+                    else 0.3 + 0.4 * (1 + distance / _BEFORE_HEADING)
+                )
+                # A listing's tiles follow its heading; tiles above a product's name are other
+                # offers (a list of ads beside it) and do not make the page a listing.
+                seen.in_card = distance >= 0 and _after_link(nodes, texts, position)
                 found.prices.append(seen)
         if len(short) > 100:
             continue  # stock notices and item-number labels are short
         short = clean(short) or ""
         if position >= start:  # stock notices follow the heading; menus come before it
-            _read_stock(found, short, parent, names)
+            _read_stock(found, short, parent, names, position - start <= _CHECK_AFTER_HEADING)
         labelled = full and found.sku is None and len(short) <= 80 and _LABEL_START.match(short)
         if labelled and not names.aside(parent):
             _read_label(found, short, texts[position + 1 : position + 3], title or "")
@@ -346,7 +415,6 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     main = [p for p in found.prices if not p.struck]
     if main:
         found.price = max(main, key=lambda p: (p.score, -p.position))
-    found.breadcrumb = breadcrumb(tree)
     if full:
         found.form_id = _form_id(tree)
     if full or found.sold_out:
@@ -354,14 +422,43 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     return found
 
 
-def _read_stock(found: Evidence, text: str, parent: LexborNode, names: _Names) -> None:
-    """Note a sold-out or in-stock statement in ``text`` (short, or in a stock-named element)."""
+def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> bool:
+    """Whether the text at ``position`` or one of the three texts before it is a link's text
+    (a tile's name, or a tile that is one link)."""
+    seen = 0
+    for index in range(position, max(-1, position - 12), -1):
+        if not texts[index].strip():
+            continue
+        current = nodes[index].parent
+        for _ in range(3):
+            if current is None:
+                break
+            if current.tag == "a" and current.attributes.get("href"):
+                return True
+            current = current.parent
+        seen += 1
+        if seen == 4:
+            break
+    return False
+
+
+def _read_stock(
+    found: Evidence, text: str, parent: LexborNode, names: _Names, buy_box: bool
+) -> None:
+    """Note a sold-out or in-stock statement in ``text``: in a stock-named element, or a short
+    one in the buy box (``buy_box``: within the first 150 texts after the heading)."""
     sold_out = signals.sold_out_phrase(text)
     if sold_out:
-        if signals.OTHER_CHANNEL.search(text) or names.aside(parent):
+        if (
+            signals.OTHER_CHANNEL.search(text)
+            or signals.OTHER_SUBJECT.search(text)
+            or signals.PRE_ORDER.search(text)
+            or names.aside(parent)
+            or names.variant(parent)
+        ):
             return
         stock_named = names.named(parent, signals.STOCK_NAMES, 4)
-        if stock_named or len(text) - len(sold_out) <= 15:
+        if stock_named or (buy_box and len(text) - len(sold_out) <= 15):
             found.sold_out = True
             found.sold_out_stated = found.sold_out_stated or stock_named
     elif (
@@ -452,6 +549,31 @@ def url_item_id(html: str, url: str, canonical: str | None) -> str | None:
             ):
                 return token
             at, seen = html.find(token, at + 1), seen + 1
+    return _url_code(html, path)
+
+
+def _url_code(html: str, path: str) -> str | None:
+    """A letters-and-digits code ending the URL's last segment ("…-boots-mu312m00l-c11.html")
+    that the page names under an id key (``sku=MU312M00L-C11``, ``"id": "MU312M00L-C11"``), as
+    the page spells it."""
+    segment = path.rstrip("/").rsplit("/", 1)[-1]
+    stem = segment.rsplit(".", 1)[0] if "." in segment else segment
+    parts = stem[-80:].split("-")
+    for count in (2, 1, 3):
+        if count > len(parts) - 1:  # the segment has words before its code
+            continue
+        code = "-".join(parts[-count:])
+        if not (5 <= len(code) <= 40 and _DIGIT.search(code) and _LETTERS.search(code)):
+            continue
+        for spelling in dict.fromkeys((code.upper(), code, code.lower())):
+            at, seen = html.find(spelling), 0
+            while at >= 0 and seen < _OCCURRENCES:
+                after = html[at + len(spelling) : at + len(spelling) + 1]
+                if not (after.isalnum() or after in "-_") and _ID_BEFORE.search(
+                    html[max(0, at - 24) : at]
+                ):
+                    return spelling
+                at, seen = html.find(spelling, at + 1), seen + 1
     return None
 
 

@@ -11,6 +11,7 @@ import pytest
 from forager.errors import NotProductPage
 from forager.parse import benchmark
 from forager.parse.base import ProductRecord
+from forager.parse.generic import GenericParser
 
 
 def test_counts_follow_the_benchmark() -> None:
@@ -82,6 +83,28 @@ def test_report_over_a_small_benchmark_folder(tmp_path: Path) -> None:
     assert "  price          1.000  1.000  1.000      1.000  1.000/1.000/1.000" in text
     assert "  sku            0.000  0.000  0.000      0.000  0.000/0.000/0.000" in text  # wrong
     assert "miss [" in text and "sku: got 'DL-1', want ['DL-2']" in text
+    # Without its JSON-LD the page shows no price: the stripped rows say so.
+    assert "structured data removed" in text
+    assert f"  {half:<9} price          0.000  0.000  0.000" in text
+
+
+def test_without_structured_data_keeps_what_a_shopper_sees() -> None:
+    page = (
+        '<html><head><meta property="og:type" content="product">'
+        '<meta property="product:price:amount" content="10.00"><meta name="description" '
+        'content="A lamp"><script type="application/ld+json">{"@type": "Product"}</script>'
+        '<script>var cart = 1;</script></head><body><div itemscope itemtype="https://schema.org'
+        '/Product"><h1 itemprop="name">Desk Lamp</h1><span itemprop="price" content="10">'
+        '10,00 €</span></div><p vocab="https://schema.org/" typeof="Offer">'
+        '<span property="price">10</span></p></body></html>'
+    )
+    stripped = benchmark.without_structured_data(page)
+    for gone in ("og:type", "product:price", "ld+json", "itemscope", "itemprop", "typeof"):
+        assert gone not in stripped
+    for kept in ("Desk Lamp", "10,00 €", 'content="A lamp"', "var cart = 1;"):
+        assert kept in stripped
+    with pytest.raises(NotProductPage):  # nothing left says product, and no add-to-cart
+        GenericParser().parse(stripped.replace("10,00 €", ""), "https://a.example/p")
 
 
 def test_report_without_pages(tmp_path: Path) -> None:

@@ -49,7 +49,15 @@ def test_product_page_mentioning_captcha_is_not_a_robot_check() -> None:
     </script><script>var captchaUrl = "/errors/validateCaptcha"; // g-recaptcha</script></head>
     <body><h1>Widget</h1></body></html>"""
     assert classify(html) is None
+    assert classify(html, markup_first=False) is None  # the same answer in either order
     assert GenericParser().parse(html, "https://shop.example/p/1").product_name == "Widget"
+    amazon = '<body><span id="productTitle">Widget</span>' + " " * 400_000 + "</body>"
+    assert classify("validateCaptcha " + amazon, markup_first=False) is None
+
+
+@pytest.mark.parametrize("html", [AMAZON_ROBOT_CHECK, CLOUDFLARE, RECAPTCHA, AKAMAI])
+def test_block_pages_are_found_in_either_order(html: str) -> None:
+    assert classify(html) == classify(html, markup_first=False) is not None
 
 
 def test_page_without_product_data_is_not_a_product_page() -> None:

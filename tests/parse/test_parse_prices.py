@@ -56,6 +56,17 @@ def test_structured_numbers_never_go_through_binary_floats() -> None:
         ("GBP 1.99", None, "GBP"),
         ("173 34 Lei", None, "RON"),
         ("12.00", None, None),
+        ("502,20 б.р.", None, "BYN"),
+        ("100 руб.", None, "RUB"),
+        ("12 лв.", None, "BGN"),
+        ("49,99 kn", None, "HRK"),
+        ("NT$1,290", None, "TWD"),
+        ("$1,290", "https://shop.example.tw/p/1", "TWD"),
+        ("Rs 23,450", "https://www.olx.com.pk/item/1", "PKR"),
+        ("Rs. 999", "https://shop.example.in/p", "INR"),
+        ("Mrs 5", None, None),  # inside a word: not rupees
+        ("RS-232 cable", None, None),
+        ("Skn 12", None, None),
     ],
 )
 def test_detect_currency(text: str, url: str | None, expected: str | None) -> None:

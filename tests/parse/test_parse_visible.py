@@ -151,3 +151,70 @@ def test_real_pages_without_structured_data_are_product_pages(name: str) -> None
 
 def test_pages_folder_path_is_next_to_the_checkout() -> None:
     assert PAGES.name == "pages" and isinstance(PAGES, Path)
+
+
+def test_a_product_page_with_a_carousel_of_priced_tiles_is_not_a_listing() -> None:
+    # Tiles whose container has no tell-tale name: eight prices after the product's own.
+    tiles = "".join(
+        f'<div class="slide"><a href="/p/{n}">Lamp {n}</a><span>{n},00 €</span></div>'
+        for n in range(11, 19)
+    )
+    record = GenericParser().parse(
+        _page(f"<h1>Desk Lamp Pro</h1><p><b>49,90 €</b></p><div class='slider'>{tiles}</div>"),
+        "https://lumo.example/lights/desk-lamp-pro",
+    )
+    assert record.price == Decimal("49.90")
+    # The same tiles right after a category heading are a listing.
+    with pytest.raises(NotProductPage, match="a listing"):
+        GenericParser().parse(
+            _page(f"<h1>Desk lamps</h1><div>{tiles}</div>", title="Desk lamps | Lumo"),
+            "https://lumo.example/lights/desk-lamps",
+        )
+
+
+def test_an_h1_unrelated_to_the_title_gives_way_to_the_product_name() -> None:
+    html = _page(
+        "<h1>Sale</h1><div class='product-title'>Desk Lamp Pro</div><p><b>49,90 €</b></p>"
+        "<button>Add to cart</button>"
+    )
+    record = GenericParser().parse(html, "https://lumo.example/lights/desk-lamp-pro")
+    assert (record.product_name, record.price) == ("Desk Lamp Pro", Decimal("49.90"))
+
+
+def test_a_price_above_the_name_and_a_list_of_ads_before_it() -> None:
+    # Classified-ads layout: other ads (link + price) above, then the ad's price, then its title.
+    ads = "".join(
+        f'<div><a href="/item/{n}">Phone {n}</a><span>Rs {n},000</span></div>'
+        for n in range(11, 19)
+    )
+    html = _page(
+        f"<div>{ads}</div><div><span>Rs 23,450</span></div><h1>Desk Lamp Pro</h1>"
+        "<p>Ad ID: 1021493409</p>"
+    )
+    record = GenericParser().parse(html, "https://ads.example.pk/item/desk-lamp-pro-1021493409")
+    assert (record.price, record.currency) == (Decimal("23450"), "PKR")
+
+
+def test_item_code_from_the_url_when_the_page_names_it_as_an_id() -> None:
+    url = "https://lumo.example/lumo-desk-lamp-pro-lu312m00l-c11.html"
+    page = _page("<h1>Desk Lamp Pro</h1><p class='price'>€ 49.90</p><button>Buy now</button>")
+    named = page.replace(
+        "</body>", '<script>window.app = {"articleInfo": {"id": "LU312M00L-C11"}};</script></body>'
+    )
+    assert GenericParser().parse(named, url).sku == "LU312M00L-C11"
+    longer = named.replace('"LU312M00L-C11"', '"LU312M00L-C110029000"')  # a size's id, not it
+    assert GenericParser().parse(longer, url).sku is None
+    assert GenericParser().parse(page, url).sku is None  # the page never names it
+
+
+def test_a_listing_whose_tiles_are_links_is_a_listing() -> None:
+    tiles = "".join(
+        f'<li><a href="/p/{n}"><img src="/i/{n}.jpg"><h2>Lamp {n}</h2><span>{n},90 €</span></a>'
+        "</li>"
+        for n in range(10, 22)
+    )
+    with pytest.raises(NotProductPage, match="a listing"):
+        GenericParser().parse(
+            _page(f"<h1>Desk lamps</h1><ul>{tiles}</ul>", title="Desk lamps | Lumo"),
+            "https://lumo.example/lights/desk-lamps",
+        )
