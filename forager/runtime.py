@@ -16,6 +16,8 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.migrate import upgrade
 from forager.errors import ConfigError
+from forager.fetch.base import Fetcher
+from forager.missions.runner import MissionRunner
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
@@ -61,6 +63,7 @@ class Runtime:
     parts: Parts
     pool: WorkerPool | None = None
     hub: AgentHub | None = None
+    missions: MissionRunner | None = None
 
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
@@ -75,9 +78,20 @@ class Runtime:
     def box(self) -> SecretBox:
         return self.parts.box
 
+    @property
+    def fetchers(self) -> Fetcher:
+        """The process's fetchers (one per kind), for what the server fetches itself."""
+        return self.parts.fetchers
+
     def wake(self) -> None:
         """New work may be claimable (a submit, a restart, a domain switched on)."""
         self.parts.wake()
+
+    def wake_missions(self) -> None:
+        """A mission run was requested or a mission queued: this process's orchestrator
+        looks now (others see it at their next poll)."""
+        if self.missions is not None:
+            self.missions.wake()
 
     def worker_pool(
         self,
@@ -101,6 +115,10 @@ class Runtime:
     def agent_hub(self) -> AgentHub:
         self.hub = AgentHub(self.db, self.settings, parts=self.parts)
         return self.hub
+
+    def mission_runner(self) -> MissionRunner:
+        self.missions = MissionRunner(self.db, self.settings, self.box)
+        return self.missions
 
     async def aclose(self) -> None:
         """Write what is queued, stop the parse processes and fetchers, close the database."""
