@@ -23,8 +23,8 @@ import httpx
 from sqlalchemy import insert
 
 from bench.pg import scratch_database
-from forager.api.app import create_app
 from forager.apikeys import create_key
+from forager.app import create_app
 from forager.config import load_settings
 from forager.db.models import Monitor, ScraperError
 from forager.db.types import utcnow

@@ -100,7 +100,7 @@ def _worker(
         from sqlalchemy import text
 
         from forager.config import load_settings
-        from forager.fetch.proxies import (
+        from forager.proxies.selection import (
             DomainPolicy,
             NoProxyAvailable,
             choose_proxy,

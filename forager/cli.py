@@ -54,17 +54,18 @@ T = TypeVar("T")
 
 
 def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
-    """Run ``work`` against the migrated database, then close it (events name ``cli``)."""
+    """Run ``work`` against the migrated database of a ``Runtime``, then close it (events
+    name ``cli``)."""
     from forager.db import audit
-    from forager.runtime import open_database
+    from forager.runtime import Runtime
 
     async def _run() -> T:
         audit.ACTOR.set("cli")  # an operator command: its events name the command line
-        db = await open_database(settings)
+        runtime = await Runtime.open(settings)
         try:
-            return await work(db)
+            return await work(runtime.db)
         finally:
-            await db.dispose()
+            await runtime.aclose()
 
     return asyncio.run(_run())
 
@@ -102,7 +103,7 @@ def serve(
     """Run the API, the scheduler and the built-in worker pool."""
     import uvicorn
 
-    from forager.api.app import create_app
+    from forager.app import create_app
 
     settings = _settings()
     host = host or settings.host
@@ -453,23 +454,22 @@ def orchestrate(
     When another process holds the loop's lease this one waits, and takes over if it dies.
     """
     from forager.missions import control
-    from forager.missions.runner import MissionRunner
-    from forager.runtime import open_database
+    from forager.runtime import Runtime
 
     settings = _settings()
 
     async def _run() -> None:
-        db = await open_database(settings)
-        runner = MissionRunner(db, settings)
+        runtime = await Runtime.open(settings)
+        runner = runtime.mission_runner()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, runner.stop)
         try:
             if start:
-                await control.request_run(db, "cli")
+                await control.request_run(runtime.db, "cli")
             await runner.run(until_idle=not forever)
         finally:
-            await db.dispose()
+            await runtime.aclose()
 
     asyncio.run(_run())
     typer.echo("orchestrator: no run requested any more", err=True)
@@ -548,22 +548,24 @@ def writer_service(
     from forager.missions.reference.serve import run
     from forager.missions.reference.tables import AllowedTable, Refused, reflect
     from forager.missions.reference.writer_app import create_app
-    from forager.runtime import open_database
+    from forager.runtime import Runtime
 
     settings = _settings()
     key = _service_key()
 
     async def _tables() -> tuple[Database, dict[str, AllowedTable]]:
+        runtime: Runtime | None = None
         if database_url:  # someone else's database: used as it is, never migrated
             db = Database(load_settings(database_url=database_url).resolved_database_url)
         else:
-            db = await open_database(settings)
+            runtime = await Runtime.open(settings)
+            db = runtime.db
         try:
             return db, await reflect(db.engine, table or ["ads"])
         except Refused as exc:
             raise ConfigError(str(exc)) from exc
-        finally:
-            await db.dispose()  # the app's own loop reconnects
+        finally:  # the app's own loop reconnects
+            await (runtime.aclose() if runtime is not None else db.dispose())
 
     db, allowed = asyncio.run(_tables())
     app_ = create_app(

@@ -17,6 +17,8 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.migrate import upgrade
 from forager.errors import ConfigError
+from forager.fetch.base import Fetcher
+from forager.missions.runner import MissionRunner
 from forager.monitors.runner import MonitorRunner
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
@@ -82,6 +84,7 @@ class Runtime:
     parts: Parts
     pool: WorkerPool | None = None
     hub: AgentHub | None = None
+    missions: MissionRunner | None = None
     monitors: MonitorRunner | None = None
 
     @classmethod
@@ -97,9 +100,20 @@ class Runtime:
     def box(self) -> SecretBox:
         return self.parts.box
 
+    @property
+    def fetchers(self) -> Fetcher:
+        """The process's fetchers (one per kind), for what the server fetches itself."""
+        return self.parts.fetchers
+
     def wake(self) -> None:
         """New work may be claimable (a submit, a restart, a domain switched on)."""
         self.parts.wake()
+
+    def wake_missions(self) -> None:
+        """A mission run was requested or a mission queued: this process's orchestrator
+        looks now (others see it at their next poll)."""
+        if self.missions is not None:
+            self.missions.wake()
 
     def worker_pool(
         self,
@@ -123,6 +137,10 @@ class Runtime:
     def agent_hub(self) -> AgentHub:
         self.hub = AgentHub(self.db, self.settings, parts=self.parts)
         return self.hub
+
+    def mission_runner(self) -> MissionRunner:
+        self.missions = MissionRunner(self.db, self.settings, self.box)
+        return self.missions
 
     def monitor_runner(self, owner: str) -> MonitorRunner:
         """Live monitors (issue 15): up to ``monitor_slots`` run in this process, fetched

@@ -199,8 +199,8 @@ async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
     """
     import httpx
 
-    from forager.api.app import create_app
     from forager.apikeys import create_key
+    from forager.app import create_app
 
     app = create_app(make_settings(serve_workers=0))
     async with app.router.lifespan_context(app):

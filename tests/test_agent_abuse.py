@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from forager.agents import connection as agent_connection
 from forager.agents import hub as agent_hub
 from forager.agents import protocol, service
 from forager.db.models import CrawlAttempt, CrawlTask, Event
@@ -42,7 +43,7 @@ async def test_spraying_unknown_task_ids_is_bounded_then_closes_the_connection(
         await eventually(
             lambda: conn.unknown >= agent_hub._UNKNOWN_LIMIT, "the strikes to be counted"
         )
-        assert len(conn.ignored) <= agent_hub._IGNORED_MAX
+        assert len(conn.ignored) <= agent_connection.IGNORED_MAX
         assert not conn.dropped  # late frames are tolerated up to the limit
         for n in range(5):
             await raw.ws.send(protocol.frame(30_000_000 + n, b"x"))

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 from sqlalchemy import update
 
-from forager.api.app import create_app
 from forager.api.deps import Runtime
 from forager.apikeys import create_key
+from forager.app import create_app
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
 from forager.parse.registry import get_parser

@@ -126,7 +126,7 @@ async def test_open_breakers_show_in_health_and_metrics(api: httpx.AsyncClient) 
 
 
 async def test_assigning_a_pool_proxy_makes_it_a_mapping(api: httpx.AsyncClient) -> None:
-    from forager.fetch.proxies import DomainPolicy, choose_proxy
+    from forager.proxies.selection import DomainPolicy, choose_proxy
 
     domain = await _create(api, use_global_pool=True)
     ids = [

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import uvicorn
 
-from forager.api.app import create_app
 from forager.apikeys import create_key
+from forager.app import create_app
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
 from tests.conftest import SettingsFactory

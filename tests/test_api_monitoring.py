@@ -225,7 +225,7 @@ async def test_anonymous_health_and_metrics_show_no_host_port_or_worker(
 
 
 async def test_health_names_safety_opt_outs(make_settings: SettingsFactory) -> None:
-    from forager.api.app import create_app
+    from forager.app import create_app
 
     app = create_app(make_settings(serve_workers=0, browser_no_sandbox=True))
     async with app.router.lifespan_context(app):

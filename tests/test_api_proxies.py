@@ -13,7 +13,6 @@ from forager.api.deps import Runtime
 from forager.crypto import SecretBox
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
-from forager.fetch.proxies import PROXY_FAILURE_LIMIT
 from forager.proxies.retest import retest_due
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
@@ -401,6 +400,7 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
 ) -> None:
     api = api
     runtime = _runtime(api)
+    limit = runtime.settings.proxy_failure_limit
     url = site.url("/product/1")
     with TestProxy(fail=True) as bad:
         created = await _create(api, proxy_url="127.0.0.1", proxy_port=bad.port)
@@ -408,7 +408,7 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
         path = f"/api/proxies/{created['id']}"
 
         # Consecutive failures: enabled until the limit, then disabled by health.
-        for _ in range(PROXY_FAILURE_LIMIT - 1):
+        for _ in range(limit - 1):
             assert (await api.post(f"{path}/test", json={"url": url})).json()["ok"] is False
         assert (await api.get(path)).json()["disabled_reason"] is None
         await api.post(f"{path}/test", json={"url": url})
@@ -416,7 +416,7 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
         stored = await _stored(api, created["id"])
         assert shown["is_active"] is False and stored.retest_at is not None
         assert shown["disabled_reason"] == (
-            f"failed {PROXY_FAILURE_LIMIT} times in a row; re-test at {_utc(stored.retest_at)}"
+            f"failed {limit} times in a row; re-test at {_utc(stored.retest_at)}"
         )
         assert shown["retest_at"] is not None
 
@@ -428,12 +428,12 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
                 .values(retest_at=utcnow() - timedelta(seconds=1))
             )
         settings = runtime.settings.model_copy(update={"proxy_test_url": url})
-        result = await retest_due(runtime.db, settings, SecretBox(settings))
+        result = await retest_due(runtime.db, settings, SecretBox(settings), runtime.fetchers)
         assert result.still_failing == [created["id"]]
         stored = await _stored(api, created["id"])
         listed = (await api.get("/api/proxies", params={"is_active": False})).json()["items"]
         assert [p["disabled_reason"] for p in listed] == [
-            f"failed {PROXY_FAILURE_LIMIT} times in a row, then 1 failed re-test; "
+            f"failed {limit} times in a row, then 1 failed re-test; "
             f"re-test at {_utc(stored.retest_at)}"
         ]
 
@@ -450,7 +450,7 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
             None,
         )
         # Failures of a proxy the operator disabled do not make it an automatic disable.
-        for _ in range(PROXY_FAILURE_LIMIT):
+        for _ in range(limit):
             await api.post(f"{path}/test", json={"url": url})
         assert (await api.get(path)).json()["disabled_reason"] == "disabled by an operator"
     again = (await api.post(f"{path}/enable")).json()

@@ -16,14 +16,14 @@ from sqlalchemy import select
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Domain
+from forager.domains.robots import ROBOTS_MAX_BYTES
 from forager.errors import FetchError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.registry import build_fetcher
-from forager.fetch.robots import ROBOTS_MAX_BYTES, refresh_robots
 from tests.conftest import SettingsFactory
 from tests.support.bombs import BombServer, bomb, peak_growth
 from tests.support.crawling import submit
-from tests.support.fetching import KINDS, fetch_settings, require
+from tests.support.fetching import KINDS, fetch_settings, refresh_robots_now, require
 from tests.support.proxy import TestProxy
 
 LIMIT = 2 * 1024 * 1024
@@ -106,7 +106,7 @@ async def test_a_robots_txt_bomb_is_cut_at_its_size_limit(
         assert domain is not None
         domain.base_url, domain.fetcher = bombs.url("").rstrip("/"), fetcher_kind
         domain_id = domain.id
-    (refreshed, error), grew = await peak_growth(refresh_robots(db, settings, domain_id))
+    (refreshed, error), grew = await peak_growth(refresh_robots_now(db, settings, domain_id))
     assert error is None
     assert grew < GROWTH_MIB, f"robots.txt bomb: peak memory grew by {grew} MiB"
     text = refreshed.robots_txt_content or ""

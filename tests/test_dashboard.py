@@ -163,7 +163,7 @@ async def test_logout_and_revocation_end_the_session(
 async def test_logout_survives_a_restart(
     api: httpx.AsyncClient, browser: httpx.AsyncClient
 ) -> None:
-    from forager.api.app import create_app
+    from forager.app import create_app
 
     who = await _login(browser, _keys(api)["admin"])
     cookie = browser.cookies["forager_session"]

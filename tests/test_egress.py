@@ -25,11 +25,10 @@ from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.egress import EgressPolicy, classify
 from forager.fetch.http import HttpFetcher
 from forager.fetch.registry import build_fetcher
-from forager.fetch.robots import refresh_robots
 from tests.conftest import SettingsFactory, service_missing
 from tests.support.bombs import BombServer
 from tests.support.crawling import submit
-from tests.support.fetching import KINDS, fetch_settings, require
+from tests.support.fetching import KINDS, fetch_settings, refresh_robots_now, require
 from tests.support.netns import TestNetwork, missing
 from tests.support.proxy import TestProxy
 
@@ -173,7 +172,7 @@ async def test_a_robots_txt_redirect_into_a_private_host_is_refused(
         domain.base_url = net.url("public", "").rstrip("/")
         domain_id = domain.id
     before = net.log("private")
-    refreshed, error = await refresh_robots(db, settings, domain_id)
+    refreshed, error = await refresh_robots_now(db, settings, domain_id)
     assert error is not None and "egress_denied" in error, error
     assert refreshed.robots_txt_content is None
     assert "/robots.txt" in net.log("public") and net.log("private") == before

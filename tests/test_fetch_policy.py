@@ -14,6 +14,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Event, Proxy
 from forager.db.types import utcnow
+from forager.fetch.registry import FetcherSet
 from forager.proxies.retest import retest_due
 from forager.queue.store import TaskQueue
 from forager.runtime import open_database
@@ -202,7 +203,11 @@ async def test_disabled_proxy_is_retested_with_backoff_and_reenabled(
 
         await make_due()
         before = utcnow()
-        result = await retest_due(db, settings, box)
+        fetchers = FetcherSet(settings)
+        try:
+            result = await retest_due(db, settings, box, fetchers)
+        finally:
+            await fetchers.aclose()
         assert (result.enabled, result.still_failing) == ([], [proxy_id])
         again = await stored()
         assert not again.is_active and again.retest_count == 1

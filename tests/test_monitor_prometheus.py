@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
-from forager.api.app import create_app
+from forager.app import create_app
 from forager.monitors import admin
 from forager.monitors.runner import MonitorRunner
 from forager.runtime import Runtime

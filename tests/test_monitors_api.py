@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from forager.api.app import create_app
 from forager.apikeys import create_key
+from forager.app import create_app
 from forager.monitors.runner import MonitorRunner
 from tests.conftest import SettingsFactory
 from tests.support.site import TestSite

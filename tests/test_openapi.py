@@ -8,8 +8,8 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from forager.api.app import create_app
 from forager.api.openapi import example_of
+from forager.app import create_app
 from forager.config import Settings
 
 PROBLEM = "application/problem+json"

@@ -13,7 +13,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
-from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, choose_proxy
+from forager.proxies.selection import DomainPolicy, NoProxyAvailable, choose_proxy
 from forager.runtime import open_database
 
 

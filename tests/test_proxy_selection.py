@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,18 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
+from forager.errors import EgressDenied, FetchError
 from forager.fetch import breakers
-from forager.fetch.proxies import (
+from forager.proxies.health import record_mapping_health, record_proxy_health, verdict
+from forager.proxies.selection import (
     DomainPolicy,
     NoProxyAvailable,
     ProxyChoice,
     choose_proxy,
-    record_mapping_health,
-    record_proxy_health,
     release_proxy,
 )
 from forager.runtime import open_database
+from forager.worker.policy import FetchPolicy
 
 
 async def _domain(db: Database, name: str = "shop.test", **values: Any) -> int:
@@ -267,6 +269,63 @@ async def test_health_thresholds_and_ewma(db: Database, make_settings: Any) -> N
     proxy = await _get(db, Proxy, proxy_id)
     assert not proxy.is_active and proxy.failure_count == 10
     assert proxy.retest_at is not None and proxy.retest_at > utcnow()  # background re-test due
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What ``FetchPolicy`` reads of a task."""
+
+    id: int
+    domain_id: int
+    url: str = "http://shop.test/p"
+    user_agent: str = "test"
+    ignore_robots: bool = True
+
+
+async def test_one_verdict_for_every_outcome_through_a_proxy(
+    db: Database, settings: Settings
+) -> None:
+    """The worker's policy judges a fetch through a proxy by ``proxies.health.verdict``: a
+    proxy fault counts everywhere, a ban (a CAPTCHA page too) for the domain only, an egress
+    refusal not at all (nothing went through the proxy), a site's answer as a success."""
+    domain_id = await _domain(db)
+    [proxy_id] = await _proxies(db, 1, map_to=domain_id)
+    policy = FetchPolicy(db, settings, None, "w")
+    choice = ProxyChoice(proxy_id, "http://10.0.0.0:8000")
+
+    async def counts() -> tuple[int, int, int, int]:
+        async with db.reader() as session:
+            mapping = await session.scalar(
+                select(DomainProxy).where(DomainProxy.proxy_id == proxy_id)
+            )
+        assert mapping is not None
+        proxy = await _get(db, Proxy, proxy_id)
+        return (
+            mapping.success_count,
+            mapping.failure_count,
+            proxy.success_count,
+            proxy.failure_count,
+        )
+
+    async def fail(exc: FetchError) -> None:
+        async with db.session() as session:
+            await policy.failed(session, _Task(1, domain_id), choice, exc)
+
+    await fail(EgressDenied("10.1.2.3 is a private address"))
+    assert await counts() == (0, 0, 0, 0)
+    await fail(FetchError("a CAPTCHA page", error_type="captcha", status_code=200))
+    assert await counts() == (0, 1, 0, 0)
+    await fail(FetchError("connection refused", error_type="proxy"))
+    assert await counts() == (0, 2, 0, 1)
+    await fail(FetchError("404", error_type="http_4xx", status_code=404))
+    assert await counts() == (1, 0, 1, 0)
+    assert [verdict(t) for t in (None, "egress_denied", "blocked", "timeout", "http_5xx")] == [
+        "ok",
+        "none",
+        "ban",
+        "fault",
+        "ok",
+    ]
 
 
 async def test_breaker_opens_half_opens_and_closes(db: Database, settings: Settings) -> None:

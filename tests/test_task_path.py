@@ -22,7 +22,7 @@ import httpx
 import pytest
 from sqlalchemy import event, func, select, update
 
-from forager.api.app import create_app
+from forager.app import create_app
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Event, Product

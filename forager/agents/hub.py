@@ -1,5 +1,9 @@
 """The agent hub: holds agents' WebSocket connections, pushes them tasks, takes back pages.
 
+Its parts: ``connection`` (one connection's state, the hello), ``dispatch`` (each connection's
+claim loop, the worker pool's own, and the hand-out), ``liveness`` (heartbeat timeouts, revoked
+tokens); the hub routes an agent's messages and settles its results.
+
 Agents fetch, the server parses (DESIGN.md decision 4). A task is claimed through the
 queue like any worker's, with the connection as lease owner (``agent:<id>:<nonce>``), so
 priority, politeness gates and per-domain in-flight limits hold across agents and
@@ -16,25 +20,33 @@ import json
 import logging
 import secrets
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket
 
 from forager.agents import presence, protocol, service
 from forager.agents.body import BodyReceiver, failure, wants_body
-from forager.agents.protocol import AgentMessage, Hello
+from forager.agents.connection import (
+    RETURN_WINDOW_SECONDS,
+    Assigned,
+    Connection,
+    close,
+    read_hello,
+    validation_reason,
+)
+from forager.agents.dispatch import Dispatcher
+from forager.agents.liveness import Liveness
+from forager.agents.protocol import AgentMessage
 from forager.agents.service import A
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
-from forager.db.types import utcnow
-from forager.errors import FetchError, FetchTimeout, TooLarge
+from forager.errors import FetchError, TooLarge
 from forager.fetch.base import FetchResponse
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.store import ClaimedTask, TaskQueue
+from forager.queue.store import TaskQueue
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
@@ -43,85 +55,8 @@ log = logging.getLogger(__name__)
 S = TaskStatus
 _MESSAGES: TypeAdapter[Any] = TypeAdapter(AgentMessage)
 _BLOCK_TYPES = frozenset({"captcha", "blocked"})
-# What one agent connection may cost the server, whatever it sends (issue 11):
-# task ids whose late frames are dropped, remembered up to this many per connection;
-_IGNORED_MAX = 256
-# messages about task ids this connection never held (or long forgot) before it is closed;
+# Messages about task ids a connection never held (or long forgot) before it is closed.
 _UNKNOWN_LIMIT = 100
-# returned tasks allowed per window beyond its concurrency before it gets no work for a window.
-_RETURN_WINDOW_SECONDS = 60.0
-
-
-@dataclass(eq=False)
-class _Assigned:
-    task: ClaimedTask
-    started: Any
-    gate_opened: bool = False
-    body: BodyReceiver | None = None
-    settling: bool = False
-
-
-@dataclass(eq=False)
-class Connection:
-    """One live agent connection, as the hub sees it."""
-
-    ws: WebSocket
-    agent_id: int
-    name: str
-    token_hash: str
-    owner: str
-    capacity: int
-    domains: list[str] | None
-    fetchers: list[str]
-    pipeline: Pipeline
-    status: str = A.CONNECTED
-    last_heartbeat: float = field(default_factory=time.monotonic)
-    in_flight: dict[int, _Assigned] = field(default_factory=dict)
-    # Task ids whose remaining body frames are to be dropped (refused or timed-out results),
-    # at most _IGNORED_MAX: the oldest is forgotten first.
-    ignored: dict[int, None] = field(default_factory=dict)
-    unknown: int = 0  # messages about tasks this connection does not hold
-    returns: list[float] = field(default_factory=list)  # when it returned tasks, this window
-    quiet_until: float = 0.0  # returned too many: no new tasks until then
-    draining: bool = False
-    dropped: bool = False
-    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    feeder: asyncio.Task[None] | None = None
-    # Serializes busy/connected flips with task hand-outs, so the stored status stays true.
-    status_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    def free(self) -> int:
-        if self.dropped or self.draining or self.status == A.BLOCKED:
-            return 0
-        if time.monotonic() < self.quiet_until:
-            return 0
-        return self.capacity - len(self.in_flight)
-
-    def ignore(self, task_id: int) -> None:
-        """Drop the rest of this task's frames (bounded: the oldest id is forgotten)."""
-        self.ignored.pop(task_id, None)
-        self.ignored[task_id] = None
-        if len(self.ignored) > _IGNORED_MAX:
-            del self.ignored[next(iter(self.ignored))]
-
-    def returned(self) -> bool:
-        """Count a returned task; True when this window's returns exceed its concurrency
-        (a claim-and-return loop): it then gets no work for a window."""
-        now = time.monotonic()
-        self.returns = [t for t in self.returns if now - t < _RETURN_WINDOW_SECONDS]
-        self.returns.append(now)
-        if len(self.returns) <= self.capacity:
-            return False
-        self.quiet_until = now + _RETURN_WINDOW_SECONDS
-        return True
-
-    async def send(self, kind: str, **fields: Any) -> None:
-        if self.dropped:
-            return
-        async with self.send_lock:
-            with contextlib.suppress(Exception):  # a broken connection is noticed by the reader
-                await self.ws.send_text(json.dumps(protocol.message(kind, **fields)))
 
 
 class AgentHub:
@@ -142,15 +77,15 @@ class AgentHub:
         self.pages = pages or self.parts.pages
         self.parts.wake.listen(self.wake)
         self.connections: dict[int, Connection] = {}
-        # Until then, idle agents skip claiming: the last claim found nothing due.
-        self._nothing_until = 0.0
+        self.dispatch = Dispatcher(db, settings, self.queue)
+        self.liveness = Liveness(db, settings, self.connections, self._drop, self._settle)
         self._settling: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._runner = asyncio.create_task(self._run(), name="agent hub")
+        self._runner = asyncio.create_task(self.liveness.run(), name="agent hub")
 
     async def stop(self) -> None:
         """Close every connection (agents reconnect with backoff) and give their tasks back."""
@@ -168,12 +103,14 @@ class AgentHub:
 
     def wake(self) -> None:
         """Work may be claimable (a result came in, a task was given back, an agent reset)."""
-        self._nothing_until = 0.0
+        self.dispatch.something_new()
         for conn in self.connections.values():
-            conn.wake.set()
+            conn.wake()
 
-    async def _run(self) -> None:
-        await self._sweep_loop()
+    @property
+    def task_deadline_seconds(self) -> float:
+        """How long an agent may hold one task without finishing it (``Liveness``)."""
+        return self.liveness.task_deadline_seconds
 
     # -- operator actions (from the API in this process) ---------------------------------------
 
@@ -210,36 +147,13 @@ class AgentHub:
             await self._drop(conn, reason, code)
 
     async def _handshake(self, ws: WebSocket) -> Connection | None:
-        try:
-            async with asyncio.timeout(protocol.HELLO_SECONDS):
-                raw = await ws.receive_text()
-            data = json.loads(raw)
-        except TimeoutError:
-            await _close(ws, protocol.CLOSE_TIMEOUT, "no hello message in time")
+        met = await read_hello(ws)
+        if met is None:
             return None
-        except Exception:
-            await _close(ws, protocol.CLOSE_PROTOCOL, "the first message must be a JSON hello")
-            return None
-        if not isinstance(data, dict) or data.get("type") != "hello":
-            await _close(ws, protocol.CLOSE_PROTOCOL, "the first message must be a JSON hello")
-            return None
-        if data.get("v") != protocol.VERSION:
-            await _close(
-                ws,
-                protocol.CLOSE_PROTOCOL,
-                f"unsupported protocol version {str(data.get('v'))[:10]!r}; "
-                f"this server speaks {protocol.VERSION}",
-            )
-            return None
-        try:
-            hello = Hello.model_validate(data)
-        except ValidationError as exc:
-            await _close(ws, protocol.CLOSE_PROTOCOL, _reason(exc))
-            return None
-        token = hello.token or _bearer(ws.headers.get("authorization", ""))
+        hello, token = met
         agent = await service.authenticate(self.db, token) if token else None
         if agent is None:
-            await _close(ws, protocol.CLOSE_UNAUTHORIZED, "authentication failed")
+            await close(ws, protocol.CLOSE_UNAUTHORIZED, "authentication failed")
             return None
         old = self.connections.get(agent.id)
         if old is not None:
@@ -263,6 +177,7 @@ class AgentHub:
                 owner,
                 parser=self.parts.parser,
                 writer=self.parts.writer,
+                robots_fetcher=self.parts.fetchers,  # robots.txt is fetched by this server
             ),
         )
         peer = ws.client.host if ws.client else None
@@ -270,7 +185,7 @@ class AgentHub:
             self.db, agent.id, version=hello.agent_version, ip=peer
         )
         self.connections[agent.id] = conn
-        conn.feeder = asyncio.create_task(self._feed(conn), name=f"agent {agent.name} feed")
+        self.dispatch.start(conn)
         log.info(
             "agent %s connected from %s (version %s, concurrency %d)",
             agent.name,
@@ -305,7 +220,7 @@ class AgentHub:
             try:
                 parsed = _MESSAGES.validate_python(json.loads(msg.get("text") or ""))
             except (ValueError, ValidationError) as exc:
-                detail = _reason(exc) if isinstance(exc, ValidationError) else "not JSON"
+                detail = validation_reason(exc) if isinstance(exc, ValidationError) else "not JSON"
                 await conn.send("error", message=f"message refused: {detail}")
                 continue
             if parsed.v != protocol.VERSION:
@@ -338,8 +253,8 @@ class AgentHub:
                         "agent %s returned %d tasks within %.0f s: no new tasks for %.0f s",
                         conn.name,
                         len(conn.returns),
-                        _RETURN_WINDOW_SECONDS,
-                        _RETURN_WINDOW_SECONDS,
+                        RETURN_WINDOW_SECONDS,
+                        RETURN_WINDOW_SECONDS,
                     )
                 await self._after_task(conn, completed=0, failed=0)
                 log.info("agent %s returned task %s (%s)", conn.name, msg.task_id, msg.reason)
@@ -439,7 +354,7 @@ class AgentHub:
             )
 
     def _settle(
-        self, conn: Connection, assigned: _Assigned, outcome: FetchResponse | FetchError
+        self, conn: Connection, assigned: Assigned, outcome: FetchResponse | FetchError
     ) -> None:
         """Store and parse in the background: the connection keeps reading meanwhile."""
         assigned.settling = True
@@ -448,7 +363,7 @@ class AgentHub:
         job.add_done_callback(self._settling.discard)
 
     async def _settle_job(
-        self, conn: Connection, assigned: _Assigned, outcome: FetchResponse | FetchError
+        self, conn: Connection, assigned: Assigned, outcome: FetchResponse | FetchError
     ) -> None:
         task = assigned.task
         try:
@@ -509,143 +424,18 @@ class AgentHub:
             return None
         return f"{row.error_type}: {row.error_message or ''}"[:500]
 
-    # -- dispatching ------------------------------------------------------------------------
-
-    async def _feed(self, conn: Connection) -> None:
-        """Keep one connection supplied, like a worker's claim loop (one per agent, so a slow
-        claim for one agent never holds up the others)."""
-        while not conn.dropped:
-            conn.wake.clear()
-            free = conn.free()
-            # An agent that can fetch more than plain HTTP may find work the others cannot.
-            skip = time.monotonic() < self._nothing_until and set(conn.fetchers) <= {"http"}
-            if free > 0 and not skip:
-                try:
-                    tasks = await self.queue.claim(
-                        conn.owner, free, domains=conn.domains, fetchers=conn.fetchers
-                    )
-                except Exception:
-                    log.exception("claiming for agent %s failed", conn.name)
-                    tasks = []
-                for task in tasks:
-                    try:
-                        await self._assign(conn, task)
-                    except Exception:  # a database error: the lease expires and it is reaped
-                        log.exception("task %s: handing it to agent %s failed", task.id, conn.name)
-                if tasks:
-                    continue
-                if conn.domains is None and conn.fetchers == ["http"]:
-                    # Nothing for an unrestricted agent: nothing for the others either, so
-                    # they skip their claims until the next wake-up or poll.
-                    self._nothing_until = time.monotonic() + self.settings.poll_seconds
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(conn.wake.wait(), self.settings.poll_seconds)
-
-    async def _assign(self, conn: Connection, task: ClaimedTask) -> int:
-        if conn.dropped:
-            await self.queue.release(task.id, conn.owner)
-            return 0
-        try:
-            if not await conn.pipeline.allowed_by_robots(task):
-                return 0  # failed robots_denied, as before a local fetch
-        except Exception:
-            log.exception("task %s: robots.txt check failed; sending it anyway", task.id)
-        async with conn.status_lock:
-            async with self.db.session() as session:
-                if not await self.queue.start_crawl(session, task, conn.owner):
-                    return 0  # paused or cancelled since the claim
-                if conn.status == A.CONNECTED:
-                    await service.transition(
-                        session,
-                        conn.agent_id,
-                        from_=[A.CONNECTED],
-                        to=A.BUSY,
-                        details={"task": task.id},
-                    )
-            conn.status = A.BUSY if conn.status == A.CONNECTED else conn.status
-            conn.in_flight[task.id] = _Assigned(task, started=utcnow())
-        if conn.dropped:  # the connection went away while the task was being handed out
-            conn.in_flight.pop(task.id, None)
-            await self.queue.release(task.id, conn.owner)
-            return 0
-        await conn.send(
-            "task",
-            task_id=task.id,
-            url=task.url,
-            user_agent=task.user_agent,
-            domain=task.domain_name,
-        )
-        return 1
-
-    # -- liveness -------------------------------------------------------------------------
-
-    async def _sweep_loop(self) -> None:
-        every = min(1.0, self.settings.agent_heartbeat_interval / 2)
-        while True:
-            await asyncio.sleep(every)
-            try:
-                await self._sweep()
-            except Exception:
-                log.exception("agent sweep failed; retrying in %.1f s", every)
-
-    @property
-    def task_deadline_seconds(self) -> float:
-        """How long an agent may hold one task without finishing it, heartbeats or not: its
-        fetch time twice over (the fetch, then the upload) plus a heartbeat timeout."""
-        return 2 * self.settings.fetch_timeout_seconds + self.settings.agent_timeout_seconds
-
-    async def _sweep(self) -> None:
-        timeout = self.settings.agent_timeout_seconds
-        now = time.monotonic()
-        for conn in list(self.connections.values()):
-            if now - conn.last_heartbeat > timeout:
-                log.warning("agent %s: no heartbeat for %.0f s", conn.name, timeout)
-                await self._drop(conn, "heartbeat timeout", protocol.CLOSE_TIMEOUT)
-            else:
-                self._expire_overdue(conn)
-        tokens = {c.agent_id: c.token_hash for c in self.connections.values()}
-        valid = await presence.still_valid(self.db, tokens)
-        for agent_id in set(tokens) - valid:
-            revoked = self.connections.get(agent_id)
-            if revoked is not None:
-                await self._drop(revoked, "authentication failed", protocol.CLOSE_UNAUTHORIZED)
-        # Agents another (dead) server process held: their heartbeats stopped long ago.
-        await presence.sweep_silent(self.db, timeout, set(self.connections))
-
-    def _expire_overdue(self, conn: Connection) -> None:
-        """Fail (as a timeout, retried like any) each task the agent has held past the
-        deadline: heartbeats keep its leases alive, so without this a silent agent could hold
-        domains' concurrency slots for good."""
-        deadline = self.task_deadline_seconds
-        now = utcnow()
-        for assigned in list(conn.in_flight.values()):
-            if assigned.settling or (now - assigned.started).total_seconds() <= deadline:
-                continue
-            conn.ignore(assigned.task.id)
-            assigned.body = None
-            # Hoarding costs the tasks a retry each: it gets no new work for a while.
-            conn.quiet_until = time.monotonic() + _RETURN_WINDOW_SECONDS
-            log.warning(
-                "agent %s held task %s for over %.0f s: failed as a timeout",
-                conn.name,
-                assigned.task.id,
-                deadline,
-            )
-            self._settle(
-                conn,
-                assigned,
-                FetchTimeout(f"the agent did not return the page within {deadline:.0f} s"),
-            )
+    # -- leaving ----------------------------------------------------------------------------
 
     async def _drop(self, conn: Connection, reason: str, code: int) -> None:
         """Forget a connection: close it, give its unfinished tasks back, mark it disconnected."""
         if conn.dropped:
             return
         conn.dropped = True
-        conn.wake.set()  # its feed loop ends
+        if conn.claiming is not None:
+            conn.claiming.stop()  # its feed loop ends
         if self.connections.get(conn.agent_id) is conn:
             del self.connections[conn.agent_id]
-        await _close(conn.ws, code, reason)
+        await close(conn.ws, code, reason)
         returned = []
         for task_id, assigned in list(conn.in_flight.items()):
             if assigned.settling:
@@ -664,23 +454,3 @@ class AgentHub:
             len(returned),
         )
         self.wake()
-
-
-def _bearer(header: str) -> str | None:
-    scheme, _, value = header.partition(" ")
-    return value.strip() or None if scheme.lower() == "bearer" else None
-
-
-def _reason(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "message"
-    return f"{where}: {first['msg']}"[:120]
-
-
-async def _close(ws: WebSocket, code: int, reason: str) -> None:
-    if ws.client_state == WebSocketState.DISCONNECTED or ws.application_state == (
-        WebSocketState.DISCONNECTED
-    ):
-        return
-    with contextlib.suppress(Exception):
-        await ws.close(code=code, reason=reason[:120])

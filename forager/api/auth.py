@@ -1,7 +1,7 @@
 """``Authorization: Bearer <key>`` on every ``/api`` route; read keys may only read.
 
 Without a Bearer header, the dashboard's session cookie (plus ``X-CSRF-Token`` for state
-changes) authenticates instead: see ``forager.web.session``. The key's name becomes the actor
+changes) authenticates instead: see ``forager.api.sessions``. The key's name becomes the actor
 of every event the request records (``forager.db.audit.ACTOR``).
 """
 
@@ -14,12 +14,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forager.api.deps import RuntimeDep
+from forager.api.sessions import COOKIE as SESSION_COOKIE
+from forager.api.sessions import session_key
 from forager.apikeys import authenticate
 from forager.db import audit
 from forager.db.models import ApiKey
 from forager.errors import Forbidden, Unauthorized
-from forager.web.session import COOKIE as SESSION_COOKIE
-from forager.web.session import session_key
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `forager apikey create`.")
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -129,7 +129,9 @@ async def refresh_domain_robots(domain_id: EntityId, runtime: RuntimeDep) -> Rob
     A failed fetch is not an error of this request: ``robots_error`` says what went wrong
     and the stored robots.txt is kept.
     """
-    domain, error = await service.refresh_robots(runtime.db, runtime.settings, domain_id)
+    domain, error = await service.refresh_robots(
+        runtime.db, runtime.settings, domain_id, fetcher=runtime.fetchers, box=runtime.box
+    )
     async with runtime.db.reader() as session:
         counts = await service.task_counts(session, [domain_id])
     return _shape(domain, counts[domain_id], RobotsRefreshed, robots_error=error)

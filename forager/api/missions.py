@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
@@ -51,19 +51,12 @@ _NO_WRITER: dict[int | str, dict[str, Any]] = {404: {"description": "No such wri
 _NAME_TAKEN: dict[int | str, dict[str, Any]] = {409: {"description": "The name is taken."}}
 
 
-def _wake(request: Request) -> None:
-    """Let this process's orchestrator look now (others see it at their next poll)."""
-    runner = getattr(request.app.state, "missions", None)
-    if runner is not None:
-        runner.wake()
-
-
 # -- missions ----------------------------------------------------------------------------------
 
 
 @router.post("", operation_id="create_missions", status_code=201)
 async def create_missions(
-    body: MissionCreate, runtime: RuntimeDep, key: ApiKeyDep, request: Request
+    body: MissionCreate, runtime: RuntimeDep, key: ApiKeyDep
 ) -> MissionsCreated:
     """Create one mission for the range, or one per day (``split_by_day``); drafts unless
     ``queue``."""
@@ -78,7 +71,7 @@ async def create_missions(
         max_span_days=runtime.settings.mission_max_span_days,
     )
     if body.queue:
-        _wake(request)
+        runtime.wake_missions()
     return MissionsCreated(missions=[MissionPublic.model_validate(m) for m in created])
 
 
@@ -105,13 +98,11 @@ async def list_missions(
 
 
 @router.post("/queue", operation_id="queue_missions")
-async def queue_missions(
-    body: QueueRequest, runtime: RuntimeDep, key: ApiKeyDep, request: Request
-) -> QueueResult:
+async def queue_missions(body: QueueRequest, runtime: RuntimeDep, key: ApiKeyDep) -> QueueResult:
     """Seed §5.1: queue the selected drafts (or failed / canceled missions, to run again)."""
     queued, refused = await admin.queue(runtime.db, body.mission_ids, key.name)
     if queued:
-        _wake(request)
+        runtime.wake_missions()
     return QueueResult(
         queued=queued,
         refused=[Refusal(id=i, current_status=s) for i, s in refused.items()],
@@ -172,21 +163,21 @@ async def get_orchestrator(runtime: RuntimeDep, session: ReadSessionDep) -> Orch
 
 @router.post("/control/start", operation_id="start_orchestrator")
 async def start_orchestrator(
-    runtime: RuntimeDep, session: ReadSessionDep, key: ApiKeyDep, request: Request
+    runtime: RuntimeDep, session: ReadSessionDep, key: ApiKeyDep
 ) -> OrchestratorStatus:
     """ "Iniciar": run the loop until no mission is queued or running (one process leads)."""
     await control.request_run(runtime.db, key.name)
-    _wake(request)
+    runtime.wake_missions()
     return await _status(runtime, session)
 
 
 @router.post("/control/stop", operation_id="stop_orchestrator")
 async def stop_orchestrator(
-    runtime: RuntimeDep, session: ReadSessionDep, key: ApiKeyDep, request: Request
+    runtime: RuntimeDep, session: ReadSessionDep, key: ApiKeyDep
 ) -> OrchestratorStatus:
     """Stop the loop; missions in flight stay as they are until the next start recovers them."""
     await control.request_stop(runtime.db, key.name)
-    _wake(request)
+    runtime.wake_missions()
     return await _status(runtime, session)
 
 
@@ -291,13 +282,13 @@ async def get_worker_service(service_id: EntityId, session: ReadSessionDep) -> W
     responses={**_NO_SERVICE, **_NAME_TAKEN},
 )
 async def update_worker_service(
-    service_id: EntityId, body: WorkerServiceUpdate, runtime: RuntimeDep, request: Request
+    service_id: EntityId, body: WorkerServiceUpdate, runtime: RuntimeDep
 ) -> WorkerServicePublic:
     """Change fields (a new API key replaces the old one); ``active: false`` retires it once
     its mission is done."""
     box = runtime.box
     await registry.update(runtime.db, box, WorkerService, service_id, body.changes())
-    _wake(request)
+    runtime.wake_missions()
     async with runtime.db.reader() as session:
         return await _one_service(session, service_id)
 

@@ -29,7 +29,8 @@ from forager.api.proxy_schemas import (
 from forager.api.schemas import Page
 from forager.db.models import Proxy
 from forager.db.queries import page
-from forager.proxies import service
+from forager.proxies import admin, health
+from forager.proxies import mappings as proxy_mappings
 
 router = APIRouter(prefix="/api/proxies", tags=["proxies"])
 mappings = APIRouter(prefix="/api/domains/{domain_id:int}/proxies", tags=["proxies"])
@@ -58,7 +59,7 @@ def _reason(exc: ValueError) -> str:
 async def create_proxy(body: ProxyCreate, runtime: RuntimeDep) -> ProxyPublic:
     """Add one proxy; its password is encrypted at rest and never returned."""
     box = runtime.box
-    return ProxyPublic.of(await service.create_proxy(runtime.db, box, body.columns()))
+    return ProxyPublic.of(await admin.create_proxy(runtime.db, box, body.columns()))
 
 
 @router.post("/bulk", operation_id="create_proxies")
@@ -69,15 +70,15 @@ async def create_proxies(body: ProxyBulkCreate, runtime: RuntimeDep) -> ProxyBul
     for line in (body.lines or "").splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        inputs.append(service.masked_line(line))
+        inputs.append(admin.masked_line(line))
         try:
-            items.append(ProxyCreate.model_validate(service.parse_proxy_line(line)))
+            items.append(ProxyCreate.model_validate(admin.parse_proxy_line(line)))
         except ValueError as exc:
             items.append(_reason(exc))
     inputs.extend(f"proxies[{n}]" for n in range(len(body.proxies)))
     items.extend(body.proxies)
     valid = [item.columns() for item in items if isinstance(item, ProxyCreate)]
-    outcomes = iter(await service.create_proxies(runtime.db, runtime.box, valid))
+    outcomes = iter(await admin.create_proxies(runtime.db, runtime.box, valid))
     results = []
     for shown, item in zip(inputs, items, strict=True):
         if isinstance(item, str):
@@ -122,13 +123,13 @@ async def list_proxies(
 @router.get("/stats", operation_id="proxy_stats")
 async def proxy_stats(session: ReadSessionDep) -> ProxyStatsPublic:
     """Pool totals (active, disabled), counts by country and provider, mean response time."""
-    return ProxyStatsPublic.model_validate(await service.proxy_stats(session))
+    return ProxyStatsPublic.model_validate(await admin.proxy_stats(session))
 
 
 @router.get("/health", operation_id="proxy_health")
-async def proxy_health(session: ReadSessionDep) -> ProxyHealthPublic:
+async def proxy_health(session: ReadSessionDep, runtime: RuntimeDep) -> ProxyHealthPublic:
     """Each domain's proxy pool health, and alerts: too few active proxies, too many failures."""
-    domains, alerts = await service.proxy_health(session)
+    domains, alerts = await health.proxy_health(session, runtime.settings)
     return ProxyHealthPublic(
         domains=[DomainHealthPublic.model_validate(d) for d in domains],
         alerts=[AlertPublic.model_validate(a) for a in alerts],
@@ -138,7 +139,7 @@ async def proxy_health(session: ReadSessionDep) -> ProxyHealthPublic:
 @router.get("/{proxy_id:int}", operation_id="get_proxy", responses=_NO_PROXY)
 async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
     """One proxy (the password only as ``password_set``)."""
-    return ProxyPublic.of(await service.get_proxy(session, proxy_id))
+    return ProxyPublic.of(await admin.get_proxy(session, proxy_id))
 
 
 @router.patch(
@@ -149,26 +150,26 @@ async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
 async def update_proxy(proxy_id: EntityId, body: ProxyUpdate, runtime: RuntimeDep) -> ProxyPublic:
     """Change fields; a new password is encrypted, an empty or null one clears it."""
     box = runtime.box
-    return ProxyPublic.of(await service.update_proxy(runtime.db, box, proxy_id, body.changes()))
+    return ProxyPublic.of(await admin.update_proxy(runtime.db, box, proxy_id, body.changes()))
 
 
 @router.delete("/{proxy_id:int}", operation_id="delete_proxy", status_code=204, responses=_NO_PROXY)
 async def delete_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete a proxy and its domain mappings; tasks and attempts keep no reference to it."""
-    await service.delete_proxy(runtime.db, proxy_id)
+    await admin.delete_proxy(runtime.db, proxy_id)
     return Response(status_code=204)
 
 
 @router.post("/{proxy_id:int}/enable", operation_id="enable_proxy", responses=_NO_PROXY)
 async def enable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
     """Put a proxy back in rotation with its failure count reset."""
-    return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=True))
+    return ProxyPublic.of(await admin.set_proxy_active(runtime.db, proxy_id, active=True))
 
 
 @router.post("/{proxy_id:int}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
 async def disable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
     """Take a proxy out of rotation for every domain; no background re-test brings it back."""
-    return ProxyPublic.of(await service.set_proxy_active(runtime.db, proxy_id, active=False))
+    return ProxyPublic.of(await admin.set_proxy_active(runtime.db, proxy_id, active=False))
 
 
 @router.post("/{proxy_id:int}/test", operation_id="test_proxy", responses=_NO_PROXY)
@@ -177,7 +178,9 @@ async def test_proxy(
 ) -> ProxyTestResult:
     """Fetch a URL through the proxy now; the outcome counts in the proxy's health."""
     box = runtime.box
-    probe = await service.probe_proxy(runtime.db, runtime.settings, box, proxy_id, body.url)
+    probe = await admin.probe_proxy(
+        runtime.db, runtime.settings, box, runtime.fetchers, proxy_id, body.url
+    )
     return ProxyTestResult.model_validate(probe)
 
 
@@ -186,7 +189,7 @@ async def assign_proxies(
     domain_id: EntityId, body: MappingAssign, runtime: RuntimeDep
 ) -> AssignmentPublic:
     """Let a domain use these proxies; known pairs and unknown ids are reported, not errors."""
-    done = await service.assign_proxies(runtime.db, domain_id, body.proxy_ids, body.priority)
+    done = await proxy_mappings.assign_proxies(runtime.db, domain_id, body.proxy_ids, body.priority)
     return AssignmentPublic.model_validate(done)
 
 
@@ -197,7 +200,7 @@ async def list_domain_proxies(
     domain_id: EntityId, session: ReadSessionDep
 ) -> list[DomainProxyPublic]:
     """A domain's proxies with their success rate for it, by priority then least recently used."""
-    views = await service.domain_proxies(session, domain_id)
+    views = await proxy_mappings.domain_proxies(session, domain_id)
     return [DomainProxyPublic.model_validate(v) for v in views]
 
 
@@ -208,7 +211,7 @@ async def remove_proxy_mapping(
     domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> Response:
     """Stop using a proxy for this domain (the proxy itself stays)."""
-    await service.remove_mapping(runtime.db, domain_id, proxy_id)
+    await proxy_mappings.remove_mapping(runtime.db, domain_id, proxy_id)
     return Response(status_code=204)
 
 
@@ -217,7 +220,7 @@ async def enable_proxy_mapping(
     domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> DomainProxyPublic:
     """Use the proxy for this domain again, its failure count for the domain reset."""
-    view = await service.set_mapping_active(runtime.db, domain_id, proxy_id, active=True)
+    view = await proxy_mappings.set_mapping_active(runtime.db, domain_id, proxy_id, active=True)
     return DomainProxyPublic.model_validate(view)
 
 
@@ -228,5 +231,5 @@ async def disable_proxy_mapping(
     domain_id: EntityId, proxy_id: EntityId, runtime: RuntimeDep
 ) -> DomainProxyPublic:
     """Stop choosing the proxy for this domain, keeping the mapping and its counters."""
-    view = await service.set_mapping_active(runtime.db, domain_id, proxy_id, active=False)
+    view = await proxy_mappings.set_mapping_active(runtime.db, domain_id, proxy_id, active=False)
     return DomainProxyPublic.model_validate(view)

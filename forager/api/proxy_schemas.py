@@ -22,7 +22,7 @@ from pydantic import (
 
 from forager.api.wire import HOST_NAME, MAX_JSON_ID, BodyMoney, JsonBody, Shape, without_null
 from forager.db.models import Proxy
-from forager.proxies.service import disabled_reason
+from forager.proxies.admin import disabled_reason
 
 ProxyProtocol = Literal["http", "https", "socks5"]
 _MAX_PASSWORD_BYTES = 255  # its ciphertext must fit the 512-character column

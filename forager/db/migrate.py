@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from forager.db.engine import Database
 from forager.db.models import Base
-from forager.products.search import is_search_object
+from forager.db.search_schema import is_search_object
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Any fixed number: serializes concurrent upgrades from several processes on PostgreSQL.

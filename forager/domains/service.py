@@ -17,8 +17,8 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
 from forager.db.queries import page
 from forager.db.types import utcnow
+from forager.domains import robots
 from forager.errors import Conflict, NotFound
-from forager.fetch import robots
 from forager.parse.registry import parser_name_for_host
 from forager.queue.lifecycle import LEASED, TaskStatus
 
@@ -181,7 +181,7 @@ async def remove(db: Database, domain_id: int) -> None:
         audit.record(session, "domain", [domain_id], "deleted", details)
 
 
-# -- robots.txt: all of it lives in forager.fetch.robots; the API's refresh goes through here.
+# -- robots.txt: all of it lives in forager.domains.robots; the API's refresh goes through here.
 
 refresh_robots = robots.refresh_robots
 

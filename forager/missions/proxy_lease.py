@@ -1,7 +1,7 @@
 """Proxies for worker-service sessions: seed §6.1 draw, §6.2 release, §6.3 failures.
 
 One lease for everything: a proxy held by a worker service (``in_use_by_worker_id``) is
-invisible to crawl selection (``forager.fetch.proxies``), and a proxy under a crawl's exclusive
+invisible to crawl selection (``forager.proxies.selection``), and a proxy under a crawl's exclusive
 lease (``lease_owner`` not expired) is invisible here. The draw is random among active, free
 proxies whose breaker lets work through, never the worker's previous proxy (§4.3), locked with
 ``FOR UPDATE SKIP LOCKED`` (SQLite: the write lock of ``BEGIN IMMEDIATE``) and taken with a
@@ -21,7 +21,7 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.models import Proxy
 from forager.fetch import breakers
-from forager.fetch.proxies import record_proxy_health
+from forager.proxies.health import record_proxy_health
 
 
 def proxy_label(proxy: Proxy) -> str:

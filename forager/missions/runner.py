@@ -35,10 +35,10 @@ def new_leader_id() -> str:
 class MissionRunner:
     """Stands by, and leads the orchestrator loop whenever it holds the lease."""
 
-    def __init__(self, db: Database, settings: Settings, box: SecretBox | None = None) -> None:
+    def __init__(self, db: Database, settings: Settings, box: SecretBox) -> None:
         self.db = db
         self.settings = settings
-        self.box = box or SecretBox(settings)
+        self.box = box  # the composition root's (``Runtime.mission_runner``)
         self.owner = new_leader_id()
         self.current: Orchestrator | None = None
         self.runs = 0

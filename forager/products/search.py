@@ -4,8 +4,8 @@ SQLite: an external-content FTS5 table ``products_fts`` (product_name, brand, de
 kept in sync by triggers on ``products`` and ranked with ``bm25()``. PostgreSQL: the stored
 generated column ``search_document`` (``to_tsvector('simple', …)``, migration 0010) with a GIN
 index, ranked with ``ts_rank``: ranking reads the stored vector instead of building it again
-for every match. ``SEARCH_OBJECTS`` lists what schema comparison must ignore because the
-models cannot declare it.
+for every match. The objects' names live in ``forager.db.search_schema`` (schema comparison
+skips them: the models cannot declare them).
 """
 
 from __future__ import annotations
@@ -20,24 +20,13 @@ from sqlalchemy import ColumnElement, Select, false, func, literal_column, selec
 from sqlalchemy.sql import column, table
 
 from forager.db.models import Domain, Product
-
-FTS_TABLE = "products_fts"
-PG_SEARCH_INDEX = "ix_products_search"
-PG_DOCUMENT_COLUMN = "search_document"  # PostgreSQL only (migration 0010)
-# Names schema comparison skips: the FTS5 tables and their shadow tables, the PG GIN index
-# and stored tsvector column, and the task URL trigram objects (forager.queue.counts).
-SEARCH_OBJECTS = (FTS_TABLE, PG_SEARCH_INDEX, PG_DOCUMENT_COLUMN, "task_urls")
+from forager.db.search_schema import FTS_TABLE
 
 # The stored tsvector ('simple': no stemming and no stop words, any language).
 PG_DOCUMENT_SQL = "products.search_document"
 
 _fts = table(FTS_TABLE, column("rowid"))
 _WORD = re.compile(r"\w+")
-
-
-def is_search_object(name: str | None) -> bool:
-    """True for the search-only schema objects (``products_fts*``, ``ix_products_search``)."""
-    return name is not None and name.startswith(SEARCH_OBJECTS)
 
 
 def fts5_query(q: str) -> str | None:

@@ -3,7 +3,8 @@
 A proxy disabled by ``FORAGER_PROXY_FAILURE_LIMIT`` consecutive failures carries
 ``retest_at``. The scheduler side task of every worker calls ``retest_due``: each due proxy is
 claimed with a compare-and-set on ``retest_at`` (so one process tests it), then
-``FORAGER_PROXY_TEST_URL`` is fetched through it. A pass enables it again with fresh counters
+``FORAGER_PROXY_TEST_URL`` is fetched through it. A pass (the proxy worked, judged as every
+fetch through a proxy is: ``proxies.health.verdict``) enables it again with fresh counters
 and a closed breaker; a failure doubles the wait (up to ``FORAGER_PROXY_RETEST_MAX_SECONDS``).
 A proxy an operator disabled has no ``retest_at`` and is never touched.
 """
@@ -22,9 +23,9 @@ from forager.db.engine import Database
 from forager.db.models import Proxy
 from forager.db.types import utcnow
 from forager.errors import FetchError
-from forager.fetch.base import FetchRequest
-from forager.fetch.http import HttpFetcher
-from forager.fetch.proxies import proxy_url
+from forager.fetch.base import Fetcher, FetchRequest
+from forager.proxies.health import verdict
+from forager.proxies.selection import proxy_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,59 +64,56 @@ async def _claim(db: Database, settings: Settings, limit: int) -> list[Proxy]:
 
 
 async def retest_due(
-    db: Database, settings: Settings, box: SecretBox | None, limit: int = 20
+    db: Database, settings: Settings, box: SecretBox | None, fetcher: Fetcher, limit: int = 20
 ) -> RetestResult:
-    """Test every disabled proxy whose re-test is due; enable those that work."""
+    """Test every disabled proxy whose re-test is due, with the HTTP fetcher of the process's
+    ``fetcher`` set; enable those that work."""
     proxies = await _claim(db, settings, limit)
     if not proxies:
         return RetestResult([], [])
     enabled: list[int] = []
     failing: list[int] = []
-    fetcher = HttpFetcher(settings)
-    try:
-        for proxy in proxies:
-            request = FetchRequest(
-                settings.proxy_test_url, settings.user_agent, proxy_url(proxy, box)
+    for proxy in proxies:
+        request = FetchRequest(
+            settings.proxy_test_url, settings.user_agent, proxy_url(proxy, box), fetcher="http"
+        )
+        error: str | None = None
+        try:
+            await fetcher.fetch(request)
+        except FetchError as exc:
+            error = exc.error_type
+        now = utcnow()
+        async with db.session() as session:
+            if verdict(error) == "ok":
+                values: dict[str, object] = {
+                    "is_active": True,
+                    "failure_count": 0,
+                    "retest_at": None,
+                    "retest_count": 0,
+                    "last_success_at": now,
+                    "breaker_state": "closed",
+                    "breaker_failures": 0,
+                    "breaker_successes": 0,
+                    "breaker_opened_at": None,
+                }
+                enabled.append(proxy.id)
+                event = "reenabled"
+                details: dict[str, object] = {"by": "retest"}
+            else:
+                wait = backoff_seconds(settings, proxy.retest_count + 1)
+                values = {
+                    "retest_at": now + timedelta(seconds=wait),
+                    "retest_count": Proxy.retest_count + 1,
+                    "last_failure_at": now,
+                }
+                failing.append(proxy.id)
+                event = "retest_failed"
+                details = {"error_type": error, "next_in_s": wait}
+            await session.execute(
+                update(Proxy)
+                .where(Proxy.id == proxy.id, Proxy.is_active.is_(False))
+                .values(**values)
+                .execution_options(synchronize_session=False)
             )
-            error: str | None = None
-            try:
-                await fetcher.fetch(request)
-            except FetchError as exc:
-                error = exc.error_type
-            now = utcnow()
-            async with db.session() as session:
-                if error is None:
-                    values: dict[str, object] = {
-                        "is_active": True,
-                        "failure_count": 0,
-                        "retest_at": None,
-                        "retest_count": 0,
-                        "last_success_at": now,
-                        "breaker_state": "closed",
-                        "breaker_failures": 0,
-                        "breaker_successes": 0,
-                        "breaker_opened_at": None,
-                    }
-                    enabled.append(proxy.id)
-                    event = "reenabled"
-                    details: dict[str, object] = {"by": "retest"}
-                else:
-                    wait = backoff_seconds(settings, proxy.retest_count + 1)
-                    values = {
-                        "retest_at": now + timedelta(seconds=wait),
-                        "retest_count": Proxy.retest_count + 1,
-                        "last_failure_at": now,
-                    }
-                    failing.append(proxy.id)
-                    event = "retest_failed"
-                    details = {"error_type": error, "next_in_s": wait}
-                await session.execute(
-                    update(Proxy)
-                    .where(Proxy.id == proxy.id, Proxy.is_active.is_(False))
-                    .values(**values)
-                    .execution_options(synchronize_session=False)
-                )
-                audit.record(session, "proxy", [proxy.id], event, details)
-    finally:
-        await fetcher.aclose()
+            audit.record(session, "proxy", [proxy.id], event, details)
     return RetestResult(enabled, failing)

@@ -27,7 +27,7 @@ from forager.db.engine import Database
 from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event
 from forager.db.queries import count_by
 from forager.db.types import utcnow
-from forager.proxies import service as proxy_service
+from forager.proxies import health as proxy_health
 from forager.queue import counts
 from forager.worker.registry import alive_window, live_workers
 
@@ -227,7 +227,7 @@ class Publisher:
         fetches = await count_by(
             session, CrawlAttempt.outcome, recent, CrawlAttempt.phase == "fetch"
         )
-        _, alerts = await proxy_service.proxy_health(session)
+        _, alerts = await proxy_health.proxy_health(session, self.settings)
         rows = await session.execute(
             select(Domain.id, Domain.domain_name, Domain.breaker_state).where(
                 Domain.breaker_state != "closed"

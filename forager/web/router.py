@@ -20,11 +20,11 @@ from sqlalchemy import func, or_, select
 
 from forager.api.auth import require_key
 from forager.api.deps import MAX_ID, EntityId, ReadSessionDep, Runtime, RuntimeDep
+from forager.api.sessions import COOKIE, LIFETIME_SECONDS, log_out, session_key, signer
 from forager.apikeys import authenticate
 from forager.db.models import ApiKey, CrawlTask, PriceHistory, Product
 from forager.errors import NotFound, PageStoreError, Unauthorized
 from forager.web.live import Publisher
-from forager.web.session import COOKIE, LIFETIME_SECONDS, log_out, session_key, signer
 
 STATIC = Path(__file__).parent / "static"
 PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents", "/events")

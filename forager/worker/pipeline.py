@@ -24,16 +24,16 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
-from forager.fetch.policy import FetchPolicy
-from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
+from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.queue import moves
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
 from forager.worker.parsing import ParseJob, ParsePool
+from forager.worker.policy import FetchPolicy
 from forager.worker.writer import Finish, Writer
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ class Pipeline:
     """Runs claimed tasks to their next resting state; never raises for a task's failure.
 
     ``fetcher`` may be None for a pipeline that only finishes tasks fetched elsewhere
-    (``run_fetched``: the agent hub).
+    (``run_fetched``: the agent hub); robots.txt is fetched through ``robots_fetcher``
+    (default: ``fetcher``).
     """
 
     def __init__(
@@ -73,6 +74,7 @@ class Pipeline:
         *,
         parser: ParsePool,
         writer: Writer,
+        robots_fetcher: Fetcher | None = None,
     ) -> None:
         self.db = db
         self.queue = queue
@@ -82,7 +84,9 @@ class Pipeline:
         self.parser = parser
         self.writer = writer
         # robots.txt and the proxy choice; the outcome's bookkeeping is the writer's.
-        self.policy = FetchPolicy(db, queue.settings, box, worker_id)
+        self.policy = FetchPolicy(
+            db, queue.settings, box, worker_id, fetcher=robots_fetcher or fetcher
+        )
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""

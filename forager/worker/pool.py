@@ -25,6 +25,7 @@ from forager.proxies.retest import retest_due
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
 from forager.worker import registry
+from forager.worker.claiming import ClaimLoop
 from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
 
@@ -82,20 +83,26 @@ class WorkerPool:
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
         self._batch = max(1, concurrency // 4)
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
+        self.claiming = ClaimLoop(
+            settings,
+            f"worker {self.worker_id}",
+            room=lambda: self.concurrency - len(self.jobs),
+            may_claim=self._may_claim,
+            claim=self._claim,
+            hand_out=self._hand_out,
+            nothing_due=self._next_gate,
+        )
         # Self-supervision (issue 15): why this process stopped to start afresh, if it did.
         self.recycle_reason: str | None = None
         self._started = time.monotonic()
 
     def wake(self) -> None:
         """New work may be claimable now (a submit, a finished job)."""
-        self._wake.set()
+        self.claiming.wake()
 
     def stop(self) -> None:
         """Stop claiming; ``run`` then drains in-flight tasks and returns."""
-        self._stopping.set()
-        self._wake.set()
+        self.claiming.stop()
 
     async def run(self) -> None:
         side = [
@@ -111,7 +118,7 @@ class WorkerPool:
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
-            await self._claim_loop()
+            await self.claiming.run()
             await self._drain()
         finally:
             for task in side_tasks:
@@ -123,37 +130,24 @@ class WorkerPool:
                 await self._report(stopped=True)
             log.info("worker %s stopped after %d tasks", self.worker_id, self.processed)
 
-    async def _claim_loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()
-            free = self.concurrency - len(self.jobs)
-            claimed: list[ClaimedTask] = []
-            # Claim in batches while busy: one claim transaction per slot would cost more
-            # than the work it hands out.
-            if free >= self._batch or (free > 0 and not self.jobs):
-                try:
-                    claimed = await self.queue.claim(self.worker_id, free, start=True)
-                    if len(claimed) < free:
-                        claimed += await self.queue.claim_parse(self.worker_id, free - len(claimed))
-                except Exception:
-                    log.exception("claiming failed; retrying in %.1f s", self.settings.poll_seconds)
-            for task in claimed:
-                self._start(task)
-            if claimed and len(self.jobs) < self.concurrency:
-                continue  # there may be more right away
-            await self._idle(bool(free > 0 and not claimed))
+    def _may_claim(self, free: int) -> bool:
+        # Claim in batches while busy: one claim transaction per slot would cost more than
+        # the work it hands out.
+        return free >= self._batch or (free > 0 and not self.jobs)
 
-    async def _idle(self, nothing_due: bool) -> None:
-        timeout = self.settings.poll_seconds
-        if nothing_due:
-            try:
-                gate = await self.queue.next_gate_opening()
-            except Exception:
-                gate = None
-            if gate is not None:
-                timeout = min(timeout, max(0.0, (gate - utcnow()).total_seconds()))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+    async def _claim(self, free: int) -> list[ClaimedTask]:
+        claimed = await self.queue.claim(self.worker_id, free, start=True)
+        if len(claimed) < free:
+            claimed += await self.queue.claim_parse(self.worker_id, free - len(claimed))
+        return claimed
+
+    async def _hand_out(self, task: ClaimedTask) -> None:
+        self._start(task)
+
+    async def _next_gate(self) -> float | None:
+        """Nothing was due: wake when the next politeness gate opens, if before the poll."""
+        gate = await self.queue.next_gate_opening()
+        return None if gate is None else (gate - utcnow()).total_seconds()
 
     def _start(self, task: ClaimedTask) -> None:
         job = asyncio.create_task(self._run_job(task), name=f"task-{task.id}")
@@ -227,7 +221,7 @@ class WorkerPool:
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""
-        result = await retest_due(self.db, self.settings, self.parts.box)
+        result = await retest_due(self.db, self.settings, self.parts.box, self.parts.fetchers)
         if result.enabled:
             log.info("proxies %s pass their re-test: enabled again", result.enabled)
 

@@ -31,13 +31,13 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt
 from forager.db.types import utcnow
 from forager.errors import FetchError
-from forager.fetch.policy import FetchPolicy
-from forager.fetch.proxies import ProxyChoice
 from forager.parse.base import ProductRecord
 from forager.products.persist import ProductInput, save_products
+from forager.proxies.selection import ProxyChoice
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.moves import Ending, open_gate
 from forager.queue.store import TaskQueue
+from forager.worker.policy import FetchPolicy
 
 log = logging.getLogger(__name__)
 S = TaskStatus

@@ -166,7 +166,7 @@ async def register(
 async def run_until_idle(db: Database, settings: Settings, timeout: float = 180) -> MissionRunner:
     """ "Iniciar", then run the orchestrator here until the run ends by itself."""
     await control.request_run(db, "test")
-    runner = MissionRunner(db, settings)
+    runner = MissionRunner(db, settings, SecretBox(settings))
     async with asyncio.timeout(timeout):
         await runner.run(until_idle=True)
     return runner
@@ -176,7 +176,7 @@ async def run_until_idle(db: Database, settings: Settings, timeout: float = 180)
 async def running(db: Database, settings: Settings) -> AsyncIterator[MissionRunner]:
     """The orchestrator running in the background; stopped (not finished) on exit."""
     await control.request_run(db, "test")
-    runner = MissionRunner(db, settings)
+    runner = MissionRunner(db, settings, SecretBox(settings))
     task = asyncio.create_task(runner.run(until_idle=True))
     try:
         yield runner

@@ -493,7 +493,8 @@ async def test_two_runners_on_one_database_run_one_loop(
     await control.request_run(db, "test")
     other = Database(settings.resolved_database_url)  # as a second process would connect
     try:
-        runners = [MissionRunner(db, settings), MissionRunner(other, settings)]
+        box = SecretBox(settings)
+        runners = [MissionRunner(db, settings, box), MissionRunner(other, settings, box)]
         async with asyncio.timeout(180):
             await asyncio.gather(*(r.run(until_idle=True) for r in runners))
     finally:

@@ -14,9 +14,9 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, Event, Mission, Proxy, WorkerService
 from forager.db.types import utcnow
-from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, choose_proxy
 from forager.missions import admin, control, proxy_lease, store, workers
 from forager.missions.codes import decide
+from forager.proxies.selection import DomainPolicy, NoProxyAvailable, choose_proxy
 
 
 async def _services(db: Database, count: int) -> list[WorkerService]:

@@ -191,7 +191,7 @@ class AgentProcess:
 @contextlib.asynccontextmanager
 async def app_server(settings: Settings) -> AsyncIterator[tuple[str, Any]]:
     """The real app (lifespan, hub) on uvicorn on 127.0.0.1 in this event loop: (base URL, app)."""
-    from forager.api.app import create_app
+    from forager.app import create_app
 
     app = create_app(settings)
     sock = socket.socket()

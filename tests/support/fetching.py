@@ -1,4 +1,5 @@
-"""What the fetcher tests share: where Chromium is, fetch settings without a database."""
+"""What the fetcher tests share: where Chromium is, fetch settings without a database, a
+robots.txt refresh with the test's own fetchers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import Domain
+from forager.domains.robots import refresh_robots
+from forager.fetch.registry import FetcherSet
 from tests.conftest import service_missing
 
 CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))
@@ -30,3 +36,17 @@ def fetch_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "chromium_path": CHROMIUM,
     }
     return Settings(**(values | overrides))
+
+
+async def refresh_robots_now(
+    db: Database, settings: Settings, domain_id: int
+) -> tuple[Domain, str | None]:
+    """``refresh_robots`` as the API's refresh calls it, with fetchers and a box built (and the
+    fetchers closed) here in place of the ``Runtime``'s."""
+    fetchers = FetcherSet(settings)
+    try:
+        return await refresh_robots(
+            db, settings, domain_id, fetcher=fetchers, box=SecretBox(settings)
+        )
+    finally:
+        await fetchers.aclose()

@@ -33,12 +33,19 @@ class TestSocksProxy(LoopbackServer):
     name = "test-socks5"
 
     def __init__(
-        self, username: str | None = None, password: str | None = None, *, reset: bool = False
+        self,
+        username: str | None = None,
+        password: str | None = None,
+        *,
+        reset: bool = False,
+        ports: dict[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.username = username
         self.password = password
         self.reset = reset  # True: accept the tunnel, then reset the connection (an RST)
+        # Tunnels to these ports go to those: a site only this proxy can reach.
+        self.ports = ports or {}
         self.requests: list[str] = []  # "host:port" of every tunnel opened
         self.rejected = 0
 
@@ -92,7 +99,7 @@ class TestSocksProxy(LoopbackServer):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
             return
-        await self.relay(reader, writer, host, port)
+        await self.relay(reader, writer, host, self.ports.get(port, port))
 
 
 class TlsFront(LoopbackServer):

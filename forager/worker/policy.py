@@ -23,18 +23,12 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
+from forager.domains.robots import RobotsRules, Verdict
 from forager.errors import FetchError
 from forager.fetch import bans, breakers, throttle
-from forager.fetch.base import FetchResponse
-from forager.fetch.proxies import (
-    DomainPolicy,
-    ProxyChoice,
-    choose_proxy,
-    record_mapping_health,
-    record_proxy_result,
-    release_proxy,
-)
-from forager.fetch.robots import RobotsRules, Verdict
+from forager.fetch.base import Fetcher, FetchResponse
+from forager.proxies import health
+from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
 
 # Failures that say the site (not the proxy) is in trouble; through a proxy a network error
 # or timeout may be the proxy's, so only answers from the site count then.
@@ -42,8 +36,6 @@ _SITE_FAULTS_DIRECT = frozenset(
     {"network", "timeout", "http_5xx", "rate_limited", "captcha", "blocked"}
 )
 _SITE_FAULTS_PROXIED = frozenset({"http_5xx", "rate_limited", "captcha", "blocked"})
-# Failures that count against a proxy everywhere (a ban counts for its domain only).
-_PROXY_FAULTS = frozenset({"proxy", "network", "timeout"})
 _OVERLOAD_STATUSES = frozenset({429, 503})
 _RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
 _ALLOWED = Verdict(True, False)
@@ -65,20 +57,36 @@ class PolicyTask(Protocol):
 
 
 class FetchPolicy:
-    """One per worker process; methods taking a session run inside the caller's transaction."""
+    """One per worker process; methods taking a session run inside the caller's transaction.
+
+    ``fetcher`` is what robots.txt is fetched through (the process's fetchers, as pages are);
+    a policy without one (the writer's: bookkeeping only) cannot check robots.txt.
+    """
 
     def __init__(
-        self, db: Database, settings: Settings, box: SecretBox | None, worker_id: str
+        self,
+        db: Database,
+        settings: Settings,
+        box: SecretBox | None,
+        worker_id: str,
+        *,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.box = box
         self.worker_id = worker_id
-        self.robots_rules = RobotsRules(db, settings)
+        self.robots_rules = (
+            RobotsRules(db, settings, fetcher=fetcher, box=box)
+            if fetcher is not None and box is not None
+            else None
+        )
 
     async def robots(self, task: PolicyTask) -> Verdict:
         if task.ignore_robots:  # known from the claim: no read at all
             return _ALLOWED
+        if self.robots_rules is None:
+            raise RuntimeError("this fetch policy has no fetcher and secret box for robots.txt")
         return await self.robots_rules.check(task.domain_id, task.url, task.user_agent)
 
     def owner(self, task: PolicyTask) -> str:
@@ -118,11 +126,11 @@ class FetchPolicy:
     ) -> None:
         """The site answered ``task``'s fetch in ``elapsed_ms`` (through ``proxy``, if any)."""
         if proxy is not None:
-            await record_proxy_result(
+            await health.record_verdict(
                 session,
-                task.domain_id,
                 proxy.proxy_id,
-                ok=True,
+                "ok",
+                domain_id=task.domain_id,
                 response_ms=elapsed_ms,
                 settings=self.settings,
             )
@@ -143,24 +151,16 @@ class FetchPolicy:
         """
         ban = bans.classify_error(exc)
         if proxy is not None:
-            if ban:
-                await record_mapping_health(
-                    session,
-                    task.domain_id,
-                    proxy.proxy_id,
-                    ok=False,
-                    response_ms=None,
-                    settings=self.settings,
-                )
-            else:
-                await record_proxy_result(
-                    session,
-                    task.domain_id,
-                    proxy.proxy_id,
-                    ok=exc.error_type not in _PROXY_FAULTS,
-                    response_ms=None,
-                    settings=self.settings,
-                )
+            # A fault counts against the proxy everywhere, a ban for this domain only, an
+            # egress refusal not at all (nothing went through the proxy): ``proxies.health``.
+            await health.record_verdict(
+                session,
+                proxy.proxy_id,
+                health.verdict(exc.error_type, ban=ban),
+                domain_id=task.domain_id,
+                response_ms=None,
+                settings=self.settings,
+            )
             await self.release(session, proxy)
         site_faults = _SITE_FAULTS_PROXIED if proxy is not None else _SITE_FAULTS_DIRECT
         if exc.error_type in site_faults:

@@ -1,4 +1,4 @@
-"""Proxy selection for a domain (``lru``, ``random``, ``exclusive`` leases) and proxy health.
+"""Proxy selection for a domain (``lru``, ``random``, ``exclusive`` leases) and lease release.
 
 Selection is one locked ``SELECT … FOR UPDATE SKIP LOCKED`` plus its updates, inside the
 caller's transaction: two workers never pick the same LRU head at once, and an exclusive
@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Integer, and_, case, cast, func, or_, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -30,13 +30,6 @@ from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.fetch import breakers
 
-# Defaults of FORAGER_MAPPING_FAILURE_LIMIT / FORAGER_PROXY_FAILURE_LIMIT (seed 004).
-MAPPING_FAILURE_LIMIT = 5
-PROXY_FAILURE_LIMIT = 10
-# Outcomes that say the proxy (not the site's content) failed.
-PROXY_FAULTS = frozenset({"proxy", "network", "timeout", "rate_limited", "captcha", "blocked"})
-# Weight of the newest response time in the moving average.
-EWMA_ALPHA = 0.3
 STRATEGIES = ("lru", "random", "exclusive")
 HOUR = timedelta(hours=1)
 
@@ -289,91 +282,3 @@ async def release_proxy(session: AsyncSession, proxy_id: int, owner: str) -> boo
         .execution_options(synchronize_session=False)
     )
     return bool(getattr(result, "rowcount", 0))
-
-
-# -- health -----------------------------------------------------------------------------
-
-
-def _ewma(column: Any, sample_ms: int) -> Any:
-    blended = cast(column * (1 - EWMA_ALPHA) + sample_ms * EWMA_ALPHA, Integer)
-    return case((column.is_(None), sample_ms), else_=blended)
-
-
-async def record_proxy_result(
-    session: AsyncSession,
-    domain_id: int,
-    proxy_id: int,
-    *,
-    ok: bool,
-    response_ms: int | None,
-    settings: Settings,
-) -> None:
-    """Update the mapping's and the proxy's counters after a fetch through the proxy."""
-    await record_mapping_health(
-        session, domain_id, proxy_id, ok=ok, response_ms=response_ms, settings=settings
-    )
-    await record_proxy_health(session, proxy_id, ok=ok, response_ms=response_ms, settings=settings)
-
-
-async def record_mapping_health(
-    session: AsyncSession,
-    domain_id: int,
-    proxy_id: int,
-    *,
-    ok: bool,
-    response_ms: int | None,
-    settings: Settings,
-) -> None:
-    """The domain's own view of the proxy: success streak, failures, EWMA latency."""
-    limit = settings.mapping_failure_limit
-    m = DomainProxy
-    values: dict[str, Any]
-    if ok:
-        values = {"success_count": m.success_count + 1, "failure_count": 0}
-        if response_ms is not None:
-            values["avg_response_time_ms"] = _ewma(m.avg_response_time_ms, response_ms)
-    else:
-        values = {
-            "failure_count": m.failure_count + 1,
-            "is_active": case((m.failure_count + 1 >= limit, False), else_=m.is_active),
-        }
-    await session.execute(
-        update(m).where(m.domain_id == domain_id, m.proxy_id == proxy_id).values(**values)
-    )
-
-
-async def record_proxy_health(
-    session: AsyncSession,
-    proxy_id: int,
-    *,
-    ok: bool,
-    response_ms: int | None,
-    settings: Settings,
-) -> None:
-    """The proxy's health across all domains; consecutive failures disable it.
-
-    A proxy disabled by its failures gets ``retest_at``: the background re-test
-    (``forager.proxies.retest``) tries it then and enables it again when it works.
-    """
-    now = utcnow()
-    limit = settings.proxy_failure_limit
-    values: dict[str, Any]
-    if ok:
-        values = {
-            "success_count": Proxy.success_count + 1,
-            "failure_count": 0,
-            "last_success_at": now,
-        }
-        if response_ms is not None:
-            values["avg_response_time_ms"] = _ewma(Proxy.avg_response_time_ms, response_ms)
-    else:
-        disables = and_(Proxy.is_active.is_(True), Proxy.failure_count + 1 >= limit)
-        retest = now + timedelta(seconds=settings.proxy_retest_base_seconds)
-        values = {
-            "failure_count": Proxy.failure_count + 1,
-            "last_failure_at": now,
-            "is_active": case((disables, False), else_=Proxy.is_active),
-            "retest_at": case((disables, retest), else_=Proxy.retest_at),
-        }
-    values |= breakers.outcome_values(Proxy, settings, now, ok=ok)
-    await session.execute(update(Proxy).where(Proxy.id == proxy_id).values(**values))

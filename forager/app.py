@@ -1,4 +1,6 @@
-"""The FastAPI application: routers, error translation, and the lifespan of the built-in worker."""
+"""The FastAPI application: the API's routers and the dashboard, error translation, and the lifespan
+of the built-in worker. It sits above both (``forager.web`` is built on the API's auth and
+dependencies), so neither imports the other's way back."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from forager.api import monitors as monitors_api
 from forager.api.auth import ActorScope, require_key
 from forager.api.limits import BodyLimit
 from forager.config import Settings
-from forager.missions.runner import MissionRunner
 from forager.queue import counts
 from forager.runtime import Runtime
 from forager.web.router import install as install_dashboard
@@ -41,7 +42,7 @@ def create_app(settings: Settings) -> FastAPI:
         folding = asyncio.create_task(counts.keep_folded(runtime.db), name="task counts fold")
         app.state.runtime = runtime
         # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
-        app.state.missions = missions = MissionRunner(runtime.db, settings, box=runtime.box)
+        missions = runtime.mission_runner()
         orchestrating = asyncio.create_task(missions.run(), name="mission runner")
         # Live monitors (issue 15) run with the built-in workers only (serve_workers > 0).
         monitors = (

@@ -32,8 +32,12 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, HTTPStatusError, NotFound
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.fetch.proxies import DomainPolicy, NoProxyAvailable, choose_proxy, release_proxy
-from forager.fetch.registry import FetcherSet
+from forager.proxies.selection import (
+    DomainPolicy,
+    NoProxyAvailable,
+    choose_proxy,
+    release_proxy,
+)
 
 ROBOTS_MAX_BYTES = 512 * 1024
 MAX_CRAWL_DELAY_SECONDS = 3600.0
@@ -139,22 +143,16 @@ async def refresh_robots(
     settings: Settings,
     domain_id: int,
     *,
-    fetcher: Fetcher | None = None,
-    box: SecretBox | None = None,
+    fetcher: Fetcher,
+    box: SecretBox,
 ) -> tuple[Domain, str | None]:
     """Fetch and store robots.txt, raising the crawl delay to its ``Crawl-delay``.
 
     Returns the domain and, when the fetch failed, why (the stored content is then kept).
-    Without ``fetcher`` one is built for this fetch and closed after it.
+    ``fetcher`` and ``box`` are the process's (``Runtime.fetchers``, ``Runtime.box``).
     """
     domain = await _domain(db, domain_id)
-    own = fetcher is None
-    used = fetcher or FetcherSet(settings)
-    try:
-        fetched = await _fetch_for(db, settings, domain, used, box or SecretBox(settings))
-    finally:
-        if own:
-            await used.aclose()
+    fetched = await _fetch_for(db, settings, domain, fetcher, box)
     async with db.session() as session:
         locked = await session.scalar(
             select(Domain)
@@ -203,8 +201,7 @@ class _RobotsState:
 class RobotsRules:
     """Per-process cache of parsed robots.txt files; the database holds the text.
 
-    ``fetcher`` and ``box`` are the worker's own when given; otherwise each (daily) refresh
-    builds a fetcher for itself.
+    A (daily) refresh fetches through ``fetcher`` with ``box``: the process's own.
     """
 
     def __init__(
@@ -212,8 +209,8 @@ class RobotsRules:
         db: Database,
         settings: Settings,
         *,
-        fetcher: Fetcher | None = None,
-        box: SecretBox | None = None,
+        fetcher: Fetcher,
+        box: SecretBox,
     ) -> None:
         self.db = db
         self.settings = settings

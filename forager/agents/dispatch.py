@@ -1,0 +1,97 @@
+"""Handing tasks to agents: each connection runs the worker pool's claim loop
+(``worker.claiming.ClaimLoop``), so a slow claim for one agent never holds up the others, with
+the connection as lease owner (``agent:<id>:<nonce>``) and its allow-list and fetchers as the
+claim's filters. robots.txt is checked here before a task leaves, as before a local fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from forager.agents import service
+from forager.agents.connection import Assigned, Connection
+from forager.agents.service import A
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.types import utcnow
+from forager.queue.store import ClaimedTask, TaskQueue
+from forager.worker.claiming import ClaimLoop
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Starts each connection's claim loop and hands the claimed tasks to the agent."""
+
+    def __init__(self, db: Database, settings: Settings, queue: TaskQueue) -> None:
+        self.db = db
+        self.settings = settings
+        self.queue = queue
+        # Until then, idle plain-HTTP agents skip claiming: the last claim found nothing due.
+        self._nothing_until = 0.0
+
+    def something_new(self) -> None:
+        """Work may be claimable: every agent claims at its next look."""
+        self._nothing_until = 0.0
+
+    def start(self, conn: Connection) -> None:
+        conn.claiming = ClaimLoop(
+            self.settings,
+            f"agent {conn.name}",
+            room=conn.free,
+            may_claim=lambda free: free > 0 and not self._skip(conn),
+            claim=lambda free: self.queue.claim(
+                conn.owner, free, domains=conn.domains, fetchers=conn.fetchers
+            ),
+            hand_out=lambda task: self._assign(conn, task),
+            nothing_due=lambda: self._nothing_due(conn),
+        )
+        conn.feeder = asyncio.create_task(conn.claiming.run(), name=f"agent {conn.name} feed")
+
+    def _skip(self, conn: Connection) -> bool:
+        # An agent that can fetch more than plain HTTP may find work the others cannot.
+        return time.monotonic() < self._nothing_until and set(conn.fetchers) <= {"http"}
+
+    async def _nothing_due(self, conn: Connection) -> None:
+        if conn.domains is None and conn.fetchers == ["http"]:
+            # Nothing for an unrestricted agent: nothing for the others either, so they skip
+            # their claims until the next wake-up or poll.
+            self._nothing_until = time.monotonic() + self.settings.poll_seconds
+
+    async def _assign(self, conn: Connection, task: ClaimedTask) -> int:
+        if conn.dropped:
+            await self.queue.release(task.id, conn.owner)
+            return 0
+        try:
+            if not await conn.pipeline.allowed_by_robots(task):
+                return 0  # failed robots_denied, as before a local fetch
+        except Exception:
+            log.exception("task %s: robots.txt check failed; sending it anyway", task.id)
+        async with conn.status_lock:
+            async with self.db.session() as session:
+                if not await self.queue.start_crawl(session, task, conn.owner):
+                    return 0  # paused or cancelled since the claim
+                if conn.status == A.CONNECTED:
+                    await service.transition(
+                        session,
+                        conn.agent_id,
+                        from_=[A.CONNECTED],
+                        to=A.BUSY,
+                        details={"task": task.id},
+                    )
+            conn.status = A.BUSY if conn.status == A.CONNECTED else conn.status
+            conn.in_flight[task.id] = Assigned(task, started=utcnow())
+        if conn.dropped:  # the connection went away while the task was being handed out
+            conn.in_flight.pop(task.id, None)
+            await self.queue.release(task.id, conn.owner)
+            return 0
+        await conn.send(
+            "task",
+            task_id=task.id,
+            url=task.url,
+            user_agent=task.user_agent,
+            domain=task.domain_name,
+        )
+        return 1
