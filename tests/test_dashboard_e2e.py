@@ -536,6 +536,7 @@ def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: S
     row = admin.locator("tr[data-monitor]").filter(has_text="e2e price")
     expect(row).to_contain_text("active")  # the built-in runner claimed it at once
     expect(row).to_contain_text("healthy")
+    expect(row).to_contain_text("1 /")  # the first poll saw 10.00 (only then change it)
     httpx.post(price, json={"price": "12.50"}, timeout=10).raise_for_status()
     expect(row).to_contain_text("2 /")  # two changes seen
     row.get_by_role("button", name="e2e price").click()
