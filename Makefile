@@ -7,7 +7,7 @@ RUN := $(VENV)/bin
 # uv from PATH, else the one pip installs as a module of $(PYTHON).
 UV = $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 
-.PHONY: serve test lint format bench accuracy clean bootstrap chromium
+.PHONY: serve test lint format bench accuracy clean bootstrap chromium prometheus
 
 bootstrap: $(STAMP)
 
@@ -31,13 +31,21 @@ chromium:
 	  $$SUDO apt-get install -y -q chromium >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; \
 	fi
 
+# A real Prometheus scrapes /metrics in a test (issue 15): Debian's package, when missing.
+prometheus:
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+	  echo "installing prometheus with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; \
+	fi
+
 serve: $(STAMP)
 	$(RUN)/forager serve
 
 # Two xdist workers on a 2-core machine; each has its own PostgreSQL template, SQLite template
 # and test site. Multi-process tests are grouped on one worker (see tests/conftest.py).
 TEST_WORKERS ?= 2
-test: $(STAMP) chromium
+test: $(STAMP) chromium prometheus
 	$(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)

@@ -14,6 +14,7 @@ from forager import __version__
 from forager.api import agents as agents_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
 from forager.api import missions as missions_api
+from forager.api import monitors as monitors_api
 from forager.api.auth import ActorScope, require_key
 from forager.api.limits import BodyLimit
 from forager.config import Settings
@@ -43,9 +44,29 @@ def create_app(settings: Settings) -> FastAPI:
         # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
         missions = runtime.mission_runner()
         orchestrating = asyncio.create_task(missions.run(), name="mission runner")
+        # Live monitors (issue 15) run with the built-in workers only (serve_workers > 0).
+        monitors = (
+            runtime.monitor_runner(pool.worker_id)
+            if settings.serve_workers and settings.monitor_slots
+            else None
+        )
+        app.state.monitors = monitors
+        watching = asyncio.create_task(monitors.run(), name="monitor runner") if monitors else None
+        # /metrics on its own port when FORAGER_PROMETHEUS_PORT is set (issue 15).
+        separate = (
+            await metrics.serve_separately(runtime, settings.host, settings.prometheus_port)
+            if settings.prometheus_port
+            else None
+        )
         try:
             yield
         finally:
+            if separate is not None:
+                separate[0].should_exit = True
+                await separate[1]
+            if monitors is not None and watching is not None:
+                monitors.stop()
+                await watching
             missions.stop()
             await orchestrating
             folding.cancel()
@@ -67,7 +88,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(ActorScope)  # the API key named by require_key lives for one request
     # /health and /metrics are open; every /api route needs an API key.
     app.include_router(health.router)
-    app.include_router(metrics.router)
+    if not settings.prometheus_port:
+        app.include_router(metrics.router)
     app.include_router(agents_api.ws_router)  # authenticates with the agent's token
     authenticated = [Depends(require_key)]
     for router in (
@@ -82,6 +104,8 @@ def create_app(settings: Settings) -> FastAPI:
         missions_api.router,
         missions_api.services,
         missions_api.writers,
+        monitors_api.router,
+        monitors_api.errors_router,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

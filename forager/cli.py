@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -154,17 +156,40 @@ def worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         runtime = await Runtime.open(settings)
+        watching: asyncio.Task[None] | None = None
         try:
             if stopping.is_set():
                 return
             pool = runtime.worker_pool(concurrency or settings.worker_concurrency)
+            # Live monitors run beside the pool, leased per monitor (issue 15).
+            monitors = runtime.monitor_runner(pool.worker_id) if settings.monitor_slots else None
+
+            def stop() -> None:
+                pool.stop()
+                if monitors is not None:
+                    monitors.stop()
+
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, pool.stop)
+                loop.add_signal_handler(sig, stop)
+            if monitors is not None:
+                watching = asyncio.create_task(monitors.run(), name="monitor runner")
             await pool.run()
         finally:
+            if watching is not None and runtime.monitors is not None:
+                runtime.monitors.stop()
+                await watching
             await runtime.aclose()
+        if pool.recycle_reason is not None:
+            recycle.append(pool.recycle_reason)
 
+    recycle: list[str] = []
     asyncio.run(_run())
+    if recycle:
+        # Past FORAGER_WORKER_MEMORY_LIMIT_MB or _MAX_LIFETIME_HOURS: everything was finished
+        # and given back above; start afresh in this same process slot.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "forager.cli", *sys.argv[1:]])  # noqa: S606
 
 
 @app.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from forager.errors import ConfigError
 
@@ -109,7 +109,23 @@ class Settings(BaseSettings):
         description="Key that encrypts proxy passwords at rest (Fernet, urlsafe base64 of 32 "
         "bytes); when unset one is generated into <data_dir>/secret.key with a warning.",
     )
-    log_level: str = Field("INFO", description="Logging level (DEBUG, INFO, WARNING, ERROR).")
+    log_level: str = Field(
+        "INFO", description="Logging level (DEBUG, INFO, WARNING or WARN, ERROR, CRITICAL)."
+    )
+    log_format: str = Field(
+        "text",
+        description="`text` (one readable line per record) or `json` (one JSON object "
+        "per line: time, level, logger, message, exception).",
+    )
+    prometheus_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Serve `/metrics` on this port (on FORAGER_HOST) instead of the API's.",
+    )
+    health_check_enabled: bool = Field(
+        True, description="Serve `/health`; false answers 404 there (the seed's switch)."
+    )
     # -- fetch policy (issue 5): proxy health, circuit breakers, robots.txt, throttling --
     ca_bundle_file: Path | None = Field(
         None,
@@ -240,6 +256,117 @@ class Settings(BaseSettings):
         31, ge=1, le=3660, description="Longest date range one mission (or one split) may cover."
     )
 
+    # -- self-supervision of worker processes (issue 15) --
+    worker_memory_limit_mb: int = Field(
+        0,
+        ge=0,
+        description="`forager worker` recycles itself (finishes its work, gives everything "
+        "back and starts afresh) when its process tree (parse processes, Chromium) uses more "
+        "memory than this; 0: never.",
+    )
+    worker_max_lifetime_hours: float = Field(
+        0.0, ge=0, description="`forager worker` recycles itself after this long; 0: never."
+    )
+    # -- live monitors (issue 15, seed scraper-resilience): one URL watched continuously --
+    monitor_slots: int = Field(
+        32,
+        ge=0,
+        le=10_000,
+        description="Monitors one process runs at most (`forager worker`, and `serve` when "
+        "FORAGER_SERVE_WORKERS > 0); 0: this process runs none.",
+    )
+    monitor_interval_seconds: float = Field(
+        2.5, gt=0, le=86400, description="Baseline polling interval of a new monitor."
+    )
+    monitor_min_interval_seconds: float = Field(
+        0.5,
+        gt=0,
+        le=86400,
+        description="Default lower bound of a monitor's adaptive interval (faster while its "
+        "data changes).",
+    )
+    monitor_max_interval_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86400,
+        description="Default upper bound of a monitor's adaptive interval (slower while its data "
+        "is unchanged or errors rise); must stay below FORAGER_MONITOR_DEGRADED_SECONDS.",
+    )
+    monitor_max_lifetime_hours: float = Field(
+        6.0, gt=0, le=720, description="A monitor's run restarts (new scraper id) after this long."
+    )
+    monitor_staleness_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Age of a monitor's last successful poll that makes it `failing` and "
+        "restarts its run.",
+    )
+    monitor_degraded_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Age of a monitor's last successful poll that makes it `degraded`.",
+    )
+    monitor_restart_errors: int = Field(
+        10, ge=1, description="Consecutive errors above which a monitor's run restarts."
+    )
+    monitor_memory_soft_limit_mb: int = Field(
+        1536,
+        ge=64,
+        description="Memory (RSS of a browser monitor's own Chromium, else of the process and "
+        "its children) above which a monitor's run restarts gracefully.",
+    )
+    monitor_memory_restart_min_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="A run lives at least this long before memory may restart it, so a "
+        "process that stays above the soft limit does not restart its monitors every cycle.",
+    )
+    monitor_memory_hard_limit_mb: int = Field(
+        2048,
+        ge=64,
+        description="Memory above which a browser monitor's own Chromium is killed at once "
+        "(then its run restarts).",
+    )
+    monitor_retry_max_attempts: int = Field(
+        5, ge=0, le=20, description="Retries of a failed poll within one cycle."
+    )
+    monitor_retry_base_seconds: float = Field(
+        1.0, ge=0, description="First retry delay of a failed poll; doubles per retry."
+    )
+    monitor_retry_max_seconds: float = Field(
+        16.0, ge=0, description="Upper bound of a monitor's retry delay."
+    )
+    monitor_page_timeout_seconds: float = Field(
+        30.0, gt=0, description="Timeout of one monitor poll (fetch and parse)."
+    )
+    monitor_min_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Floor of a monitor's adaptive poll timeout (5 × its usual poll time, "
+        "at most FORAGER_MONITOR_PAGE_TIMEOUT_SECONDS).",
+    )
+    monitor_lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Lease of a monitor on the process running it; another process takes it "
+        "over within this long when its holder dies.",
+    )
+    monitor_claim_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="How often a process renews its monitors' leases and looks for unclaimed "
+        "ones; at most half of FORAGER_MONITOR_LEASE_SECONDS.",
+    )
+    monitor_log_retention_days: float = Field(
+        30.0,
+        gt=0,
+        description="Health samples and resolved scraper errors older than this are deleted "
+        "(hourly, by every process running monitors).",
+    )
+    monitor_health_log_seconds: float = Field(
+        60.0, gt=0, description="How often each running monitor writes a scraper_health_log row."
+    )
+
     # -- network hardening (issue 11): where requests may go, the browser's sandbox --
     private_targets: str = Field(
         "submitted",
@@ -261,6 +388,33 @@ class Settings(BaseSettings):
         "(through setpriv), with its sandbox on.",
     )
 
+    config_file: Path | None = Field(
+        None,
+        description="Optional YAML file of the seed's shape (`scraper: lifecycle: …`) or of "
+        "setting names; environment variables override it; unknown keys are refused.",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit values, FORAGER_* variables, the seed's names, .env, the YAML file."""
+        from forager.config_file import SeedSources
+
+        return (
+            init_settings,
+            env_settings,
+            SeedSources(settings_cls, file=False),
+            dotenv_settings,
+            SeedSources(settings_cls, file=True),
+            file_secret_settings,
+        )
+
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
         url = self.resolved_database_url
@@ -276,8 +430,12 @@ class Settings(BaseSettings):
             )
         if self.retry_base_seconds > self.retry_max_seconds:
             raise ValueError("FORAGER_RETRY_BASE_SECONDS must not exceed FORAGER_RETRY_MAX_SECONDS")
-        if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError("FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
+        if self.log_level.upper() not in {"DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError(
+                "FORAGER_LOG_LEVEL must be one of DEBUG, INFO, WARNING (or WARN), ERROR, CRITICAL"
+            )
+        if self.log_format not in ("text", "json"):
+            raise ValueError("FORAGER_LOG_FORMAT must be text or json")
         if self.private_targets not in ("submitted", "all", "none"):
             raise ValueError("FORAGER_PRIVATE_TARGETS must be one of submitted, all, none")
         if self.agent_heartbeat_seconds * 2 > self.agent_timeout_seconds:
@@ -285,7 +443,44 @@ class Settings(BaseSettings):
                 "FORAGER_AGENT_HEARTBEAT_SECONDS must be at most half of "
                 "FORAGER_AGENT_TIMEOUT_SECONDS, or one late heartbeat would disconnect an agent"
             )
+        self._refuse_bad_monitor_settings()
         return self
+
+    def _refuse_bad_monitor_settings(self) -> None:
+        """Monitor bounds that contradict each other are refused, naming the setting."""
+        if not (
+            self.monitor_min_interval_seconds
+            <= self.monitor_interval_seconds
+            <= self.monitor_max_interval_seconds
+        ):
+            raise ValueError(
+                "FORAGER_MONITOR_INTERVAL_SECONDS must lie within FORAGER_MONITOR_MIN_INTERVAL_"
+                "SECONDS and FORAGER_MONITOR_MAX_INTERVAL_SECONDS"
+            )
+        if self.monitor_max_interval_seconds >= self.monitor_degraded_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_MAX_INTERVAL_SECONDS must be below FORAGER_MONITOR_DEGRADED_"
+                "SECONDS, or a healthy monitor polling at its slowest would look stale"
+            )
+        if self.monitor_degraded_seconds >= self.monitor_staleness_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_DEGRADED_SECONDS must be below FORAGER_MONITOR_STALENESS_SECONDS"
+            )
+        if self.monitor_memory_soft_limit_mb > self.monitor_memory_hard_limit_mb:
+            raise ValueError(
+                "FORAGER_MONITOR_MEMORY_SOFT_LIMIT_MB must not exceed "
+                "FORAGER_MONITOR_MEMORY_HARD_LIMIT_MB"
+            )
+        if self.monitor_retry_base_seconds > self.monitor_retry_max_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_RETRY_BASE_SECONDS must not exceed "
+                "FORAGER_MONITOR_RETRY_MAX_SECONDS"
+            )
+        if self.monitor_claim_seconds * 2 > self.monitor_lease_seconds:
+            raise ValueError(
+                "FORAGER_MONITOR_CLAIM_SECONDS must be at most half of "
+                "FORAGER_MONITOR_LEASE_SECONDS, or running monitors would lose their lease"
+            )
 
     @property
     def agent_heartbeat_interval(self) -> float:

@@ -5,6 +5,7 @@ Every command starts here; ``Runtime`` is the one place that builds what process
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -18,17 +19,37 @@ from forager.db.migrate import upgrade
 from forager.errors import ConfigError
 from forager.fetch.base import Fetcher
 from forager.missions.runner import MissionRunner
+from forager.monitors.runner import MonitorRunner
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record (``FORAGER_LOG_FORMAT=json``, the seed's structured logs)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
 def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     """Log to stderr at the configured level (``quiet``: warnings and errors only)."""
-    logging.basicConfig(
-        level="WARNING" if quiet else settings.log_level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
+    level = settings.log_level.upper()
+    level = "WARNING" if quiet or level == "WARN" else level
+    if settings.log_format == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=level, handlers=[handler])
+    else:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     # httpx logs every request line at INFO: too loud for a crawler.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -64,6 +85,7 @@ class Runtime:
     pool: WorkerPool | None = None
     hub: AgentHub | None = None
     missions: MissionRunner | None = None
+    monitors: MonitorRunner | None = None
 
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
@@ -119,6 +141,12 @@ class Runtime:
     def mission_runner(self) -> MissionRunner:
         self.missions = MissionRunner(self.db, self.settings, self.box)
         return self.missions
+
+    def monitor_runner(self, owner: str) -> MonitorRunner:
+        """Live monitors (issue 15): up to ``monitor_slots`` run in this process, fetched
+        through the shared fetchers."""
+        self.monitors = MonitorRunner(self.db, self.settings, self.parts.fetchers, owner=owner)
+        return self.monitors
 
     async def aclose(self) -> None:
         """Write what is queued, stop the parse processes and fetchers, close the database."""

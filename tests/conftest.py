@@ -30,7 +30,9 @@ SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
 # On a parallel run (`make test`: pytest-xdist, --dist loadgroup) the tests that start many
 # processes load the cores on their own: they share one group, so one xdist worker runs them one
 # at a time while the other runs in-process tests; being the biggest group they start first.
-PROCESS_MODULES = frozenset({"test_agent_processes", "test_worker_processes", "test_chaos"})
+PROCESS_MODULES = frozenset(
+    {"test_agent_processes", "test_worker_processes", "test_chaos", "test_monitor_processes"}
+)
 # Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
 WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_fetchers"})
 

@@ -535,6 +535,22 @@ async def test_health_reports_database_and_queue_depth(
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
     assert body.pop("timestamp").endswith("Z")
+    # The seed's HealthStatus blocks of live monitors (issue 15): none here.
+    monitors = {
+        k: body.pop(k)
+        for k in (
+            "queue",
+            "monitors",
+            "active_scraper_count",
+            "total_matches_scraping",
+            "scrapers",
+            "resources",
+            "errors",
+            "performance",
+        )
+    }
+    assert monitors["queue"] == monitors["monitors"] == {"status": "healthy"}
+    assert (monitors["scrapers"], monitors["errors"]["circuit_breakers"]) == ([], [])
     assert body == {
         "status": "healthy",
         "opt_outs": [],

@@ -519,3 +519,47 @@ def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> Non
     # uvicorn re-raises the SIGTERM once it has shut down cleanly.
     assert server.proc.wait(20) in (0, -signal.SIGTERM)
     assert b"Traceback" not in server.log.read_bytes()
+
+
+def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    price = server.site.url("/__price/93")
+    httpx.post(price, json={"price": "10.00"}, timeout=10).raise_for_status()
+    admin.get_by_role("navigation", name="Main").get_by_role("link", name="Monitors").click()
+    admin.get_by_label("URL", exact=True).fill(server.site.url("/product/93"))
+    admin.get_by_label("Name", exact=True).fill("e2e price")
+    admin.get_by_label("Reads").select_option("parser_name")
+    admin.get_by_label("Fields (name = selector, one a line) or parser").fill("generic")
+    admin.get_by_label("Interval (s)").fill("0.5")
+    admin.get_by_role("button", name="Create monitor").click()
+    row = admin.locator("tr[data-monitor]").filter(has_text="e2e price")
+    expect(row).to_contain_text("active")  # the built-in runner claimed it at once
+    expect(row).to_contain_text("healthy")
+    expect(row).to_contain_text("1 /")  # the first poll saw 10.00 (only then change it)
+    httpx.post(price, json={"price": "12.50"}, timeout=10).raise_for_status()
+    expect(row).to_contain_text("2 /")  # two changes seen
+    row.get_by_role("button", name="e2e price").click()
+    expect(admin.get_by_role("img", name="price over time")).to_have_attribute("data-points", "2")
+    shoot(admin, "monitors")
+    # A page that fails: its errors are listed unresolved, and one is resolved by hand.
+    broken = server.api.post(
+        "/api/monitors",
+        json={"url": server.site.url("/status/500"), "parser_name": "generic", "name": "broken"},
+    ).json()
+    first = admin.locator("tr[data-error]").first
+    expect(first).to_contain_text("http_5xx")
+    error_id = first.get_attribute("data-error")
+    error = admin.locator(f'tr[data-error="{error_id}"]')
+    error.get_by_role("button", name="Resolve").click()
+    expect(error).to_have_count(0)  # resolved: no longer listed
+    done = server.api.get("/api/monitor-errors", params={"resolved": "true"}).json()["items"]
+    assert [(e["id"], e["resolution_method"]) for e in done] == [(int(error_id or 0), "manual")]
+    server.api.delete(f"/api/monitors/{broken['id']}")
+    row.get_by_role("button", name="Pause").click()
+    expect(row).to_contain_text("paused")
+    monitor_id = int(row.get_attribute("data-monitor") or 0)
+    assert server.api.get(f"/api/monitors/{monitor_id}").json()["enabled"] is False
+    row.get_by_role("button", name="Delete").click()
+    admin.get_by_role("button", name="Confirm").click()
+    expect(row).to_have_count(0)

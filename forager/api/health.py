@@ -14,12 +14,25 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.auth import OptionalKeyDep
 from forager.api.deps import ReadSessionDep, RuntimeDep
-from forager.api.schemas import BreakerSeen, Health, Stats, WorkerSeen
+from forager.api.schemas import (
+    BreakerSeen,
+    CircuitBreakerSeen,
+    Health,
+    HealthErrors,
+    HealthPerformance,
+    HealthResources,
+    PartHealth,
+    ScraperSeen,
+    Stats,
+    WorkerSeen,
+)
 from forager.config import Settings
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
+from forager.errors import NotFound
 from forager.fetch import breakers
+from forager.monitors import health as monitor_health
 from forager.queue import counts
 from forager.worker.registry import alive_window, live_workers
 
@@ -57,12 +70,20 @@ async def _due_count(session: AsyncSession, now: datetime) -> int:
     return sum(pending.values()) - (later or 0)
 
 
-@router.get("/health", operation_id="health", responses={503: {"model": Health}})
+@router.get(
+    "/health",
+    operation_id="health",
+    responses={503: {"model": Health}, 404: {"description": "The health check is turned off."}},
+)
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
-    """``healthy``; ``degraded`` when work is due but no worker has been seen recently;
-    ``down`` (503) when the database does not answer. Anonymous callers get the status, the
+    """``healthy``; ``degraded`` when work is due but no worker has been seen recently, or
+    live monitors are stale or erring (5-10 errors a minute) or enabled ones have no process
+    running them; ``down`` (503) when the database does not answer or monitors err more than
+    10 times a minute. Anonymous callers get the status, the
     time and the safety opt-outs in force; a valid API key also gets queue depth, workers and
     circuit breakers."""
+    if not runtime.settings.health_check_enabled:  # FORAGER_HEALTH_CHECK_ENABLED=false
+        raise NotFound("the health check is turned off (FORAGER_HEALTH_CHECK_ENABLED=false)")
     now = utcnow()
     body = Health(status="healthy", timestamp=now, opt_outs=opt_outs(runtime.settings))
     try:
@@ -76,6 +97,7 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
                 body.workers = [WorkerSeen.model_validate(w) for w in workers]
                 tripped = await breakers.not_closed(session, runtime.settings)
                 body.circuit_breakers = [BreakerSeen.model_validate(b) for b in tripped]
+            watched = await monitor_health.summary(session, runtime.settings, now)
     except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
         body.status = "down"
@@ -84,11 +106,46 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
         return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=503)
     if due and not workers:
         body.status = "degraded"
+    queue = PartHealth(status=body.status)
     if caller is not None:
         body.database, body.due_tasks = "ok", due or 0
         if body.status == "degraded":
-            body.detail = f"{due} tasks are due but no worker has been seen recently"
-    return JSONResponse(body.model_dump(mode="json", exclude_none=True))
+            body.detail = queue.detail = f"{due} tasks are due but no worker has been seen recently"
+    # Live monitors (issue 15): the overall status is the worse of the queue's and theirs.
+    if _RANK[watched.status] > _RANK[body.status]:
+        body.status = watched.status  # type: ignore[assignment]
+        if caller is not None:
+            body.detail = watched.detail
+    if caller is not None:
+        _seed_blocks(body, queue, watched)
+    code = 503 if body.status == "down" else 200
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=code)
+
+
+_RANK = {"healthy": 0, "degraded": 1, "down": 2}
+
+
+def _seed_blocks(body: Health, queue: PartHealth, watched: monitor_health.MonitorHealth) -> None:
+    """The seed's HealthStatus blocks, for key holders: monitors' scrapers, resources,
+    errors (with every breaker and its kind) and performance."""
+    body.queue = queue
+    body.monitors = PartHealth(status=watched.status, detail=watched.detail)
+    body.active_scraper_count = len(watched.scrapers)
+    body.total_matches_scraping = watched.enabled
+    body.scrapers = [ScraperSeen.model_validate(s) for s in watched.scrapers]
+    body.resources = HealthResources.model_validate(watched.resources)
+    domain_and_proxy = [
+        CircuitBreakerSeen.model_validate(b.model_dump()) for b in body.circuit_breakers or []
+    ]
+    body.errors = HealthErrors(
+        last_minute=watched.errors["last_minute"],
+        last_hour=watched.errors["last_hour"],
+        circuit_breakers=[
+            *domain_and_proxy,
+            *(CircuitBreakerSeen.model_validate(b) for b in watched.errors["monitor_breakers"]),
+        ],
+    )
+    body.performance = HealthPerformance.model_validate(watched.performance)
 
 
 @stats_router.get("/stats", operation_id="stats")

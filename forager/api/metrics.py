@@ -8,11 +8,15 @@ the attempt figures, one pass over ``crawl_attempts``, are computed at most once
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
-from fastapi import APIRouter, Request
+import uvicorn
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,7 +25,10 @@ from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.config import Settings
 from forager.db.models import CrawlAttempt, Domain, Proxy
 from forager.db.queries import count_by
+from forager.db.types import utcnow
 from forager.fetch import breakers
+from forager.monitors import admin as monitors
+from forager.monitors.runner import LATENCY_BUCKETS
 from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])
@@ -77,6 +84,7 @@ async def metrics(
             ],
         )
     lines += await _breaker_lines(session, runtime.settings)
+    lines += await _monitor_lines(session, runtime.settings)
     return PlainTextResponse(
         "\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8"
     )
@@ -155,3 +163,163 @@ async def _breaker_lines(session: AsyncSession, settings: Settings) -> list[str]
             ),
         ),
     ]
+
+
+async def _monitor_lines(session: AsyncSession, settings: Settings) -> list[str]:
+    """Live monitors (issue 15), each labelled by its id only (never its URL or host)."""
+    now = utcnow()
+    rows = await monitors.all_monitors(session)
+    running = [m for m in rows if monitors.is_running(m, now)]
+    lines = _family(
+        "forager_active_scrapers",
+        "gauge",
+        "Monitors a live process runs now.",
+        [f"forager_active_scrapers {len(running)}"],
+    )
+    lines += _family(
+        "forager_monitors",
+        "gauge",
+        "Monitors by state (running, stopped: enabled but not running, paused).",
+        [
+            f'forager_monitors{{state="running"}} {len(running)}',
+            f'forager_monitors{{state="stopped"}} '
+            f"{sum(1 for m in rows if m.enabled) - len(running)}",
+            f'forager_monitors{{state="paused"}} {sum(1 for m in rows if not m.enabled)}',
+        ],
+    )
+    per_monitor: list[tuple[str, str, str, list[tuple[int, float]]]] = [
+        (
+            "forager_monitor_updates_total",
+            "counter",
+            "Successful polls.",
+            [(m.id, m.total_updates) for m in rows],
+        ),
+        (
+            "forager_monitor_changes_total",
+            "counter",
+            "Polls that saw new data.",
+            [(m.id, m.total_changes) for m in rows],
+        ),
+        (
+            "forager_monitor_errors_total",
+            "counter",
+            "Failed polls and retries.",
+            [(m.id, m.total_errors) for m in rows],
+        ),
+        (
+            "forager_monitor_restarts_total",
+            "counter",
+            "Runs restarted by the context's rules.",
+            [(m.id, m.restarts) for m in rows],
+        ),
+        (
+            "forager_monitor_data_age_seconds",
+            "gauge",
+            "Age of the last successful poll.",
+            [
+                (m.id, (now - m.last_success_at).total_seconds())
+                for m in rows
+                if m.last_success_at is not None
+            ],
+        ),
+        (
+            "forager_monitor_interval_seconds",
+            "gauge",
+            "Current adaptive polling interval.",
+            [(m.id, m.current_interval_seconds) for m in rows],
+        ),
+        (
+            "forager_monitor_update_latency_seconds",
+            "gauge",
+            "Time of the last successful poll.",
+            [(m.id, m.last_latency_ms / 1000) for m in rows if m.last_latency_ms is not None],
+        ),
+        (
+            "forager_monitor_memory_bytes",
+            "gauge",
+            "Memory of the process tree running the monitor (RSS).",
+            [(m.id, m.memory_bytes) for m in running if m.memory_bytes is not None],
+        ),
+        (
+            "forager_monitor_breaker_state",
+            "gauge",
+            "0 closed, 1 open, 2 half-open.",
+            [
+                (
+                    m.id,
+                    _BREAKER_CODES[
+                        breakers.effective_state(
+                            m.breaker_state, m.breaker_opened_at, settings, now
+                        )
+                    ],
+                )
+                for m in rows
+            ],
+        ),
+    ]
+    for name, kind, help_text, values in per_monitor:
+        lines += _family(
+            name, kind, help_text, (f'{name}{{monitor="{i}"}} {_number(v)}' for i, v in values)
+        )
+    return lines + _latency_histogram(rows)
+
+
+def _latency_histogram(rows: list[Any]) -> list[str]:
+    """Successful polls of every monitor by latency, one histogram (the seed's)."""
+    width = len(LATENCY_BUCKETS) + 1
+    counts = [0] * width
+    total_ms = 0
+    for m in rows:
+        if m.latency_buckets and len(m.latency_buckets) == width:
+            counts = [a + b for a, b in zip(counts, m.latency_buckets, strict=True)]
+            total_ms += m.latency_sum_ms or 0
+    cumulative, running = [], 0
+    for n in counts:
+        running += n
+        cumulative.append(running)
+    name = "forager_monitor_poll_duration_seconds"
+    return _family(
+        name,
+        "histogram",
+        "Time of a monitor's successful poll (fetch and read), every monitor together.",
+        [
+            *(
+                f'{name}_bucket{{le="{b}"}} {c}'
+                for b, c in zip(LATENCY_BUCKETS, cumulative, strict=False)
+            ),
+            f'{name}_bucket{{le="+Inf"}} {cumulative[-1]}',
+            f"{name}_sum {total_ms / 1000}",
+            f"{name}_count {cumulative[-1]}",
+        ],
+    )
+
+
+def _number(value: float) -> str:
+    """Counters exactly (no exponent), gauges to the millisecond."""
+    return str(value) if isinstance(value, int) else str(round(value, 3))
+
+
+class _MetricsServer(uvicorn.Server):
+    """A second server inside ``serve``: the outer one owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve_separately(runtime: Any, host: str, port: int) -> tuple[Any, asyncio.Task[None]]:
+    """``/metrics`` on its own port (``FORAGER_PROMETHEUS_PORT``): a small app sharing the
+    process's runtime. Returns the server (``should_exit = True`` stops it) and its task."""
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.runtime = runtime
+    app.include_router(router)
+    server = _MetricsServer(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve(), name="metrics server")
+    while not server.started:
+        if task.done():
+            task.result()  # raises why it could not start (port taken …)
+            raise OSError(f"the metrics server on port {port} stopped at once")
+        await asyncio.sleep(0.02)
+    return server, task

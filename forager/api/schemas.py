@@ -310,6 +310,8 @@ class WorkerSeen(BaseModel):
     processed: int
     started_at: datetime
     last_seen_at: datetime
+    memory_bytes: int | None = Field(None, description="RSS of its process tree.")
+    cpu_percent: float | None = None
 
 
 class BreakerSeen(BaseModel):
@@ -324,6 +326,68 @@ class BreakerSeen(BaseModel):
     failure_count: int
     success_count: int
     opened_at: datetime | None
+
+
+class ScraperSeen(BaseModel):
+    """One running monitor, as the seed's ``ScraperContext.to_dict`` (issue 15)."""
+
+    scraper_id: str | None = None
+    match_id: str = Field(description="The monitor's id (the seed's match).")
+    monitor_id: int
+    url: str
+    start_time: datetime
+    last_update: datetime | None = Field(None, description="The last successful poll.")
+    uptime_seconds: float
+    error_count: int = Field(description="Consecutive errors.")
+    total_errors: int
+    total_updates: int
+    health_status: Literal["healthy", "degraded", "failing"]
+    memory_mb: float
+    cpu_percent: float
+    polling_interval: float
+
+
+class CircuitBreakerSeen(BaseModel):
+    """A breaker of a domain, a proxy (when not closed) or a monitor (always listed)."""
+
+    kind: Literal["domain", "proxy", "monitor"]
+    entity_id: int
+    name: str
+    state: Literal["closed", "open", "half_open"]
+    failure_count: int
+    success_count: int
+    opened_at: datetime | None = None
+    total_calls: int | None = None
+    total_successes: int | None = None
+    total_failures: int | None = None
+    total_rejections: int | None = None
+    last_state_change: datetime | None = None
+
+
+class HealthResources(BaseModel):
+    total_memory_mb: float
+    average_memory_mb: float
+    peak_memory_mb: float
+    total_cpu_percent: float
+
+
+class HealthErrors(BaseModel):
+    last_minute: int = Field(description="Monitor errors in the last minute.")
+    last_hour: int
+    circuit_breakers: list[CircuitBreakerSeen]
+
+
+class HealthPerformance(BaseModel):
+    average_latency_ms: float
+    p95_latency_ms: float
+    updates_per_minute: float = Field(
+        description="Polls per minute the running monitors make at their current intervals."
+    )
+
+
+class PartHealth(BaseModel):
+    status: Literal["healthy", "degraded", "down"]
+    detail: str | None = None
 
 
 class Health(BaseModel):
@@ -343,6 +407,15 @@ class Health(BaseModel):
         None, description="Domain and proxy circuit breakers that are open or half-open."
     )
     detail: str | None = None
+    # The seed's HealthStatus (issue 15), with an API key; status is the worse of the two parts.
+    queue: PartHealth | None = Field(None, description="The crawl queue's own health.")
+    monitors: PartHealth | None = Field(None, description="The live monitors' own health.")
+    active_scraper_count: int | None = None
+    total_matches_scraping: int | None = Field(None, description="Enabled monitors.")
+    scrapers: list[ScraperSeen] | None = None
+    resources: HealthResources | None = None
+    errors: HealthErrors | None = None
+    performance: HealthPerformance | None = None
 
 
 class Stats(BaseModel):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import psutil
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -90,7 +91,10 @@ class _SharedBrowser:
     """Chromium for one event loop, started on the first ``acquire`` and closed by the last
     ``release``."""
 
-    def __init__(self) -> None:
+    def __init__(self, marker: str | None = None) -> None:
+        # A private browser (a live monitor's) carries a marker switch on its command line,
+        # so its process tree can be found and measured (``browser_processes``).
+        self.marker = marker
         self.users = 0
         self.lock = asyncio.Lock()
         self.playwright: Playwright | None = None
@@ -111,7 +115,10 @@ class _SharedBrowser:
                     f"Chromium not found at {path} (set FORAGER_CHROMIUM_PATH)",
                     error_type="internal",
                 )
-            self.launch = launch_options(settings, _LAUNCH_ARGS)
+            args = (
+                [*_LAUNCH_ARGS, f"--forager-browser={self.marker}"] if self.marker else _LAUNCH_ARGS
+            )
+            self.launch = launch_options(settings, args)
             self.playwright = await async_playwright().start()
             try:
                 self.browser = await self.playwright.chromium.launch(**self.launch.kwargs)
@@ -153,6 +160,24 @@ def _shared_browser() -> _SharedBrowser:
     if loop not in _shared:
         _shared[loop] = _SharedBrowser()
     return _shared[loop]
+
+
+def browser_processes(marker: str) -> list[psutil.Process]:
+    """The processes of the private browser started with ``marker``: Chromium and its
+    renderers, GPU and utility processes."""
+    switch = f"--forager-browser={marker}"
+    roots = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if switch in cmdline and not any("--type=" in part for part in cmdline):
+            roots.append(proc)
+    found: dict[int, psutil.Process] = {}
+    for root in roots:
+        found[root.pid] = root
+        with contextlib.suppress(psutil.Error):
+            for child in root.children(recursive=True):
+                found[child.pid] = child
+    return list(found.values())
 
 
 def running_browsers() -> int:
@@ -325,8 +350,12 @@ class BrowserFetcher(CredentialSafeFetcher):
         block_resource_types: bool = True,
         max_pages_per_context: int = MAX_PAGES_PER_CONTEXT,
         max_context_age_seconds: float = MAX_CONTEXT_AGE_SECONDS,
+        private_marker: str | None = None,
     ) -> None:
         self.settings = settings
+        # With a marker: a Chromium of its own (a live monitor's), closed by ``aclose``,
+        # instead of the process's shared one.
+        self.private_marker = private_marker
         self.block_resource_types = block_resource_types
         self.max_pages_per_context = max_pages_per_context
         self.max_context_age_seconds = max_context_age_seconds
@@ -359,7 +388,9 @@ class BrowserFetcher(CredentialSafeFetcher):
 
     async def _browser(self) -> Browser:
         if self._shared is None:
-            self._shared = _shared_browser()
+            self._shared = (
+                _SharedBrowser(self.private_marker) if self.private_marker else _shared_browser()
+            )
             self._shared.acquire()
         return await self._shared.browser_for(self.settings)
 

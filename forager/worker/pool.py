@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -91,6 +92,9 @@ class WorkerPool:
             hand_out=self._hand_out,
             nothing_due=self._next_gate,
         )
+        # Self-supervision (issue 15): why this process stopped to start afresh, if it did.
+        self.recycle_reason: str | None = None
+        self._started = time.monotonic()
 
     def wake(self) -> None:
         """New work may be claimable now (a submit, a finished job)."""
@@ -183,6 +187,7 @@ class WorkerPool:
         await self._report()
 
     async def _report(self, stopped: bool = False) -> None:
+        memory, cpu = registry.process_tree_usage()
         await registry.report(
             self.db,
             self.worker_id,
@@ -191,7 +196,28 @@ class WorkerPool:
             in_flight=len(self.jobs),
             processed=self.processed,
             stopped=stopped,
+            memory_bytes=memory,
+            cpu_percent=cpu,
+            recycled=(self.recycle_reason is not None) if stopped else None,
         )
+        if not stopped:
+            self._check_recycle(memory)
+
+    def _check_recycle(self, memory: int) -> None:
+        """A ``forager worker`` past its memory or lifetime limit stops gracefully, to be
+        started afresh (the command re-executes itself): it must not grow without bound."""
+        s = self.settings
+        if self.kind != "worker" or self.recycle_reason is not None:
+            return
+        if s.worker_memory_limit_mb and memory > s.worker_memory_limit_mb * 1024 * 1024:
+            self.recycle_reason = f"memory {memory // (1024 * 1024)} MB"
+        elif s.worker_max_lifetime_hours and (
+            time.monotonic() - self._started > s.worker_max_lifetime_hours * 3600
+        ):
+            self.recycle_reason = "lifetime"
+        if self.recycle_reason is not None:
+            log.warning("worker %s recycles itself (%s)", self.worker_id, self.recycle_reason)
+            self.stop()
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""

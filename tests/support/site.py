@@ -89,6 +89,7 @@ class SiteState:
         self.flaky: dict[str, int] = {}
         self.ads = adlibrary.AdSettings()
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
+        self.live: dict[str, tuple[Any, int]] = {}  # /live/{key}: (value, status code)
         self._released: set[str] = set()
 
     def reset(self) -> None:
@@ -102,6 +103,7 @@ class SiteState:
             self.prices = {}
             self.robots = DEFAULT_ROBOTS
             self.flaky = {}
+            self.live = {}
 
     def begin(self, host: str) -> int:
         """Count a request in; returns the log generation to pass to :meth:`end`."""
@@ -156,6 +158,10 @@ class SiteState:
         """How many requests for ``key`` are waiting to be released."""
         with self._lock:
             return self._held.get(key, 0)
+
+    def set_live(self, key: str, value: Any, status: int = 200) -> None:
+        with self._lock:
+            self.live[key] = (value, status)
 
     def hit_flaky(self, key: str) -> int:
         """Count one request for ``key``; returns how many there have been, this one included."""
@@ -345,6 +351,21 @@ async def flaky(request: Request) -> Response:
     return _product_response(request, len(key))
 
 
+async def live(request: Request) -> Response:
+    """A watched value (monitors): ``{"key", "value"}`` as set by ``set_live`` (JSON, or HTML
+    with ``?format=html``); the status set with it (e.g. 500 while "down")."""
+    key: str = request.path_params["key"]
+    value, code = _state(request).live.get(key, (None, 200))
+    if code != 200:
+        return _status_response(code)
+    if request.query_params.get("format") == "html":
+        return HTMLResponse(
+            f'<html><body><h1>{key}</h1><span id="value" data-v="{value}">{value}</span>'
+            "</body></html>"
+        )
+    return JSONResponse({"key": key, "value": value, "nested": {"value": value}})
+
+
 async def redirect(request: Request) -> Response:
     n: int = request.path_params["n"]
     target = f"/redirect/{n - 1}" if n > 0 else "/product/1"
@@ -497,6 +518,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/status/{code:int}", status),
         Route("/flaky/{key}", flaky),
         Route("/redirect/{n:int}", redirect),
+        Route("/live/{key}", live),
         Route("/redirect-loop", redirect_loop),
         Route("/big", big),
         Route("/big-declared", big_declared),
@@ -700,6 +722,10 @@ class TestSite:
         """What ``POST /__ads`` does; ``days`` maps ``d2026_01_15=0`` to a day's own count."""
         counts = {date.fromisoformat(k[1:].replace("_", "-")): v for k, v in days.items()}
         self.state.ads = adlibrary.AdSettings(per_day, bad_per_day, counts or None)
+
+    def set_live(self, key: str, value: Any, status: int = 200) -> None:
+        """What ``/live/{key}`` answers from now on: ``value``, or ``status`` when not 200."""
+        self.state.set_live(key, value, status)
 
     def release(self, key: str) -> None:
         """What ``POST /__release/{key}`` does: requests held for ``key`` answer."""

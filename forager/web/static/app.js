@@ -11,6 +11,7 @@ import * as products from "./pages/products.js";
 import * as events from "./pages/events.js";
 import * as agents from "./pages/agents.js";
 import * as missions from "./pages/missions.js";
+import * as monitors from "./pages/monitors.js";
 
 const PAGES = [
   ["/", "Overview", overview.render],
@@ -21,6 +22,7 @@ const PAGES = [
   ["/products", "Products", products.render],
   ["/agents", "Agents", agents.render],
   ["/missions", "Missions", missions.render],
+  ["/monitors", "Monitors", monitors.render],
   ["/events", "Events", events.render],
 ];
 const DETAILS = [
