@@ -41,7 +41,9 @@ unexpected-methods = ["TRACE"]
 
 [[operations]]
 include-operation-id = "create_missions"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
 """
 
 
