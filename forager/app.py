@@ -39,7 +39,10 @@ def create_app(settings: Settings) -> FastAPI:
         hub = runtime.agent_hub()  # home-network agents at /agents/ws
         hub.start()
         # Task counters: fold the triggers' deltas now and every few seconds (issue 14).
-        folding = asyncio.create_task(counts.keep_folded(runtime.db), name="task counts fold")
+        fold_stop = asyncio.Event()
+        folding = asyncio.create_task(
+            counts.keep_folded(runtime.db, fold_stop), name="task counts fold"
+        )
         app.state.runtime = runtime
         # Missions: stands by, and leads the orchestrator loop when this process holds its lease.
         missions = runtime.mission_runner()
@@ -69,9 +72,8 @@ def create_app(settings: Settings) -> FastAPI:
                 await watching
             missions.stop()
             await orchestrating
-            folding.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await folding
+            fold_stop.set()
+            await folding
             await hub.stop()
             pool.stop()
             await worker

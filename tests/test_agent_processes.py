@@ -127,6 +127,11 @@ async def test_round_trip_then_sigterm_finishes_the_task_in_hand(
     proc = AgentProcess(serve.url, token, tmp_path / "agent.log", "--isp", "Vivo", concurrency=2)
     try:
         await wait_for(lambda: _all(db, ids, "completed"), "10 completed tasks", [proc, serve])
+
+        async def counted() -> bool:  # the agent's counters follow each task's own write
+            return (await agent_row(db, agent.id)).tasks_completed_count >= 10
+
+        await wait_for(counted, "the agent's counters", [serve])
         row = await agent_row(db, agent.id)
         assert row.tasks_completed_count == 10 and row.tasks_failed_count == 0
         assert row.external_ip == "127.0.0.1" and row.isp_name == "Vivo"

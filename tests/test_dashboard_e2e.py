@@ -504,23 +504,6 @@ def test_upload_a_file_and_use_the_keyboard(admin: Any, server: Server, tmp_path
     assert admin.evaluate("document.activeElement.tagName") in ("A", "BUTTON", "INPUT", "SELECT")
 
 
-def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
-    """Runs last in this module: it stops the server."""
-    headers = {"Authorization": f"Bearer {server.keys['read']}"}
-    timeout = httpx.Timeout(10.0)  # below the stream's 15 s keep-alive: a hang fails
-    with (
-        httpx.Client(base_url=server.url, headers=headers, timeout=timeout) as client,
-        client.stream("GET", "/ui/events/stream") as stream,
-    ):
-        lines = stream.iter_lines()
-        assert any(line.startswith("data: ") for line in lines)
-        server.proc.send_signal(signal.SIGTERM)
-        list(lines)  # the server ends the stream instead of waiting for the tab to leave
-    # uvicorn re-raises the SIGTERM once it has shut down cleanly.
-    assert server.proc.wait(20) in (0, -signal.SIGTERM)
-    assert b"Traceback" not in server.log.read_bytes()
-
-
 def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: Server) -> None:
     from playwright.sync_api import expect
 
@@ -563,3 +546,20 @@ def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: S
     row.get_by_role("button", name="Delete").click()
     admin.get_by_role("button", name="Confirm").click()
     expect(row).to_have_count(0)
+
+
+def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
+    """Runs last in this module: it stops the server."""
+    headers = {"Authorization": f"Bearer {server.keys['read']}"}
+    timeout = httpx.Timeout(10.0)  # below the stream's 15 s keep-alive: a hang fails
+    with (
+        httpx.Client(base_url=server.url, headers=headers, timeout=timeout) as client,
+        client.stream("GET", "/ui/events/stream") as stream,
+    ):
+        lines = stream.iter_lines()
+        assert any(line.startswith("data: ") for line in lines)
+        server.proc.send_signal(signal.SIGTERM)
+        list(lines)  # the server ends the stream instead of waiting for the tab to leave
+    # uvicorn re-raises the SIGTERM once it has shut down cleanly.
+    assert server.proc.wait(20) in (0, -signal.SIGTERM)
+    assert b"Traceback" not in server.log.read_bytes()

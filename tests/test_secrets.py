@@ -112,7 +112,10 @@ async def _use_every_secret(
     _ok(await api.post(f"/api/writers/{writer['id']}/test"))
     mission = {"date_start": "2026-01-01", "date_end": "2026-01-01", "languages": ["pt"]}
     missions = _ok(await api.post("/api/missions", json=mission), 201)["missions"]
+    watched = {"url": site.url("/product/3"), "parser_name": "generic", "name": "watched"}
+    monitor = _ok(await api.post("/api/monitors", json=watched), 201)
     return {
+        "monitor_id": monitor["id"],
         "mission_id": missions[0]["id"],
         "service_id": worker["id"],
         "writer_id": writer["id"],
@@ -133,7 +136,9 @@ async def _read_everything(api: httpx.AsyncClient, ids: dict[str, int]) -> list[
             continue
         concrete = re.sub(r"\{(\w+)\}", lambda m: str(ids[m.group(1)]), path)
         response = await api.get(concrete)
-        assert response.status_code == 200, f"{concrete}: {response.text[:300]}"
+        # A monitor nobody has polled yet has no data to show (409); every other read is 200.
+        expected = 409 if path == "/api/monitors/{monitor_id}/data" else 200
+        assert response.status_code == expected, f"{concrete}: {response.text[:300]}"
         responses.append(response)
     # A wrong key is refused without being echoed back.
     responses.append(await api.get("/api/tasks", headers={"Authorization": f"Bearer {WRONG}"}))

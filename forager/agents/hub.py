@@ -81,16 +81,17 @@ class AgentHub:
         self.liveness = Liveness(db, settings, self.connections, self._drop, self._settle)
         self._settling: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
+        self._stop_sweeping = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._runner = asyncio.create_task(self.liveness.run(), name="agent hub")
+        self._runner = asyncio.create_task(self.liveness.run(self._stop_sweeping), name="agent hub")
 
     async def stop(self) -> None:
         """Close every connection (agents reconnect with backoff) and give their tasks back."""
-        if self._runner is not None:
-            self._runner.cancel()
+        if self._runner is not None:  # ends between sweeps, never inside one's transaction
+            self._stop_sweeping.set()
             await asyncio.gather(self._runner, return_exceptions=True)
         conns = list(self.connections.values())
         for conn in conns:

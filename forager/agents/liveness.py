@@ -6,6 +6,7 @@ timeout; agents another, dead, server process held are marked disconnected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,10 +42,13 @@ class Liveness:
         self.drop = drop
         self.settle = settle
 
-    async def run(self) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sweep until ``stop`` is set (between sweeps, never inside one's transaction)."""
         every = min(1.0, self.settings.agent_heartbeat_interval / 2)
-        while True:
-            await asyncio.sleep(every)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+                return
             try:
                 await self.sweep()
             except Exception:

@@ -10,6 +10,7 @@ ever insert: no row is hot. The server folds every few seconds (``keep_folded``)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -95,14 +96,16 @@ async def fold(db: Database) -> None:
             return
 
 
-async def keep_folded(db: Database, every: float = FOLD_SECONDS) -> None:
-    """Fold now and then every ``every`` seconds, until cancelled (a side task of serve)."""
-    while True:
+async def keep_folded(db: Database, stop: asyncio.Event, every: float = FOLD_SECONDS) -> None:
+    """Fold now and then every ``every`` seconds until ``stop`` is set (a side task of serve;
+    it ends between folds, never inside one's transaction)."""
+    while not stop.is_set():
         try:
             await fold(db)
         except Exception as exc:  # a busy or unreachable database: try again next round
             log.warning("folding task counts failed: %s", type(exc).__name__)
-        await asyncio.sleep(every)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
 
 
 async def by_status_and_priority(session: AsyncSession) -> dict[tuple[str, int], int]:

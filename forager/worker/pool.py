@@ -30,6 +30,8 @@ from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
+# How long a side task (heartbeat, scheduler, re-test) may take to finish its step at shutdown.
+SIDE_TASK_GRACE_SECONDS = 10.0
 
 
 def new_worker_id(kind: str = "worker") -> str:
@@ -82,6 +84,7 @@ class WorkerPool:
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
+        self._side_stop = asyncio.Event()  # set once drained: heartbeats run until then
         self._batch = max(1, concurrency // 4)
         self.claiming = ClaimLoop(
             settings,
@@ -121,7 +124,12 @@ class WorkerPool:
             await self.claiming.run()
             await self._drain()
         finally:
-            for task in side_tasks:
+            # Side tasks end between steps, never inside one: a step cancelled mid-transaction
+            # can leave a SQLite connection holding the write lock, and every later write then
+            # waits out the busy timeout. Only a step stuck past the grace is cancelled.
+            self._side_stop.set()
+            _, stuck = await asyncio.wait(side_tasks, timeout=SIDE_TASK_GRACE_SECONDS)
+            for task in stuck:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
             if self._owns_parts:
@@ -236,12 +244,14 @@ class WorkerPool:
     async def _supervise(
         self, name: str, step: Callable[[], Awaitable[None]], every: float
     ) -> None:
-        """Run ``step`` every ``every`` seconds for ever; a failure is logged, not fatal."""
-        while True:
+        """Run ``step`` every ``every`` seconds until the pool has drained; a failure is
+        logged, not fatal."""
+        while not self._side_stop.is_set():
             try:
                 await step()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("side task %s failed; retrying in %.1f s", name, every)
-            await asyncio.sleep(every)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._side_stop.wait(), every)
