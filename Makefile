@@ -42,9 +42,10 @@ prometheus:
 serve: $(STAMP)
 	$(RUN)/forager serve
 
-# Two xdist workers on a 2-core machine; each has its own PostgreSQL template, SQLite template
-# and test site. Multi-process tests are grouped on one worker (see tests/conftest.py).
-TEST_WORKERS ?= 2
+# Three xdist workers on a 2-core machine (many tests wait on sockets, processes and leases, so a
+# third keeps both cores busy); each has its own PostgreSQL template, SQLite template and test
+# site. Multi-process tests are grouped on one worker (see tests/conftest.py).
+TEST_WORKERS ?= 3
 test: $(STAMP) chromium prometheus
 	$(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
 
