@@ -42,10 +42,10 @@ prometheus:
 serve: $(STAMP)
 	$(RUN)/forager serve
 
-# Three xdist workers on a 2-core machine (many tests wait on sockets, processes and leases, so a
-# third keeps both cores busy); each has its own PostgreSQL template, SQLite template and test
-# site. Multi-process tests are grouped on one worker (see tests/conftest.py).
-TEST_WORKERS ?= 3
+# Two xdist workers on a 2-core machine (three were tried: no faster on the whole, and the
+# contention made browser and fuzz tests slower); each has its own PostgreSQL template, SQLite
+# template and test site. Multi-process tests are grouped on one worker (see tests/conftest.py).
+TEST_WORKERS ?= 2
 test: $(STAMP) chromium prometheus
 	$(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
 

@@ -63,7 +63,9 @@ MAX_PAGES_PER_CONTEXT = 100
 MAX_CONTEXT_AGE_SECONDS = 300.0
 MAX_CONTEXTS = 16  # least recently used contexts beyond this are retired
 NETWORK_IDLE_MAX_SECONDS = 10.0
-_MARGIN_MS = 150.0  # without a selector: how long to wait for the network to idle
+# Playwright waits end this long before the fetch's own deadline, so its timeout (which names
+# what was awaited) wins even when a loaded machine runs the event loop late.
+_MARGIN_MS = 1000.0
 # Every connection goes through the egress gateway, loopback too (Chromium bypasses proxies
 # for it by default); WebRTC may not use UDP outside it, and no DNS is prefetched.
 _LAUNCH_ARGS = [
