@@ -21,6 +21,9 @@ from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import Runtime
 from forager.worker.pool import new_worker_id
 
+PROGRESS_SECONDS = 0.5
+TABLE_ROWS = 50  # products shown in the closing table (the -o file has them all)
+
 
 async def run_crawl(
     settings: Settings,
@@ -74,21 +77,20 @@ async def _crawl(
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("crawl", total=len(task_ids))
         while task_ids:
-            done = await _count_done(db, task_ids)
+            done = await _count_done(db)
             progress.update(bar, completed=done)
             if done >= len(task_ids) or runner.done():
                 break
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(PROGRESS_SECONDS)
     pool.stop()
     await runner
     return await _report(db, console, task_ids, output, bool(invalid))
 
 
-async def _count_done(db: Database, task_ids: list[int]) -> int:
+async def _count_done(db: Database) -> int:
+    # The throwaway database holds this crawl's tasks only.
     async with db.reader() as session:
-        done = await session.scalar(
-            select(func.count()).where(CrawlTask.id.in_(task_ids), CrawlTask.status.in_(TERMINAL))
-        )
+        done = await session.scalar(select(func.count()).where(CrawlTask.status.in_(TERMINAL)))
     return done or 0
 
 
@@ -105,10 +107,16 @@ async def _report(
         images = await image_urls(session, [p.id for p in products])
     records = [product_record(p, images[p.id]) for p in products]
     if records:
+        # The first rows only: rendering thousands of rows cost more than crawling them.
         table = Table("product", "price", "availability", "url")
-        for r in records:
+        for r in records[:TABLE_ROWS]:
             price = f"{r['price']} {r['currency'] or ''}".strip() if r["price"] else "—"
             table.add_row(r["product_name"], price, r["availability"] or "—", r["url"])
+        if len(records) > TABLE_ROWS:
+            more = len(records) - TABLE_ROWS
+            table.add_row(
+                f"… and {more} more" + ("" if output else " (-o FILE for all)"), "", "", ""
+            )
         Console().print(table)
     failed = [t for t in tasks if t.status != TaskStatus.COMPLETED]
     for t in failed:

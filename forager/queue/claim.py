@@ -61,6 +61,7 @@ _DOMAIN_COLUMNS = (
     Domain.fetcher,
     Domain.wait_for_selector,
     Domain.ignore_robots,
+    Domain.robots_txt_last_fetched,
     or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
         "uses_proxies"
     ),
@@ -89,6 +90,7 @@ def _claimed(row: Any, domain: Any) -> ClaimedTask:
         wait_for_selector=domain.wait_for_selector,
         uses_proxies=bool(domain.uses_proxies),
         ignore_robots=bool(domain.ignore_robots),
+        robots_fetched_at=domain.robots_txt_last_fetched,
     )
 
 

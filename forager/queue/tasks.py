@@ -4,6 +4,7 @@ per claim so the fetch needs no further read of the domain."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +32,6 @@ class ClaimedTask:
     # without asking the proxy tables (most domains; DESIGN.md "Fetch policy").
     uses_proxies: bool = True
     ignore_robots: bool = False
+    # The version of the domain's robots.txt at claim time: a check against a parsed copy of
+    # that version needs no read of the domain (None: never fetched, or not known).
+    robots_fetched_at: datetime | None = None

@@ -49,10 +49,14 @@ class LocalPageStore:
         return path
 
     def _write(self, key: str, data: bytes) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # ``key`` is one ``page_key`` made (hex only): no need to resolve it as ``get`` does.
+        path = self.root / key
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
+        try:
+            tmp.write_bytes(data)
+        except FileNotFoundError:  # the URL's first page (or its directory was pruned)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(data)
         os.replace(tmp, path)  # readers never see a half-written page
 
     async def put(self, url_hash: str, body: bytes) -> str:

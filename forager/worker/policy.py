@@ -13,6 +13,7 @@ The pipeline stays a sequence of phases; every fetch-policy decision is made her
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy import or_, select, update
@@ -23,7 +24,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
-from forager.domains.robots import RobotsRules, Verdict
+from forager.domains.robots import RobotsRules, RobotsState, Verdict
 from forager.errors import FetchError
 from forager.fetch import bans, breakers, throttle
 from forager.fetch.base import Fetcher, FetchResponse
@@ -54,6 +55,10 @@ class PolicyTask(Protocol):
     def user_agent(self) -> str: ...
     @property
     def ignore_robots(self) -> bool: ...
+    @property
+    def domain_name(self) -> str: ...
+    @property
+    def robots_fetched_at(self) -> datetime | None: ...
 
 
 class FetchPolicy:
@@ -87,7 +92,8 @@ class FetchPolicy:
             return _ALLOWED
         if self.robots_rules is None:
             raise RuntimeError("this fetch policy has no fetcher and secret box for robots.txt")
-        return await self.robots_rules.check(task.domain_id, task.url, task.user_agent)
+        known = RobotsState(task.domain_id, task.domain_name, False, task.robots_fetched_at)
+        return await self.robots_rules.check(task.domain_id, task.url, task.user_agent, known=known)
 
     def owner(self, task: PolicyTask) -> str:
         """The lease owner of an exclusive proxy: this worker's session for this task."""
