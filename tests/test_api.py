@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +17,7 @@ from forager.parse.registry import get_parser
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl
 from tests.support.site import TestSite
+from tests.support.waiting import eventually
 
 PROBLEM = "application/problem+json"
 EVENTS_OF_A_GOOD_CRAWL = [
@@ -477,10 +477,12 @@ async def test_price_history_grows_when_a_recrawl_sees_a_new_price(
             .where(CrawlTask.id == task_id)
             .values(next_crawl_at=utcnow() - timedelta(seconds=1))
         )
+
     # The server's own scheduler puts the due recrawl back in the queue.
-    async with asyncio.timeout(10):
-        while (await api.get(f"/api/tasks/{task_id}")).json()["status"] != "pending":
-            await asyncio.sleep(0.05)
+    async def requeued() -> bool:
+        return bool((await api.get(f"/api/tasks/{task_id}")).json()["status"] == "pending")
+
+    await eventually(requeued, "the scheduler to requeue the due recrawl")
     await _crawl(api, task_id)
 
     detail = (await api.get(f"/api/products/{product['id']}")).json()
@@ -635,12 +637,12 @@ async def test_serve_with_built_in_workers_crawls_on_its_own(
             response = await client.post("/api/tasks", json={"url": site.url("/product/8")})
             assert response.status_code == 201, response.text
             task_id = response.json()["task"]["id"]
-            async with asyncio.timeout(20):
-                while True:
-                    task = (await client.get(f"/api/tasks/{task_id}")).json()
-                    if task["status"] in ("completed", "failed", "cancelled"):
-                        break
-                    await asyncio.sleep(0.05)
+
+            async def ended() -> dict[str, Any] | None:
+                task = (await client.get(f"/api/tasks/{task_id}")).json()
+                return task if task["status"] in ("completed", "failed", "cancelled") else None
+
+            task = await eventually(ended, f"task {task_id} to end")
             assert task["status"] == "completed", task["error_message"]
             assert task["lease_owner"] is None
             assert [e["event"] for e in task["events"]] == EVENTS_OF_A_GOOD_CRAWL

@@ -220,9 +220,11 @@ async def test_disabled_proxy_is_retested_with_backoff_and_reenabled(
         pool = WorkerPool(db, settings, concurrency=1)
         runner = asyncio.create_task(pool.run())
         try:
-            async with asyncio.timeout(20):
-                while not (await stored()).is_active:
-                    await asyncio.sleep(0.05)
+
+            async def enabled_again() -> bool:
+                return (await stored()).is_active
+
+            await eventually(enabled_again, "the re-test side task to enable the proxy")
         finally:
             pool.stop()
             await runner

@@ -326,9 +326,7 @@ async def test_shutdown_releases_unfinished_tasks(
     ids = await submit(db, settings, *[site.url(f"/slow/{3000 + n}") for n in range(3)])
     pool = WorkerPool(db, settings, concurrency=3)
     runner = asyncio.create_task(pool.run())
-    async with asyncio.timeout(10):
-        while len(pool.jobs) < 3:
-            await asyncio.sleep(0.02)
+    await eventually(lambda: len(pool.jobs) == 3, "the pool to hold all three tasks")
     pool.stop()
     await runner
     tasks = await tasks_by_id(db, ids)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,6 +20,7 @@ from forager.db.types import utcnow
 from forager.domains import robots
 from forager.errors import Conflict, NotFound
 from forager.parse.registry import parser_name_for_host
+from forager.queue import admin as queue_admin
 from forager.queue.lifecycle import LEASED, TaskStatus
 
 STATS_WINDOW = timedelta(hours=24)
@@ -168,12 +169,7 @@ async def remove(db: Database, domain_id: int) -> None:
         if leased := await _count_tasks(session, domain_id, CrawlTask.status.in_(LEASED)):
             raise _in_flight(domain_id, leased)
         tasks = await _count_tasks(session, domain_id)
-        await session.execute(
-            delete(CrawlTask).where(
-                CrawlTask.domain_id == domain_id, CrawlTask.status.not_in(LEASED)
-            )
-        )
-        if left := await _count_tasks(session, domain_id):
+        if left := await queue_admin.delete_domain_tasks(session, domain_id):
             raise _in_flight(domain_id, left)  # rolls the deletes back
         await session.delete(domain)
         await session.flush()

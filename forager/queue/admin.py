@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db import audit
@@ -20,7 +20,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.db.types import utcnow
 from forager.errors import LifecycleConflict, NotFound
-from forager.queue.lifecycle import TaskStatus
+from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.store import transition
 from forager.store.pages import PageStore
 
@@ -319,3 +319,13 @@ async def restart_parsing_bulk(
             {"to": S.DOWNLOADED, "by": by, "bulk": True},
         )
         return restarted
+
+
+async def delete_domain_tasks(session: AsyncSession, domain_id: int) -> int:
+    """Delete a domain's tasks that no worker holds, in the caller's transaction (the domain
+    is being deleted); returns how many are left: leased meanwhile, they refuse the delete."""
+    await session.execute(
+        delete(CrawlTask).where(CrawlTask.domain_id == domain_id, CrawlTask.status.not_in(LEASED))
+    )
+    left = select(func.count()).select_from(CrawlTask).where(CrawlTask.domain_id == domain_id)
+    return await session.scalar(left) or 0
