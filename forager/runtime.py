@@ -90,7 +90,13 @@ class Runtime:
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
         db = await open_database(settings, migrate=migrate)
-        return cls(settings, db, Parts.build(db, settings))
+        runtime = cls(settings, db, Parts.build(db, settings))
+        try:
+            await runtime.pages.check()  # a missing bucket or a wrong key stops start-up here
+        except BaseException:
+            await runtime.aclose()
+            raise
+        return runtime
 
     @property
     def pages(self) -> PageStore:
