@@ -47,6 +47,23 @@ class Settings(BaseSettings):
     s3_secret_access_key: SecretStr | None = Field(
         None, description="S3 secret access key; never logged or returned by the API."
     )
+    page_retention_keep_last: int = Field(
+        0,
+        ge=0,
+        description="Retention: keep the newest N stored pages of each task (0: no count limit). "
+        "With FORAGER_PAGE_RETENTION_DAYS too, a page goes only when both would drop it.",
+    )
+    page_retention_days: float = Field(
+        0.0,
+        ge=0,
+        description="Retention: keep stored pages younger than this many days (0: no age limit). "
+        "A task's latest page is never deleted.",
+    )
+    page_retention_interval_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the scheduler prunes pages past retention (when retention is on).",
+    )
     s3_timeout_seconds: float = Field(
         30.0, gt=0, description="Timeout of one S3 request (connect, send the page, answer)."
     )
@@ -540,6 +557,10 @@ class Settings(BaseSettings):
     @property
     def pages_dir(self) -> Path:
         return self.page_store_dir or self.data_dir / "pages"
+
+    @property
+    def page_retention_on(self) -> bool:
+        return bool(self.page_retention_keep_last or self.page_retention_days)
 
     @property
     def s3_bucket(self) -> tuple[str, str] | None:

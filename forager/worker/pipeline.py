@@ -250,6 +250,8 @@ class Pipeline:
             task, self.worker_id, [S.CRAWLING], error=error, via=FETCHED_VIA, fetched=fetched
         )
         attempt = self._fetch_attempt(task, proxy, started, response=response, page_key=page_key)
+        if page_key is not None and parsed.page_gz is not None:
+            attempt["page_bytes"] = len(parsed.page_gz)
         item = Finish(
             ending,
             attempt,
