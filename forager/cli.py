@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
 
 import typer
 
@@ -250,6 +250,58 @@ def db_upgrade() -> None:
     settings = _settings()
     revision = _with_db(settings, current_revision)
     typer.echo(f"database at revision {revision} ({_db_label(settings)})")
+
+
+@app.command()
+def submit(
+    file: Annotated[
+        str, typer.Argument(help="A file of URLs (one a line) or JSON lines; - reads stdin.")
+    ],
+    priority: Annotated[
+        int | None, typer.Option(help="Priority of lines that set none (1 highest … 10).")
+    ] = None,
+    batch_name: Annotated[
+        str | None, typer.Option(help="Batch name of lines that set none.")
+    ] = None,
+    parser: Annotated[str | None, typer.Option(help="Parser of lines that set none.")] = None,
+) -> None:
+    """Submit many URLs without the API, with a progress bar; prints created / duplicate /
+    invalid counts (each invalid line on stderr, and exit status 1 when there is one)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    from forager import bulk
+
+    settings = _settings(quiet=True)
+    options = bulk.defaults(priority=priority, batch_name=batch_name, parser_name=parser)
+    source = sys.stdin if file == "-" else _open_text(Path(file))
+    total = None if file == "-" else Path(file).stat().st_size
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with source, Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        shown = bar.add_task("submitting", total=total)
+
+        def progress(read: int, totals: bulk.Totals) -> None:
+            summary = f"created {totals.created}, duplicate {totals.duplicate}, "
+            bar.update(shown, completed=read, description=summary + f"invalid {totals.invalid}")
+
+        totals = _with_db(
+            settings, lambda db: bulk.submit_lines(db, settings, source, options, progress=progress)
+        )
+    for line, why in sorted(totals.problems)[:100]:
+        typer.echo(f"line {line}: {why}", err=True)
+    if len(totals.problems) > 100:
+        typer.echo(f"… and {len(totals.problems) - 100} more invalid lines", err=True)
+    typer.echo(f"created {totals.created}, duplicate {totals.duplicate}, invalid {totals.invalid}")
+    if totals.invalid:
+        raise typer.Exit(1)
+
+
+def _open_text(path: Path) -> TextIO:
+    try:
+        return path.open(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 @pages_app.command("prune")
