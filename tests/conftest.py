@@ -32,7 +32,13 @@ SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
 # processes load the cores on their own: they share one group, so one xdist worker runs them one
 # at a time while the other runs in-process tests; being the biggest group they start first.
 PROCESS_MODULES = frozenset(
-    {"test_agent_processes", "test_worker_processes", "test_chaos", "test_monitor_processes"}
+    {
+        "test_agent_processes",
+        "test_worker_processes",
+        "test_chaos",
+        "test_monitor_processes",
+        "test_package",
+    }
 )
 # Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
 WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_fetchers"})
