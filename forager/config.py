@@ -29,6 +29,18 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL; empty means SQLite inside the data dir. "
         "Use postgresql+asyncpg://user@host/db to scale out.",
     )
+    db_pool_size: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="PostgreSQL connections each process keeps open (SQLAlchemy pool_size).",
+    )
+    db_max_overflow: int = Field(
+        20, ge=0, le=1000, description="Extra PostgreSQL connections a process opens under load."
+    )
+    db_pool_timeout_seconds: float = Field(
+        30.0, gt=0, description="How long a process waits for a free database connection."
+    )
     page_store_dir: Path | None = Field(
         None, description="Where raw pages are stored (gzip); default <data_dir>/pages."
     )

@@ -57,7 +57,12 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
 
 async def open_database(settings: Settings, *, migrate: bool = True) -> Database:
     """Connect and, unless told otherwise, bring the schema up to date."""
-    db = Database(settings.resolved_database_url)
+    db = Database(
+        settings.resolved_database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_seconds,
+    )
     if migrate:
         try:
             await upgrade(db)
