@@ -59,20 +59,6 @@ def _why(exc: ValidationError) -> str:
     )
 
 
-def _spec(body: TaskCreate) -> SubmitSpec:
-    return SubmitSpec(
-        url=body.url,
-        priority=body.priority,
-        is_recurring=body.is_recurring,
-        crawl_frequency_seconds=body.crawl_frequency_seconds,
-        max_retries=body.max_retries,
-        scheduled_at=body.scheduled_at,
-        parser_name=body.parser_name,
-        batch_name=body.batch_name,
-        created_by="cli",
-    )
-
-
 def parse_line(text: str, options: dict[str, Any]) -> SubmitSpec | str:
     """One line's task, or why it is not one. A plain URL's own problems are reported by the
     submit path (the API's wording); a JSON line is checked by the API's schema first."""
@@ -85,7 +71,8 @@ def parse_line(text: str, options: dict[str, Any]) -> SubmitSpec | str:
     if not isinstance(given, dict):
         return "a JSON line must be an object with a url"
     try:
-        return _spec(TaskCreate.model_validate({**options, **given}))
+        body = TaskCreate.model_validate({**options, **given})
+        return body.spec(body.url, created_by="cli")
     except ValidationError as exc:
         return _why(exc)
 
