@@ -100,11 +100,14 @@ async def prune(
             ).one()
         return Pruned(pages=n, bytes=size or 0)
     while not should_stop():
-        async with db.session() as session:
+        # Found in a read transaction (no SQLite write lock held during the scan): a page past
+        # retention stays past it, since a task only ever points at newer pages.
+        async with db.reader() as session:
             rows = (await session.execute(query.limit(BATCH))).all()
-            if not rows:
-                break
-            keys = sorted({path for _, path, _ in rows})
+        if not rows:
+            break
+        keys = sorted({path for _, path, _ in rows})
+        async with db.session() as session:
             await session.execute(
                 update(CrawlAttempt)
                 .where(
