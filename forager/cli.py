@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
 
 import typer
 
@@ -20,6 +20,7 @@ from forager.errors import ConfigError, ForagerError
 
 if TYPE_CHECKING:
     from forager.db.engine import Database
+    from forager.runtime import Runtime
 
 app = typer.Typer(
     help="Forager: a self-hosted scraping control plane.",
@@ -33,6 +34,8 @@ apikey_app = typer.Typer(help="API keys for the /api endpoints.", no_args_is_hel
 app.add_typer(apikey_app, name="apikey")
 agent_app = typer.Typer(help="Home-network agents: register them, run one.", no_args_is_help=True)
 app.add_typer(agent_app, name="agent")
+pages_app = typer.Typer(help="The page store: raw pages kept per fetch.", no_args_is_help=True)
+app.add_typer(pages_app, name="pages")
 
 _state = {"debug": False}
 
@@ -56,6 +59,11 @@ T = TypeVar("T")
 def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
     """Run ``work`` against the migrated database of a ``Runtime``, then close it (events
     name ``cli``)."""
+    return _with_runtime(settings, lambda runtime: work(runtime.db))
+
+
+def _with_runtime(settings: Settings, work: Callable[[Runtime], Awaitable[T]]) -> T:
+    """Run ``work`` with an open ``Runtime`` (database and page store), then close it."""
     from forager.db import audit
     from forager.runtime import Runtime
 
@@ -63,7 +71,7 @@ def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
         audit.ACTOR.set("cli")  # an operator command: its events name the command line
         runtime = await Runtime.open(settings)
         try:
-            return await work(runtime.db)
+            return await work(runtime)
         finally:
             await runtime.aclose()
 
@@ -242,6 +250,98 @@ def db_upgrade() -> None:
     settings = _settings()
     revision = _with_db(settings, current_revision)
     typer.echo(f"database at revision {revision} ({_db_label(settings)})")
+
+
+@app.command()
+def submit(
+    file: Annotated[
+        str, typer.Argument(help="A file of URLs (one a line) or JSON lines; - reads stdin.")
+    ],
+    priority: Annotated[
+        int | None, typer.Option(help="Priority of lines that set none (1 highest … 10).")
+    ] = None,
+    batch_name: Annotated[
+        str | None, typer.Option(help="Batch name of lines that set none.")
+    ] = None,
+    parser: Annotated[str | None, typer.Option(help="Parser of lines that set none.")] = None,
+) -> None:
+    """Submit many URLs without the API, with a progress bar; prints created / duplicate /
+    invalid counts (each invalid line on stderr, and exit status 1 when there is one)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    from forager import bulk
+
+    settings = _settings(quiet=True)
+    options = bulk.defaults(priority=priority, batch_name=batch_name, parser_name=parser)
+    source = sys.stdin if file == "-" else _open_text(Path(file))
+    total = None if file == "-" else Path(file).stat().st_size
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with source, Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        shown = bar.add_task("submitting", total=total)
+
+        def progress(read: int, totals: bulk.Totals) -> None:
+            summary = f"created {totals.created}, duplicate {totals.duplicate}, "
+            bar.update(shown, completed=read, description=summary + f"invalid {totals.invalid}")
+
+        totals = _with_db(
+            settings, lambda db: bulk.submit_lines(db, settings, source, options, progress=progress)
+        )
+    for line, why in sorted(totals.problems)[:100]:
+        typer.echo(f"line {line}: {why}", err=True)
+    if len(totals.problems) > 100:
+        typer.echo(f"… and {len(totals.problems) - 100} more invalid lines", err=True)
+    typer.echo(f"created {totals.created}, duplicate {totals.duplicate}, invalid {totals.invalid}")
+    if totals.invalid:
+        raise typer.Exit(1)
+
+
+def _open_text(path: Path) -> TextIO:
+    try:
+        return path.open(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+@pages_app.command("prune")
+def pages_prune(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+    ] = False,
+    keep_last: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Newest pages kept per task (default FORAGER_PAGE_RETENTION_KEEP_LAST)."
+        ),
+    ] = None,
+    days: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="Pages younger than this kept (default FORAGER_PAGE_RETENTION_DAYS)."
+        ),
+    ] = None,
+) -> None:
+    """Delete stored pages past retention now; a task's latest page is never deleted."""
+    from forager.store.retention import Retention, prune
+
+    settings = _settings()
+    rules = Retention(
+        settings.page_retention_keep_last if keep_last is None else keep_last,
+        settings.page_retention_days if days is None else days,
+    )
+    if not rules.on:
+        raise _fail(
+            "retention is off: set FORAGER_PAGE_RETENTION_KEEP_LAST or FORAGER_PAGE_RETENTION_DAYS "
+            "(or pass --keep-last / --days)"
+        )
+    pruned = _with_runtime(
+        settings, lambda runtime: prune(runtime.db, runtime.pages, rules, dry_run=dry_run)
+    )
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(f"{verb} {pruned.pages} stored pages ({pruned.bytes} bytes)")
+    if pruned.failed:
+        raise _fail(f"{pruned.failed} pages could not be deleted from the store (see the log)")
 
 
 @apikey_app.command("create")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,55 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL; empty means SQLite inside the data dir. "
         "Use postgresql+asyncpg://user@host/db to scale out.",
     )
+    db_pool_size: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="PostgreSQL connections each process keeps open (SQLAlchemy pool_size).",
+    )
+    db_max_overflow: int = Field(
+        20, ge=0, le=1000, description="Extra PostgreSQL connections a process opens under load."
+    )
+    db_pool_timeout_seconds: float = Field(
+        30.0, gt=0, description="How long a process waits for a free database connection."
+    )
     page_store_dir: Path | None = Field(
         None, description="Where raw pages are stored (gzip); default <data_dir>/pages."
+    )
+    page_store: str = Field(
+        "",
+        description="`s3://bucket/prefix` keeps raw pages in an S3-compatible store (the bucket "
+        "must exist; it is checked at start-up); empty: the directory FORAGER_PAGE_STORE_DIR.",
+    )
+    s3_endpoint_url: str = Field(
+        "",
+        description="S3 endpoint, e.g. http://127.0.0.1:8333 for SeaweedFS or MinIO; empty: AWS "
+        "(https://s3.<region>.amazonaws.com). Requests are path-style and SigV4-signed.",
+    )
+    s3_region: str = Field("us-east-1", min_length=1, description="Region the S3 requests sign.")
+    s3_access_key_id: str = Field("", description="S3 access key id (with FORAGER_PAGE_STORE).")
+    s3_secret_access_key: SecretStr | None = Field(
+        None, description="S3 secret access key; never logged or returned by the API."
+    )
+    page_retention_keep_last: int = Field(
+        0,
+        ge=0,
+        description="Retention: keep the newest N stored pages of each task (0: no count limit). "
+        "With FORAGER_PAGE_RETENTION_DAYS too, a page goes only when both would drop it.",
+    )
+    page_retention_days: float = Field(
+        0.0,
+        ge=0,
+        description="Retention: keep stored pages younger than this many days (0: no age limit). "
+        "A task's latest page is never deleted.",
+    )
+    page_retention_interval_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the scheduler prunes pages past retention (when retention is on).",
+    )
+    s3_timeout_seconds: float = Field(
+        30.0, gt=0, description="Timeout of one S3 request (connect, send the page, answer)."
     )
     host: str = Field("127.0.0.1", description="Address `forager serve` binds.")
     port: int = Field(8000, ge=1, le=65535, description="Port `forager serve` binds.")
@@ -444,7 +492,24 @@ class Settings(BaseSettings):
                 "FORAGER_AGENT_TIMEOUT_SECONDS, or one late heartbeat would disconnect an agent"
             )
         self._refuse_bad_monitor_settings()
+        self._refuse_bad_page_store()
         return self
+
+    def _refuse_bad_page_store(self) -> None:
+        if not self.page_store:
+            return
+        if self.s3_bucket is None:
+            raise ValueError(
+                "FORAGER_PAGE_STORE must be empty or s3://bucket/prefix, with a bucket name of "
+                "3-63 lowercase letters, digits, dots and hyphens"
+            )
+        if not self.s3_access_key_id or self.s3_secret_access_key is None:
+            raise ValueError(
+                "FORAGER_PAGE_STORE=s3://… needs FORAGER_S3_ACCESS_KEY_ID and "
+                "FORAGER_S3_SECRET_ACCESS_KEY"
+            )
+        if self.s3_endpoint_url and not re.fullmatch(r"https?://[^/\s]+/?", self.s3_endpoint_url):
+            raise ValueError("FORAGER_S3_ENDPOINT_URL must be http(s)://host[:port]")
 
     def _refuse_bad_monitor_settings(self) -> None:
         """Monitor bounds that contradict each other are refused, naming the setting."""
@@ -504,6 +569,23 @@ class Settings(BaseSettings):
     @property
     def pages_dir(self) -> Path:
         return self.page_store_dir or self.data_dir / "pages"
+
+    @property
+    def page_retention_on(self) -> bool:
+        return bool(self.page_retention_keep_last or self.page_retention_days)
+
+    @property
+    def s3_bucket(self) -> tuple[str, str] | None:
+        """``(bucket, prefix)`` of an ``s3://`` page store (None: the local directory)."""
+        match = re.fullmatch(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/[^\s]*)?", self.page_store)
+        if match is None:
+            return None
+        return match[1], (match[2] or "").strip("/")
+
+    @property
+    def s3_endpoint(self) -> str:
+        """The S3 endpoint in effect, without a trailing slash."""
+        return (self.s3_endpoint_url or f"https://s3.{self.s3_region}.amazonaws.com").rstrip("/")
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -57,7 +57,12 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
 
 async def open_database(settings: Settings, *, migrate: bool = True) -> Database:
     """Connect and, unless told otherwise, bring the schema up to date."""
-    db = Database(settings.resolved_database_url)
+    db = Database(
+        settings.resolved_database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_seconds,
+    )
     if migrate:
         try:
             await upgrade(db)
@@ -90,7 +95,13 @@ class Runtime:
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
         db = await open_database(settings, migrate=migrate)
-        return cls(settings, db, Parts.build(db, settings))
+        runtime = cls(settings, db, Parts.build(db, settings))
+        try:
+            await runtime.pages.check()  # a missing bucket or a wrong key stops start-up here
+        except BaseException:
+            await runtime.aclose()
+            raise
+        return runtime
 
     @property
     def pages(self) -> PageStore:

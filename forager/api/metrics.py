@@ -2,8 +2,9 @@
 
 Labels name statuses, kinds and ids, never a host, port, worker host name or URL (the
 endpoint is open). Task counts come from the trigger-kept counters (``forager.queue.counts``);
-the attempt figures, one pass over ``crawl_attempts``, are computed at most once per
-``ATTEMPTS_TTL_SECONDS`` per process, however often the endpoint is scraped.
+the attempt figures and the page store's size (stored pages and bytes), two aggregate passes
+over ``crawl_attempts``, are computed at most once per ``ATTEMPTS_TTL_SECONDS`` per process,
+however often the endpoint is scraped.
 """
 
 from __future__ import annotations
@@ -109,16 +110,32 @@ async def _attempt_lines(session: AsyncSession) -> list[str]:
     )
     ms = CrawlAttempt.response_time_ms
     fetched = (CrawlAttempt.phase == "fetch") & ms.is_not(None)
+    # Stored pages: one per fetch attempt that still points at one (retention clears it).
+    stored = (CrawlAttempt.phase == "fetch") & CrawlAttempt.page_path.is_not(None)
     row = (
         await session.execute(
             select(
                 *(func.sum(case((fetched & (ms <= b * 1000), 1), else_=0)) for b in BUCKETS),
                 func.sum(case((fetched, 1), else_=0)),
                 func.sum(case((fetched, ms), else_=0)),
+                func.sum(case((stored, 1), else_=0)),
+                func.sum(case((stored, CrawlAttempt.page_bytes), else_=0)),
             )
         )
     ).one()
-    *bucket_counts, total, total_ms = (int(v or 0) for v in row)
+    *bucket_counts, total, total_ms, pages, page_bytes = (int(v or 0) for v in row)
+    lines += _family(
+        "forager_stored_pages",
+        "gauge",
+        "Raw pages in the page store (one per fetch, until retention deletes it).",
+        [f"forager_stored_pages {pages}"],
+    )
+    lines += _family(
+        "forager_stored_page_bytes",
+        "gauge",
+        "Bytes of the stored pages (gzip, as stored).",
+        [f"forager_stored_page_bytes {page_bytes}"],
+    )
     return lines + _family(
         "forager_fetch_duration_seconds",
         "histogram",

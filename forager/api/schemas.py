@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from forager.api.wire import CRAWL_URL, MAX_JSON_ID, JsonBody, Shape, Timestamp, choice_of
 from forager.errors import InvalidURL
 from forager.parse.registry import parser_names
+from forager.queue.submit import SubmitSpec
 from forager.queue.urls import normalize_url
 
 
@@ -72,6 +73,21 @@ class TaskOptions(JsonBody):
         if name is not None and name not in parser_names():
             raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
         return name
+
+    def spec(self, url: str, created_by: str) -> SubmitSpec:
+        """The submit path's request for ``url`` with these options (API and ``forager
+        submit`` alike)."""
+        return SubmitSpec(
+            url=url,
+            priority=self.priority,
+            is_recurring=self.is_recurring,
+            crawl_frequency_seconds=self.crawl_frequency_seconds,
+            max_retries=self.max_retries,
+            scheduled_at=self.scheduled_at,
+            parser_name=self.parser_name,
+            batch_name=self.batch_name,
+            created_by=created_by,
+        )
 
 
 class TaskCreate(TaskOptions):

@@ -33,29 +33,15 @@ from forager.api.schemas import (
 )
 from forager.api.task_filters import TaskFiltersDep
 from forager.api.wire import Timestamp
-from forager.db.models import ApiKey, CrawlAttempt, CrawlTask, Event
+from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.db.queries import page, page_and_total
 from forager.db.types import utcnow
 from forager.errors import InvalidURL, NotFound
 from forager.queue import admin, counts
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.submit import SubmitSpec, submit_urls
+from forager.queue.submit import submit_urls
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
-
-
-def _spec(url: str, body: TaskCreate | TaskBatchCreate, key: ApiKey) -> SubmitSpec:
-    return SubmitSpec(
-        url=url,
-        priority=body.priority,
-        is_recurring=body.is_recurring,
-        crawl_frequency_seconds=body.crawl_frequency_seconds,
-        max_retries=body.max_retries,
-        scheduled_at=body.scheduled_at,
-        parser_name=body.parser_name,
-        batch_name=body.batch_name,
-        created_by=key.name,
-    )
 
 
 @router.post(
@@ -68,7 +54,7 @@ async def submit_task(
     body: TaskCreate, runtime: RuntimeDep, response: Response, key: ApiKeyDep
 ) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
-    [outcome] = await submit_urls(runtime.db, runtime.settings, [_spec(body.url, body, key)])
+    [outcome] = await submit_urls(runtime.db, runtime.settings, [body.spec(body.url, key.name)])
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
     runtime.wake()
@@ -85,7 +71,7 @@ async def submit_tasks(
 ) -> BatchSubmitted:
     """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
     outcomes = await submit_urls(
-        runtime.db, runtime.settings, [_spec(url, body, key) for url in body.urls]
+        runtime.db, runtime.settings, [body.spec(url, key.name) for url in body.urls]
     )
     runtime.wake()
     results = [

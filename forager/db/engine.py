@@ -55,11 +55,14 @@ def database_label(url: str) -> str:
 class Database:
     """The two ways in: ``session()`` for work that writes, ``reader()`` for read-only work.
 
-    On PostgreSQL both use one pool. On SQLite writers serialize on ``BEGIN IMMEDIATE``
-    while readers run beside them under WAL.
+    On PostgreSQL both use one pool (``pool_size`` connections kept, ``max_overflow`` more
+    on demand, ``pool_timeout`` seconds to wait for one). On SQLite writers serialize on
+    ``BEGIN IMMEDIATE`` while readers run beside them under WAL.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = 10, max_overflow: int = 20, pool_timeout: float = 30.0
+    ) -> None:
         self.url = url
         parsed = make_url(url)
         self.dialect = parsed.get_backend_name()
@@ -70,7 +73,11 @@ class Database:
             self.read_engine = _sqlite_engine(url, "BEGIN")
         else:
             self.engine = create_async_engine(
-                url, pool_size=10, max_overflow=20, pool_pre_ping=True
+                url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_timeout=pool_timeout,
+                pool_pre_ping=True,
             )
             self.read_engine = self.engine
         self._writer = async_sessionmaker(self.engine, expire_on_commit=False)

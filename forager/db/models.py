@@ -136,6 +136,8 @@ class CrawlAttempt(Base):
     bytes_received: Mapped[int | None] = mapped_column(Integer)
     final_url: Mapped[str | None] = mapped_column(Text)
     page_path: Mapped[str | None] = mapped_column(String(512))
+    # The stored (gzip) size of the page; both are cleared when retention deletes the page.
+    page_bytes: Mapped[int | None] = mapped_column(Integer)
     error_type: Mapped[str | None] = mapped_column(String(20), index=True)
     error_message: Mapped[str | None] = mapped_column(Text)
 

@@ -1,4 +1,9 @@
-"""The page store: raw pages kept gzip-compressed under a key recorded on the attempt and task."""
+"""The page store: raw pages kept gzip-compressed under a key recorded on the attempt and task.
+
+Backends: ``LocalPageStore`` (a directory), ``S3PageStore`` (``forager.store.s3``, an
+S3-compatible bucket) and ``MemoryPageStore`` (tests, one-shot crawls). ``open_page_store``
+picks one from the settings; the composition root calls it once per process.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,15 @@ class PageStore(Protocol):
     async def get(self, key: str) -> bytes: ...
 
     async def exists(self, key: str) -> bool: ...
+
+    async def delete(self, key: str) -> None:
+        """Remove a page; a page already gone is not an error (retention may race itself)."""
+
+    async def check(self) -> None:
+        """Refuse, with a ``PageStoreError`` naming the problem, a store that cannot be used
+        (run at start-up: a missing bucket or a wrong key is reported then, not per page)."""
+
+    async def aclose(self) -> None: ...
 
 
 def page_key(url_hash: str, when: datetime | None = None) -> str:
@@ -86,6 +100,23 @@ class LocalPageStore:
     async def exists(self, key: str) -> bool:
         return await asyncio.to_thread(self._path(key).is_file)
 
+    async def delete(self, key: str) -> None:
+        try:
+            await asyncio.to_thread(self._path(key).unlink, missing_ok=True)
+        except OSError as exc:
+            raise PageStoreError(f"cannot delete stored page {key}: {exc.strerror or exc}") from exc
+
+    async def check(self) -> None:
+        try:
+            await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PageStoreError(
+                f"cannot use the page store directory {self.root}: {exc.strerror or exc}"
+            ) from exc
+
+    async def aclose(self) -> None:
+        return None
+
 
 class MemoryPageStore:
     """In-memory page store for tests and one-shot crawls that keep nothing."""
@@ -109,3 +140,12 @@ class MemoryPageStore:
 
     async def exists(self, key: str) -> bool:
         return key in self.pages
+
+    async def delete(self, key: str) -> None:
+        self.pages.pop(key, None)
+
+    async def check(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None

@@ -15,7 +15,8 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.fetch.base import Fetcher
 from forager.fetch.registry import FetcherSet
-from forager.store.pages import LocalPageStore, PageStore
+from forager.store.backend import open_page_store
+from forager.store.pages import PageStore
 from forager.worker.parsing import ParsePool
 from forager.worker.writer import Writer
 
@@ -51,7 +52,7 @@ class Parts:
         box = SecretBox(settings)
         return cls(
             settings=settings,
-            pages=LocalPageStore(settings.pages_dir),
+            pages=open_page_store(settings),
             box=box,
             # One fetcher per kind (http, impersonate, browser), picked per task's domain.
             fetchers=FetcherSet(settings),
@@ -66,3 +67,4 @@ class Parts:
         finally:
             await self.parser.aclose()
             await self.fetchers.aclose()
+            await self.pages.aclose()

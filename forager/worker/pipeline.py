@@ -236,7 +236,13 @@ class Pipeline:
             return await self._fetch_failed(task, proxy, started, ban, gate)
         page_key = None
         if parsed.page_gz is not None:
-            page_key = await self.pages.put_gzip(task.url_hash, parsed.page_gz)
+            try:
+                page_key = await self.pages.put_gzip(task.url_hash, parsed.page_gz)
+            except PageStoreError as exc:  # nothing recorded as stored; the task retries
+                log.warning("task %s: page not stored: %s", task.id, exc.message)
+                return await self._fail(
+                    task, "internal", f"page not stored: {exc.message}", open_gate=not gate.opened
+                )
         error = (*parsed.error, None) if parsed.error else None
         proxy_id = proxy.proxy_id if proxy else None
         fetched = (page_key, response.status_code, response.elapsed_ms, proxy_id)
@@ -244,6 +250,8 @@ class Pipeline:
             task, self.worker_id, [S.CRAWLING], error=error, via=FETCHED_VIA, fetched=fetched
         )
         attempt = self._fetch_attempt(task, proxy, started, response=response, page_key=page_key)
+        if page_key is not None and parsed.page_gz is not None:
+            attempt["page_bytes"] = len(parsed.page_gz)
         item = Finish(
             ending,
             attempt,

@@ -1,8 +1,8 @@
 """The worker: claims tasks up to its concurrency and runs them, with monitored side tasks.
 
 Shaped like procrastinate's worker: a bounded set of jobs, a wake-up event with polling as
-fallback, named side tasks (heartbeat, scheduler) restarted when they fail, and a bounded
-graceful shutdown that releases whatever did not finish in time.
+fallback, named side tasks (heartbeat, scheduler, page retention) restarted when they fail, and
+a bounded graceful shutdown that releases whatever did not finish in time.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from forager.fetch.base import Fetcher
 from forager.proxies.retest import retest_due
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
+from forager.store.retention import Retention, prune
 from forager.worker import registry
 from forager.worker.claiming import ClaimLoop
 from forager.worker.parts import Parts
@@ -118,6 +119,9 @@ class WorkerPool:
             side.append(
                 self._supervise("proxy-retest", self._retest, self.settings.scheduler_seconds)
             )
+            if self.settings.page_retention_on:
+                every = self.settings.page_retention_interval_seconds
+                side.append(self._supervise("page-retention", self._prune_pages, every))
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
@@ -232,6 +236,17 @@ class WorkerPool:
         result = await retest_due(self.db, self.settings, self.parts.box, self.parts.fetchers)
         if result.enabled:
             log.info("proxies %s pass their re-test: enabled again", result.enabled)
+
+    async def _prune_pages(self) -> None:
+        """Delete stored pages past retention; stops between batches once the pool stops."""
+        s = self.settings
+        rules = Retention(s.page_retention_keep_last, s.page_retention_days)
+        pruned = await prune(self.db, self.pages, rules, should_stop=self._stopping)
+        if pruned.pages:
+            log.info("retention deleted %d stored pages (%d bytes)", pruned.pages, pruned.bytes)
+
+    def _stopping(self) -> bool:
+        return self.claiming.stopping or self._side_stop.is_set()
 
     async def _schedule(self) -> None:
         reaped = await self.queue.reap_expired_leases()

@@ -55,6 +55,7 @@ _ATTEMPT_KEYS = (
     "bytes_received",
     "final_url",
     "page_path",
+    "page_bytes",
     "error_type",
     "error_message",
 )

@@ -43,15 +43,15 @@ def clean_env(data_dir: Path) -> dict[str, str]:
     return clean
 
 
-def forager(cwd: Path, env: Mapping[str, str], *args: str) -> Ran:
+def forager(cwd: Path, env: Mapping[str, str], *args: str, stdin: str | None = None) -> Ran:
     """Run ``forager ARGS`` in this process, in ``cwd`` (so no ``.env`` of the repository
-    leaks in) with exactly the FORAGER_* variables of ``env``."""
+    leaks in) with exactly the FORAGER_* variables of ``env`` (and ``stdin`` as its input)."""
     overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FORAGER_")}
     overrides.update(env)
     runner = CliRunner()
     with (
         _fresh_settings(),
-        runner.isolation(env=overrides) as (stdout, stderr, _),
+        runner.isolation(input=stdin, env=overrides) as (stdout, stderr, _),
         contextlib.chdir(cwd),
         mock.patch.object(sys, "argv", ["forager", *args]),
     ):
