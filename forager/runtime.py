@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 
 from forager.agents.hub import AgentHub
+from forager.alerts import detect
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
@@ -90,6 +91,7 @@ class Runtime:
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
         db = await open_database(settings, migrate=migrate)
+        detect.install()  # alert events are detected in the transaction that records them
         return cls(settings, db, Parts.build(db, settings))
 
     @property
