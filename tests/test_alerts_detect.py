@@ -143,3 +143,12 @@ def test_a_rule_that_does_not_fit_its_kind_is_refused(
     with pytest.raises(InvalidRequest) as refused:
         admin.check(RuleSpec(name="x", kind=kind, webhook_url=HOOK, **values))
     assert refused.value.field == field
+
+
+def test_every_kind_is_in_the_api() -> None:
+    from typing import get_args
+
+    from forager.alerts.rules import KINDS
+    from forager.api.alert_schemas import AlertKind
+
+    assert set(get_args(AlertKind)) == set(KINDS)
