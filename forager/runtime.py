@@ -54,6 +54,10 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     # httpx logs every request line at INFO: too loud for a crawler.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Apprise logs its URLs (credentials) at debug: kept out; failures are in the deliveries.
+    apprise_log = logging.getLogger("apprise")
+    apprise_log.propagate = False
+    apprise_log.addHandler(logging.NullHandler())
 
 
 async def open_database(settings: Settings, *, migrate: bool = True) -> Database:

@@ -171,3 +171,55 @@ async def test_the_pool_delivers_what_a_restart_left_in_the_outbox(make_settings
         assert status == "delivered"
     finally:
         await runtime.aclose()
+
+
+async def test_an_email_through_apprise_reaches_a_real_smtp_server(make_settings: Any) -> None:
+    from aiosmtpd.smtp import SMTP, AuthResult, Envelope
+
+    settings = make_settings(**FAST)
+    mails: list[Envelope] = []
+    logins: list[tuple[bytes, bytes]] = []
+
+    class Inbox:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Envelope) -> str:
+            mails.append(envelope)
+            return "250 OK"
+
+    def login(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+        logins.append((data.login, data.password))
+        return AuthResult(success=True)
+
+    loop = asyncio.get_running_loop()
+    smtp = await loop.create_server(
+        lambda: SMTP(Inbox(), hostname="localhost", authenticator=login, auth_require_tls=False),
+        "127.0.0.1",
+        0,
+    )
+    port = smtp.sockets[0].getsockname()[1]
+    url = f"mailto://alerts:pw-s3cret@127.0.0.1:{port}?from=alerts@example.com&to=ops@example.com"
+    from forager.runtime import open_database
+
+    db = await open_database(settings)
+    deliverer = Deliverer(db, settings, SecretBox(settings))
+    try:
+        delivery_id, secret = await _queued(db, settings, apprise_url=url)
+        assert secret is None  # only webhooks are signed
+        await _run_until(deliverer, db, delivery_id, "delivered")
+        assert logins == [(b"alerts", b"pw-s3cret")]
+        [mail] = mails
+        assert mail.rcpt_tos == ["ops@example.com"]
+        assert b"Agent blocked" in (mail.content or b"")
+        smtp.close()
+        await smtp.wait_closed()
+        # The server gone: the try fails, and what is recorded names no credential.
+        await admin.resend(db, delivery_id)
+        await _run_until(deliverer, db, delivery_id, "failed")
+        _, tries = await _state(db, delivery_id)
+        errors = " ".join(t.error or "" for t in tries[1:])
+        assert "Connection error" in errors and "pw-s3cret" not in errors
+        async with db.reader() as session:
+            rule = await admin.get_rule(session, 1)
+        assert rule.target_display == "mailto://127.0.0.1/…" and "pw-s3cret" not in rule.target_enc
+    finally:
+        await deliverer.aclose()
+        await db.dispose()

@@ -95,7 +95,7 @@ async def notify(url: str, payload: dict[str, Any], *, seconds: float) -> Outcom
     if not sender.add(url):
         return Outcome(None, "Apprise does not accept this URL")
     title, body = message(payload)
-    with apprise.LogCapture(level=logging.WARNING) as captured:  # type: ignore[no-untyped-call]
+    with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as captured:  # type: ignore[no-untyped-call]
         try:
             sent = await asyncio.wait_for(sender.async_notify(body=body, title=title), seconds)
         except TimeoutError:
