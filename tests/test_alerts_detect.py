@@ -35,9 +35,7 @@ async def _rule(db: Database, settings: Settings, name: str, kind: str, **values
 
 async def _fired(db: Database) -> Counter[str]:
     async with db.reader() as session:
-        rows = await session.execute(
-            select(AlertDelivery.payload).order_by(AlertDelivery.id)
-        )
+        rows = await session.execute(select(AlertDelivery.payload).order_by(AlertDelivery.id))
         return Counter(payload["rule"]["name"] for (payload,) in rows)
 
 
@@ -50,9 +48,7 @@ async def _domain(db: Database, name: str) -> int:
         return row.id
 
 
-async def test_price_and_stock_rules_over_a_run_of_crawls(
-    db: Database, settings: Settings
-) -> None:
+async def test_price_and_stock_rules_over_a_run_of_crawls(db: Database, settings: Settings) -> None:
     shop = await _domain(db, "shop.example")
     other = await _domain(db, "other.example")
     t = Decimal("100")
