@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forager.alerts.admin import BATCH_KINDS, DOMAIN_KINDS, PERCENT_KINDS, THRESHOLD_KINDS
 from forager.alerts.rules import PRICE_KINDS, PRODUCT_KINDS
@@ -67,23 +67,25 @@ _RULES = [
 ]
 
 
+_OPTIONAL = (
+    "webhook_url",
+    "apprise_url",
+    "percent",
+    "threshold",
+    "min_change_abs",
+    "min_change_pct",
+    "product_id",
+    "domain_id",
+    "batch_name",
+)
+
+
 class AlertRuleCreate(JsonBody):
     """A subscription: an event kind, its conditions and scope, and exactly one target."""
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra=without_null(
-            "webhook_url",
-            "apprise_url",
-            "percent",
-            "threshold",
-            "min_change_abs",
-            "min_change_pct",
-            "product_id",
-            "domain_id",
-            "batch_name",
-            also={"allOf": _RULES, "examples": [_EXAMPLE]},
-        ),
+        json_schema_extra=without_null(*_OPTIONAL, also={"allOf": _RULES, "examples": [_EXAMPLE]}),
     )
 
     name: str = Field(min_length=1, max_length=100)
@@ -123,6 +125,13 @@ class AlertRuleCreate(JsonBody):
         None, description="Only products (or tasks) of tasks submitted with this batch name."
     )
     enabled: bool = True
+
+    @field_validator(*_OPTIONAL, mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("may not be null (leave the field out instead)")
+        return value
 
 
 class AlertRuleUpdate(JsonBody):
