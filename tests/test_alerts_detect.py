@@ -148,3 +148,23 @@ def test_every_kind_is_in_the_api() -> None:
     from forager.api.alert_schemas import AlertKind
 
     assert set(get_args(AlertKind)) == set(KINDS)
+
+
+async def test_agent_and_mission_events_fire_their_rules_in_the_same_transaction(
+    db: Database, settings: Settings
+) -> None:
+    from forager.db import audit
+
+    detect.install()
+    await _rule(db, settings, "blocked", "agent_blocked")
+    await _rule(db, settings, "done", "mission_finished")
+    await _rule(db, settings, "broken", "mission_failed")
+    async with db.session() as session:
+        audit.record(session, "agent", [3], "blocked", {"to": "blocked", "reason": "captcha"})
+        audit.record(session, "mission", [5], "mission_completed", {"ads": 12})
+        audit.record(session, "mission", [6], "scrape_failed", {})  # not an alert event
+    with pytest.raises(RuntimeError):
+        async with db.session() as session:  # rolled back: neither event nor delivery stays
+            audit.record(session, "mission", [6], "mission_failed", {})
+            raise RuntimeError
+    assert await _fired(db) == {"blocked": 1, "done": 1}
