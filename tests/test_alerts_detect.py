@@ -163,8 +163,12 @@ async def test_agent_and_mission_events_fire_their_rules_in_the_same_transaction
         audit.record(session, "agent", [3], "blocked", {"to": "blocked", "reason": "captcha"})
         audit.record(session, "mission", [5], "mission_completed", {"ads": 12})
         audit.record(session, "mission", [6], "scrape_failed", {})  # not an alert event
-    with pytest.raises(RuntimeError):
-        async with db.session() as session:  # rolled back: neither event nor delivery stays
+
+    async def failing() -> None:  # rolled back: neither the event nor a delivery stays
+        async with db.session() as session:
             audit.record(session, "mission", [6], "mission_failed", {})
             raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        await failing()
     assert await _fired(db) == {"blocked": 1, "done": 1}
