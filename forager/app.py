@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 
 from forager import __version__
 from forager.api import agents as agents_api
+from forager.api import alerts as alerts_api
 from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
 from forager.api import missions as missions_api
 from forager.api import monitors as monitors_api
@@ -108,6 +109,7 @@ def create_app(settings: Settings) -> FastAPI:
         missions_api.writers,
         monitors_api.router,
         monitors_api.errors_router,
+        alerts_api.router,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

@@ -416,6 +416,40 @@ class Settings(BaseSettings):
     )
 
     # -- network hardening (issue 11): where requests may go, the browser's sandbox --
+    alert_poll_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="How often the alert delivery loop (in `serve` and every `forager worker`) "
+        "looks for due deliveries in the outbox.",
+    )
+    alert_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="How long one webhook or Apprise delivery may take before it counts as "
+        "failed and is retried.",
+    )
+    alert_retry_base_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=86400,
+        description="Wait before the first retry of a failed alert delivery; doubles with each "
+        "further try, up to FORAGER_ALERT_RETRY_MAX_SECONDS.",
+    )
+    alert_retry_max_seconds: float = Field(
+        3600.0,
+        gt=0,
+        le=7 * 86400,
+        description="Longest wait between two tries of an alert delivery.",
+    )
+    alert_max_attempts: int = Field(
+        8,
+        ge=1,
+        le=100,
+        description="Tries of an alert delivery before it is marked failed (it can still be "
+        "re-sent from the API or the dashboard).",
+    )
     private_targets: str = Field(
         "submitted",
         description="Which non-public addresses fetches may reach: `submitted` (only the host "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 
 from forager.agents.hub import AgentHub
+from forager.alerts import detect
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
@@ -53,6 +54,10 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     # httpx logs every request line at INFO: too loud for a crawler.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Apprise logs its URLs (credentials) at debug: kept out; failures are in the deliveries.
+    apprise_log = logging.getLogger("apprise")
+    apprise_log.propagate = False
+    apprise_log.addHandler(logging.NullHandler())
 
 
 async def open_database(settings: Settings, *, migrate: bool = True) -> Database:
@@ -95,6 +100,7 @@ class Runtime:
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
         db = await open_database(settings, migrate=migrate)
+        detect.install()  # alert events are detected in the transaction that records them
         runtime = cls(settings, db, Parts.build(db, settings))
         try:
             await runtime.pages.check()  # a missing bucket or a wrong key stops start-up here

@@ -548,6 +548,38 @@ def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: S
     expect(row).to_have_count(0)
 
 
+def test_alerts_page_shows_the_secret_once_and_resends_a_delivery(
+    admin: Any, server: Server
+) -> None:
+    from playwright.sync_api import expect
+
+    admin.get_by_role("navigation", name="Main").get_by_role("link", name="Alerts").click()
+    admin.get_by_label("Name", exact=True).fill("e2e failures")
+    admin.get_by_label("When").select_option("task_failed")
+    # The receiver is this server's /health, which refuses a POST: every try is a 405.
+    admin.get_by_label("Target URL").fill(f"{server.url}/health")
+    admin.get_by_role("button", name="Create rule").click()
+    expect(admin.get_by_test_id("alert-secret")).to_be_visible()
+    secret = admin.get_by_test_id("alert-secret").locator("code").inner_text()
+    rule = admin.locator("tr[data-rule]").filter(has_text="e2e failures")
+    expect(rule).to_contain_text("webhook: http://127.0.0.1/…")
+    assert secret not in (server.api.get("/api/alerts/rules").text)
+    server.task(server.site.url("/status/404"))  # fails for good at once: an alert
+    delivery = admin.locator("tr[data-delivery]").first
+    expect(delivery).to_contain_text("task_failed")
+    expect(delivery).to_contain_text("405")
+    shoot(admin, "alerts")
+    delivery.get_by_role("button", name="Tries").click()
+    expect(admin.get_by_text("the receiver answered 405").first).to_be_visible()
+    delivery.get_by_role("button", name="Re-send").click()
+    expect(admin.get_by_text("will be sent again")).to_be_visible()
+    nav = admin.get_by_role("navigation", name="Main")
+    nav.get_by_role("link", name="Events").click()
+    nav.get_by_role("link", name="Alerts").click()
+    expect(admin.locator("tr[data-rule]").first).to_be_visible()
+    expect(admin.get_by_test_id("alert-secret")).to_have_count(0)  # shown once only
+
+
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
     """Runs last in this module: it stops the server."""
     headers = {"Authorization": f"Bearer {server.keys['read']}"}

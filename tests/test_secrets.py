@@ -29,7 +29,19 @@ BULK_OBJECT = "pw-bulkobject-Hh4"
 BAD_LINE = "pw-badline-Vv61"
 WRONG = "pw-wrong-Zq02"
 SERVICE_KEY = "svc-key-Rt5m"  # a worker service's and a writer's API keys (missions)
-PASSWORDS = (CREATED, UPDATED, BULK_LINE, BULK_OBJECT, BAD_LINE, WRONG, SERVICE_KEY)
+APPRISE = "pw-apprise-Kd8w"  # in an Apprise URL (alerts)
+HOOK_TOKEN = "hooktoken-Mm3p"  # in a webhook URL's path (alerts)
+PASSWORDS = (
+    CREATED,
+    UPDATED,
+    BULK_LINE,
+    BULK_OBJECT,
+    BAD_LINE,
+    WRONG,
+    SERVICE_KEY,
+    APPRISE,
+    HOOK_TOKEN,
+)
 
 
 def _runtime(api: httpx.AsyncClient) -> Runtime:
@@ -44,7 +56,7 @@ def _ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
 
 
 async def _use_every_secret(
-    api: httpx.AsyncClient, site: TestSite, tokens: list[str]
+    api: httpx.AsyncClient, site: TestSite, tokens: list[str], alert_secrets: list[str]
 ) -> dict[str, int]:
     """Give the API every kind of secret and make the server use them; the ids made.
 
@@ -87,6 +99,26 @@ async def _use_every_secret(
         tested = _ok(await api.post(f"/api/proxies/{proxy['id']}/test", json={"url": url}))
         assert tested["ok"] is True
 
+        # Alerts: a webhook (its signing secret shown once) and an Apprise URL with a password;
+        # the crawl below fires both, and the deliveries fail (nothing listens there).
+        hook = _ok(
+            await api.post(
+                "/api/alerts/rules",
+                json={"name": "hook", "kind": "back_in_stock", "fire_on_first": True,
+                      "webhook_url": f"http://127.0.0.1:9/{HOOK_TOKEN}"},
+            ),
+            201,
+        )  # fmt: skip
+        alert_secrets.append(hook["secret"])
+        _ok(
+            await api.post(
+                "/api/alerts/rules",
+                json={"name": "mail", "kind": "back_in_stock", "fire_on_first": True,
+                      "apprise_url": f"mailto://me:{APPRISE}@127.0.0.1:9"
+                                     "?from=a@example.com&to=ops@example.com"},
+            ),
+            201,
+        )  # fmt: skip
         submitted = _ok(await api.post("/api/tasks", json={"url": url}), 201)
         task_id, domain_id = submitted["task"]["id"], submitted["task"]["domain_id"]
         _ok(await api.post(f"/api/domains/{domain_id}/proxies", json={"proxy_ids": [proxy["id"]]}))
@@ -114,7 +146,10 @@ async def _use_every_secret(
     missions = _ok(await api.post("/api/missions", json=mission), 201)["missions"]
     watched = {"url": site.url("/product/3"), "parser_name": "generic", "name": "watched"}
     monitor = _ok(await api.post("/api/monitors", json=watched), 201)
+    deliveries = _ok(await api.get("/api/alerts/deliveries"))["items"]
     return {
+        "rule_id": hook["id"],
+        "delivery_id": deliveries[0]["id"],
         "monitor_id": monitor["id"],
         "mission_id": missions[0]["id"],
         "service_id": worker["id"],
@@ -166,12 +201,13 @@ async def test_no_secret_in_any_response_log_line_or_row(
     keys: dict[str, str] = api.keys  # type: ignore[attr-defined]
     secrets = [*PASSWORDS, *keys.values(), runtime.settings.secret_key.get_secret_value()]
 
-    ids = await _use_every_secret(api, site, tokens := [])
+    alert_secrets: list[str] = []
+    ids = await _use_every_secret(api, site, tokens := [], alert_secrets)
     assert len(tokens) == 2 and all(len(t) >= 32 for t in tokens)
     responses = await _read_everything(api, ids)
     stored = await _every_stored_value(api)
 
-    secrets += tokens
+    secrets += tokens + alert_secrets
     for response in responses:
         seen = response.text + repr(dict(response.headers))
         leaked = [s for s in secrets if s in seen]

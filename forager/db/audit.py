@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -18,6 +18,17 @@ _PENDING = "forager.pending_events"
 # in an operator command; unset (NULL) in workers, whose events are the system's own. A
 # context variable reaches every event a request causes, in whichever service records it.
 ACTOR: ContextVar[str | None] = ContextVar("forager_actor", default=None)
+
+# What else sees a transaction's events before they are written (alerts: the composition root
+# installs ``forager.alerts.detect.events``), in the same transaction.
+FlushHook = Callable[[AsyncSession, Sequence[dict[str, Any]]], Awaitable[None]]
+_HOOKS: list[FlushHook] = []
+
+
+def on_flush(hook: FlushHook) -> None:
+    """Run ``hook`` on every transaction's events, before they are inserted (idempotent)."""
+    if hook not in _HOOKS:
+        _HOOKS.append(hook)
 
 
 def record(
@@ -48,4 +59,6 @@ async def flush(session: AsyncSession) -> None:
     """Write the queued events of ``session`` (called by ``Database.session`` before commit)."""
     rows = session.info.pop(_PENDING, None)
     if rows:
+        for hook in _HOOKS:
+            await hook(session, rows)
         await session.execute(insert(Event), rows)

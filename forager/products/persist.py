@@ -17,6 +17,8 @@ from typing import Any, Literal, cast
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.alerts import detect
+from forager.alerts.rules import Observation
 from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
@@ -203,6 +205,14 @@ async def save_products(
         await session.execute(_TOUCH, touched)
     await _replace_images(session, images, set(old_images), now)
     if history:
+        # Alerts first: they read the history before this change (the last good values).
+        await detect.products(
+            session,
+            [
+                _observation(items[i], product_id, existing.get(items[i].url_hash))
+                for i, product_id in history
+            ],
+        )
         await session.execute(
             insert(PriceHistory),
             [_history_row(items[i], product_id, now) for i, product_id in history],
@@ -222,6 +232,21 @@ def _new_row(item: ProductInput, now: datetime) -> dict[str, Any]:
         "updated_at": now,
         **_columns(item.record),
     }
+
+
+def _observation(item: ProductInput, product_id: int, old: Any) -> Observation:
+    return Observation(
+        product_id=product_id,
+        domain_id=item.domain_id,
+        task_id=item.task_id,
+        url=item.url,
+        name=item.record.product_name,
+        currency=item.record.currency,
+        price=_money(item.record.price),
+        available=item.record.is_available,
+        old_price=None if old is None else old.price,
+        old_available=None if old is None else old.is_available,
+    )
 
 
 def _history_row(item: ProductInput, product_id: int, now: datetime) -> dict[str, Any]:

@@ -30,6 +30,7 @@ STATIC = Path(__file__).parent / "static"
 PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents", "/events")
 MISSION_PAGES = ("/missions",)  # Mission Control (issue 16)
 MONITOR_PAGES = ("/monitors",)  # live monitors (issue 15)
+ALERT_PAGES = ("/alerts",)  # alert rules and deliveries (issue 17)
 DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}")
 # The shell and its scripts come only from this server; nothing is loaded from elsewhere.
 SHELL_CSP = (
@@ -74,7 +75,7 @@ async def detail_shell(item_id: EntityId) -> FileResponse:
     return _shell()
 
 
-for _path in (*PAGES, *MISSION_PAGES, *MONITOR_PAGES, "/login"):
+for _path in (*PAGES, *MISSION_PAGES, *MONITOR_PAGES, *ALERT_PAGES, "/login"):
     router.add_api_route(_path, shell, methods=["GET"])
 for _path in DETAIL_PAGES:
     router.add_api_route(_path, detail_shell, methods=["GET"])

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
+from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
@@ -193,16 +194,35 @@ class FetchPolicy:
             await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
 
     async def _domain_breaker(self, session: AsyncSession, domain_id: int, *, ok: bool) -> None:
-        values = breakers.outcome_values(Domain, self.settings, utcnow(), ok=ok)
+        now = utcnow()
+        values = breakers.outcome_values(Domain, self.settings, now, ok=ok)
         where = [Domain.id == domain_id]
         if ok:  # a healthy closed breaker has nothing to record: no write
             where.append(or_(Domain.breaker_state != breakers.CLOSED, Domain.breaker_failures > 0))
-        await session.execute(
-            update(Domain)
-            .where(*where)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
+            await session.execute(
+                update(Domain)
+                .where(*where)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            return
+        opened = (
+            await session.execute(
+                update(Domain)
+                .where(*where)
+                .values(**values)
+                .returning(Domain.breaker_opened_at, Domain.breaker_failures)
+                .execution_options(synchronize_session=False)
+            )
+        ).first()
+        if opened is not None and opened.breaker_opened_at == now:  # this failure opened it
+            audit.record(
+                session,
+                "domain",
+                [domain_id],
+                "breaker_opened",
+                {"failures": opened.breaker_failures},
+            )
 
     async def succeeded_direct(
         self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]

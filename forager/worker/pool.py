@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from forager.alerts.deliver import Deliverer
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
@@ -81,6 +82,7 @@ class WorkerPool:
             writer=parts.writer,
         )
         parts.wake.listen(self.wake)
+        self.alerts = Deliverer(db, settings, parts.box)
         self.run_scheduler = run_scheduler
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
@@ -122,6 +124,7 @@ class WorkerPool:
             if self.settings.page_retention_on:
                 every = self.settings.page_retention_interval_seconds
                 side.append(self._supervise("page-retention", self._prune_pages, every))
+            side.append(self._supervise("alerts", self._deliver, self.settings.alert_poll_seconds))
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
@@ -136,6 +139,7 @@ class WorkerPool:
             for task in stuck:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
+            await self.alerts.aclose()
             if self._owns_parts:
                 await self.parts.aclose()
             with contextlib.suppress(Exception):  # the database may be what stopped us
@@ -230,6 +234,10 @@ class WorkerPool:
         if self.recycle_reason is not None:
             log.warning("worker %s recycles itself (%s)", self.worker_id, self.recycle_reason)
             self.stop()
+
+    async def _deliver(self) -> None:
+        """Send the alert deliveries that are due (webhooks, Apprise), retrying failed ones."""
+        await self.alerts.step()
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""

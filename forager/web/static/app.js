@@ -12,6 +12,7 @@ import * as events from "./pages/events.js";
 import * as agents from "./pages/agents.js";
 import * as missions from "./pages/missions.js";
 import * as monitors from "./pages/monitors.js";
+import * as alerts from "./pages/alerts.js";
 
 const PAGES = [
   ["/", "Overview", overview.render],
@@ -23,6 +24,7 @@ const PAGES = [
   ["/agents", "Agents", agents.render],
   ["/missions", "Missions", missions.render],
   ["/monitors", "Monitors", monitors.render],
+  ["/alerts", "Alerts", alerts.render],
   ["/events", "Events", events.render],
 ];
 const DETAILS = [

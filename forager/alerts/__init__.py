@@ -1,0 +1,1 @@
+"""Alerts (issue 17): rules, change detection into an outbox, and signed deliveries."""
