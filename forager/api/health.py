@@ -86,6 +86,7 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
         raise NotFound("the health check is turned off (FORAGER_HEALTH_CHECK_ENABLED=false)")
     now = utcnow()
     body = Health(status="healthy", timestamp=now, opt_outs=opt_outs(runtime.settings))
+    every_breaker: list[breakers.BreakerView] = []
     try:
         async with runtime.db.reader() as session:
             workers = await live_workers(session, now - alive_window(runtime.settings))
@@ -95,8 +96,12 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
                 due = await _due_count(session, now)
                 body.queue_depth = await counts.by_status(session)
                 body.workers = [WorkerSeen.model_validate(w) for w in workers]
-                tripped = await breakers.not_closed(session, runtime.settings)
-                body.circuit_breakers = [BreakerSeen.model_validate(b) for b in tripped]
+                every_breaker = await breakers.views(session, runtime.settings)
+                body.circuit_breakers = [
+                    BreakerSeen.model_validate(b)
+                    for b in every_breaker
+                    if b.state != breakers.CLOSED
+                ]
             watched = await monitor_health.summary(session, runtime.settings, now)
     except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
@@ -117,7 +122,7 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
         if caller is not None:
             body.detail = watched.detail
     if caller is not None:
-        _seed_blocks(body, queue, watched)
+        _seed_blocks(body, queue, watched, every_breaker)
     code = 503 if body.status == "down" else 200
     return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=code)
 
@@ -125,9 +130,15 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
 _RANK = {"healthy": 0, "degraded": 1, "down": 2}
 
 
-def _seed_blocks(body: Health, queue: PartHealth, watched: monitor_health.MonitorHealth) -> None:
+def _seed_blocks(
+    body: Health,
+    queue: PartHealth,
+    watched: monitor_health.MonitorHealth,
+    every_breaker: list[breakers.BreakerView],
+) -> None:
     """The seed's HealthStatus blocks, for key holders: monitors' scrapers, resources,
-    errors (with every breaker and its kind) and performance."""
+    errors (every domain, proxy and monitor breaker, closed ones too, with its kind and the
+    seed's statistics) and performance."""
     body.queue = queue
     body.monitors = PartHealth(status=watched.status, detail=watched.detail)
     body.active_scraper_count = len(watched.scrapers)
@@ -135,7 +146,20 @@ def _seed_blocks(body: Health, queue: PartHealth, watched: monitor_health.Monito
     body.scrapers = [ScraperSeen.model_validate(s) for s in watched.scrapers]
     body.resources = HealthResources.model_validate(watched.resources)
     domain_and_proxy = [
-        CircuitBreakerSeen.model_validate(b.model_dump()) for b in body.circuit_breakers or []
+        CircuitBreakerSeen(
+            kind=b.kind,
+            entity_id=b.entity_id,
+            name=b.name,
+            state=b.state,
+            failure_count=b.failure_count,
+            success_count=b.success_count,
+            opened_at=b.opened_at,
+            total_calls=b.total_calls,
+            total_successes=b.total_successes,
+            total_failures=b.total_failures,
+            last_state_change=b.last_state_change,
+        )
+        for b in every_breaker
     ]
     body.errors = HealthErrors(
         last_minute=watched.errors["last_minute"],

@@ -348,7 +348,8 @@ class ScraperSeen(BaseModel):
 
 
 class CircuitBreakerSeen(BaseModel):
-    """A breaker of a domain, a proxy (when not closed) or a monitor (always listed)."""
+    """A breaker of a domain, a proxy or a monitor (every one, closed ones too), with the
+    seed's statistics."""
 
     kind: Literal["domain", "proxy", "monitor"]
     entity_id: int
@@ -357,10 +358,14 @@ class CircuitBreakerSeen(BaseModel):
     failure_count: int
     success_count: int
     opened_at: datetime | None = None
-    total_calls: int | None = None
-    total_successes: int | None = None
-    total_failures: int | None = None
-    total_rejections: int | None = None
+    total_calls: int = Field(description="Outcomes recorded (and, for a monitor, refusals).")
+    total_successes: int
+    total_failures: int
+    total_rejections: int | None = Field(
+        None,
+        description="Polls refused while open: monitors only (an open domain's or proxy's "
+        "work is skipped by the claim, never offered and refused).",
+    )
     last_state_change: datetime | None = None
 
 

@@ -68,6 +68,12 @@ class Domain(Timestamped, Base):
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Breaker statistics (issue 15, the seed's CircuitBreaker): every recorded outcome and when
+    # the state last changed; ``forager.fetch.breakers`` writes them. No rejection count: an
+    # open breaker's work is skipped by the claim, never offered and refused.
+    breaker_total_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_total_failures: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Fetcher (migration 0007): http | impersonate | browser; the browser waits for this CSS
     # selector when set, else for network idle.
     fetcher: Mapped[str] = mapped_column(String(20), default="http")
@@ -254,6 +260,12 @@ class Proxy(Timestamped, Base):
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Breaker statistics (issue 15, the seed's CircuitBreaker): every recorded outcome and when
+    # the state last changed; ``forager.fetch.breakers`` writes them. No rejection count: an
+    # open breaker's work is skipped by the claim, never offered and refused.
+    breaker_total_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_total_failures: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Missions (issue 16): the name seed 003 logs as ``proxy_used``, and the worker service
     # holding the proxy for its session (invisible to crawl selection meanwhile).
     name: Mapped[str | None] = mapped_column(String(200))

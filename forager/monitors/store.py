@@ -31,6 +31,20 @@ def _free(now: datetime) -> Any:
     )
 
 
+async def _leased_update(session: Any, owner: str, monitor_id: int, **values: Any) -> Any | None:
+    """The one shape of every runtime write: ``UPDATE`` the monitor only while ``owner`` holds
+    its lease, ``RETURNING`` its breaker (``breakers.returning`` and ``breaker_opened_at``).
+    None: the lease is gone and nothing was written."""
+    result = await session.execute(
+        update(Monitor)
+        .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
+        .values(**values)
+        .returning(*breakers.returning(Monitor), Monitor.breaker_opened_at)
+        .execution_options(synchronize_session=False)
+    )
+    return result.first()
+
+
 async def claim(db: Database, owner: str, settings: Settings, limit: int) -> list[Monitor]:
     """Lease up to ``limit`` enabled monitors that nobody holds (or whose lease expired).
 
@@ -104,18 +118,16 @@ async def start_run(
 ) -> bool:
     """Record a new run (its scraper id and start); ``restart`` counts it. False: lease lost."""
     async with db.session() as session:
-        result = await session.execute(
-            update(Monitor)
-            .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-            .values(
-                scraper_id=scraper_id,
-                run_started_at=started,
-                status="active",
-                restarts=Monitor.restarts + (1 if restart else 0),
-            )
-            .execution_options(synchronize_session=False)
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            scraper_id=scraper_id,
+            run_started_at=started,
+            status="active",
+            restarts=Monitor.restarts + (1 if restart else 0),
         )
-        ok = getattr(result, "rowcount", 0) == 1
+        ok = row is not None
         if ok and restart:
             audit.record(session, "monitor", [monitor_id], "restarted", {"scraper_id": scraper_id})
         return ok
@@ -150,21 +162,10 @@ def error_type_of(exc: BaseException) -> str:
     return "internal"
 
 
-async def _breaker_step(
-    session: Any, monitor_id: int, before: str, written: Written, now: datetime
-) -> None:
-    """Log a breaker transition as an event and stamp when it happened."""
-    if written.breaker_state == before:
-        return
-    await session.execute(
-        update(Monitor)
-        .where(Monitor.id == monitor_id)
-        .values(breaker_changed_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    audit.record(
-        session, "monitor", [monitor_id], f"breaker_{written.breaker_state}", {"from": before}
-    )
+def _written(session: Any, row: Any, before: str, now: datetime) -> Written:
+    """The breaker as stored after an outcome; a transition is logged and recorded."""
+    breakers.transitions(session, "monitor", [row], now, before=before)
+    return Written(row[1], row[3])
 
 
 async def record_success(
@@ -225,18 +226,10 @@ async def record_success(
             "lease_expires_at": None,
         }
     async with db.session() as session:
-        row = (
-            await session.execute(
-                update(Monitor)
-                .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-                .values(**values)
-                .returning(Monitor.breaker_state, Monitor.breaker_opened_at)
-                .execution_options(synchronize_session=False)
-            )
-        ).first()
+        row = await _leased_update(session, owner, monitor_id, **values)
         if row is None:
             return None
-        written = Written(row[0], row[1])
+        written = _written(session, row, breaker_before, now)
         if changed:
             await session.execute(
                 insert(MonitorSnapshot).values(
@@ -256,7 +249,6 @@ async def record_success(
                 .values(resolved=True, resolution_time=now, resolution_method=resolution)
                 .execution_options(synchronize_session=False)
             )
-        await _breaker_step(session, monitor_id, breaker_before, written, now)
         if state is not None:
             audit.record(
                 session,
@@ -289,29 +281,24 @@ async def record_failure(
     """One failed poll (or retry): counters, breaker, and a ``scraper_errors`` row."""
     message = str(exc) or type(exc).__name__
     async with db.session() as session:
-        row = (
-            await session.execute(
-                update(Monitor)
-                .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-                .values(
-                    total_polls=Monitor.total_polls + 1,
-                    total_errors=Monitor.total_errors + 1,
-                    consecutive_errors=Monitor.consecutive_errors + 1,
-                    last_error_at=now,
-                    last_error=message[:2000],
-                    current_interval_seconds=interval,
-                    next_poll_at=now + timedelta(seconds=interval),
-                    health_status=health,
-                    status="error" if health == "failing" else "active",
-                    **breakers.outcome_values(Monitor, settings, now, ok=False),
-                )
-                .returning(Monitor.breaker_state, Monitor.breaker_opened_at)
-                .execution_options(synchronize_session=False)
-            )
-        ).first()
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            total_polls=Monitor.total_polls + 1,
+            total_errors=Monitor.total_errors + 1,
+            consecutive_errors=Monitor.consecutive_errors + 1,
+            last_error_at=now,
+            last_error=message[:2000],
+            current_interval_seconds=interval,
+            next_poll_at=now + timedelta(seconds=interval),
+            health_status=health,
+            status="error" if health == "failing" else "active",
+            **breakers.outcome_values(Monitor, settings, now, ok=False),
+        )
         if row is None:
             return None
-        written = Written(row[0], row[1])
+        written = _written(session, row, breaker_before, now)
         await session.execute(
             insert(ScraperError).values(
                 scraper_id=scraper_id,
@@ -327,7 +314,6 @@ async def record_failure(
                 resolved=False,
             )
         )
-        await _breaker_step(session, monitor_id, breaker_before, written, now)
         return written
 
 
@@ -335,17 +321,15 @@ async def record_rejection(db: Database, owner: str, monitor_id: int, interval: 
     """A poll refused by the open breaker: counted, nothing fetched. False: lease lost."""
     now = utcnow()
     async with db.session() as session:
-        result = await session.execute(
-            update(Monitor)
-            .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-            .values(
-                breaker_rejections=Monitor.breaker_rejections + 1,
-                current_interval_seconds=interval,
-                next_poll_at=now + timedelta(seconds=interval),
-            )
-            .execution_options(synchronize_session=False)
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            breaker_rejections=Monitor.breaker_rejections + 1,
+            current_interval_seconds=interval,
+            next_poll_at=now + timedelta(seconds=interval),
         )
-        return getattr(result, "rowcount", 0) == 1
+        return row is not None
 
 
 async def log_health(db: Database, sample: dict[str, Any]) -> None:
