@@ -26,6 +26,7 @@ from forager.errors import ConfigError, InvalidRequest
 from forager.fetch.registry import FetcherSet
 from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
+from forager.monitors.health import status_of
 from forager.monitors.runner import (
     MonitorRunner,
     bucket_of,
@@ -317,6 +318,17 @@ async def test_stop_finishes_the_cycle_in_flight(env: Env, site: TestSite) -> No
 
 
 # -- rules without a clock ---------------------------------------------------------------------
+
+
+def test_overall_monitor_status_follows_the_seed() -> None:
+    # (enabled, running, stale or failing, errors in the last minute)
+    assert status_of(0, 0, 0, 0)[0] == "healthy"  # watching nothing is not down
+    assert status_of(2, 2, 0, 4)[0] == "healthy"
+    assert status_of(1, 0, 0, 0)[0] == "down"  # no active scraper while one is enabled
+    assert status_of(2, 1, 0, 0)[0] == "degraded"  # one enabled has no process yet
+    assert status_of(2, 2, 1, 0)[0] == "degraded"  # some stale or failing
+    assert status_of(2, 2, 0, 5)[0] == "degraded"  # 5-10 errors a minute
+    assert status_of(2, 2, 0, 11)[0] == "down"  # more than 10
 
 
 def test_health_and_restart_rules_follow_the_seed(settings: Settings) -> None:

@@ -76,12 +76,15 @@ async def _due_count(session: AsyncSession, now: datetime) -> int:
     responses={503: {"model": Health}, 404: {"description": "The health check is turned off."}},
 )
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
-    """``healthy``; ``degraded`` when work is due but no worker has been seen recently, or
-    live monitors are stale or erring (5-10 errors a minute) or enabled ones have no process
-    running them; ``down`` (503) when the database does not answer or monitors err more than
-    10 times a minute. Anonymous callers get the status, the
-    time and the safety opt-outs in force; a valid API key also gets queue depth, workers and
-    circuit breakers."""
+    """The worse of the crawl queue's and the live monitors' health. Queue: ``degraded`` when
+    work is due but no worker has been seen recently. Monitors (the seed's rules):
+    ``degraded`` when some are stale or failing, an enabled one has no process running it, or
+    they err 5-10 times a minute; ``down`` when monitors are enabled but none is running (no
+    active scrapers; a server with no enabled monitor is never down for it) or they err more
+    than 10 times a minute. ``down`` also when the database does not answer; only ``down``
+    answers 503. Anonymous callers get the status, the time and the safety opt-outs in force;
+    a valid API key also gets the seed's whole ``HealthStatus``: queue depth, workers,
+    scrapers, resources, errors with every circuit breaker, performance."""
     if not runtime.settings.health_check_enabled:  # FORAGER_HEALTH_CHECK_ENABLED=false
         raise NotFound("the health check is turned off (FORAGER_HEALTH_CHECK_ENABLED=false)")
     now = utcnow()

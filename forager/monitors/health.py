@@ -30,6 +30,26 @@ class MonitorHealth:
     performance: dict[str, float] = field(default_factory=dict)
 
 
+def status_of(
+    enabled: int, running: int, unhealthy: int, last_minute: int
+) -> tuple[str, str | None]:
+    """The seed's rules: ``down`` with no active scraper (only while a monitor is enabled: a
+    server watching nothing is not down) or more than 10 errors a minute; ``degraded`` when
+    some scrapers are stale or failing, or an enabled monitor has no process running it yet
+    (it is as stale as one can be), or 5-10 errors a minute; else ``healthy``."""
+    if last_minute > DOWN_ERRORS_PER_MINUTE:
+        return "down", f"{last_minute} monitor errors in the last minute"
+    if enabled and not running:
+        return "down", f"{enabled} monitors are enabled but no process is running any of them"
+    waiting = enabled - running
+    if unhealthy or waiting or last_minute >= DEGRADED_ERRORS_PER_MINUTE:
+        return "degraded", (
+            f"{unhealthy} monitors stale or failing, {waiting} enabled but not running, "
+            f"{last_minute} errors in the last minute"
+        )
+    return "healthy", None
+
+
 def _p95(values: list[int]) -> float:
     if not values:
         return 0.0
@@ -92,15 +112,7 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
     last_minute = await admin.errors_since(session, now - timedelta(minutes=1))
     last_hour = await admin.errors_since(session, now - timedelta(hours=1))
     latencies = [m.last_latency_ms for m in running if m.last_latency_ms is not None]
-    status, detail = "healthy", None
-    if last_minute > DOWN_ERRORS_PER_MINUTE:
-        status, detail = "down", f"{last_minute} monitor errors in the last minute"
-    elif monitors and not running:
-        # Like work due with no worker: a state to look at, not an outage of the server.
-        status, detail = "degraded", f"{len(monitors)} monitors are enabled but none is running"
-    elif unhealthy or last_minute >= DEGRADED_ERRORS_PER_MINUTE:
-        status = "degraded"
-        detail = f"{unhealthy} monitors stale or failing, {last_minute} errors in the last minute"
+    status, detail = status_of(len(monitors), len(running), unhealthy, last_minute)
     return MonitorHealth(
         status=status,
         detail=detail,
