@@ -188,6 +188,7 @@ async def test_data_endpoint_history_metrics_and_health(mapi: Client, site: Test
         "average_memory_mb",
         "peak_memory_mb",
         "total_cpu_percent",
+        "dropped_snapshots",
     }
     assert full["errors"]["last_minute"] == 0
     [breaker] = [b for b in full["errors"]["circuit_breakers"] if b["kind"] == "monitor"]

@@ -207,6 +207,12 @@ async def _monitor_lines(session: AsyncSession, settings: Settings) -> list[str]
             [(m.id, m.total_errors) for m in rows],
         ),
         (
+            "forager_monitor_dropped_snapshots_total",
+            "counter",
+            "Changes dropped unwritten from a full result queue (oldest first).",
+            [(m.id, m.dropped_snapshots) for m in rows],
+        ),
+        (
             "forager_monitor_restarts_total",
             "counter",
             "Runs restarted by the context's rules.",

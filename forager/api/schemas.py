@@ -345,6 +345,9 @@ class ScraperSeen(BaseModel):
     memory_mb: float
     cpu_percent: float
     polling_interval: float
+    dropped_snapshots: int = Field(
+        description="Changes dropped unwritten from a full result queue (all runs)."
+    )
 
 
 class CircuitBreakerSeen(BaseModel):
@@ -374,6 +377,10 @@ class HealthResources(BaseModel):
     average_memory_mb: float
     peak_memory_mb: float
     total_cpu_percent: float
+    dropped_snapshots: int = Field(
+        description="Changes of enabled monitors dropped unwritten from a full result queue "
+        "(FORAGER_MONITOR_MAX_QUEUE_SIZE / _MB), oldest first, never the latest."
+    )
 
 
 class HealthErrors(BaseModel):

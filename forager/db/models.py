@@ -677,6 +677,8 @@ class Monitor(Timestamped, Base):
     # by the one process holding the lease; /metrics makes a histogram of them.
     latency_buckets: Mapped[list[int] | None] = mapped_column(JsonDoc)
     latency_sum_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Snapshots dropped unwritten from a full result queue (seed MAX_QUEUE_SIZE; issue 15).
+    dropped_snapshots: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     cpu_percent: Mapped[float | None] = mapped_column(Float)
 

@@ -25,7 +25,7 @@ class MonitorHealth:
     detail: str | None
     enabled: int
     scrapers: list[dict[str, Any]] = field(default_factory=list)
-    resources: dict[str, float] = field(default_factory=dict)
+    resources: dict[str, float | int] = field(default_factory=dict)
     errors: dict[str, Any] = field(default_factory=dict)
     performance: dict[str, float] = field(default_factory=dict)
 
@@ -88,6 +88,7 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
                 "memory_mb": round(mb, 1),
                 "cpu_percent": m.cpu_percent or 0.0,
                 "polling_interval": m.current_interval_seconds,
+                "dropped_snapshots": m.dropped_snapshots,
             }
         )
     for m in monitors:
@@ -123,6 +124,7 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
             "average_memory_mb": round(sum(memory) / len(memory), 1) if memory else 0.0,
             "peak_memory_mb": round(max(memory), 1) if memory else 0.0,
             "total_cpu_percent": round(cpu, 1),
+            "dropped_snapshots": sum(m.dropped_snapshots for m in monitors),
         },
         errors={
             "last_minute": last_minute,

@@ -1,6 +1,7 @@
 """Breaker statistics (issue 15, seed scraper-resilience ``CircuitBreaker``): the domains' and
 proxies' breakers count successes and failures and stamp their last state change,
-as the monitors' breakers already do.
+as the monitors' breakers already do; monitors count the snapshots dropped from a full
+result queue (seed ``MAX_QUEUE_SIZE``).
 
 Revision ID: 0017
 Revises: 0013
@@ -32,9 +33,15 @@ def upgrade() -> None:
             batch_op.add_column(
                 sa.Column("breaker_changed_at", forager.db.types.UTCDateTime(), nullable=True)
             )
+    with op.batch_alter_table("monitors", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("dropped_snapshots", sa.BigInteger(), nullable=False, server_default="0")
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("monitors", schema=None) as batch_op:
+        batch_op.drop_column("dropped_snapshots")
     for table in _TABLES:
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.drop_column("breaker_changed_at")
