@@ -31,11 +31,11 @@ from forager.monitors.health import status_of
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
 from forager.monitors.runner import (
     MonitorRunner,
-    bucket_of,
     next_interval,
     poll_timeout,
     retry_delay,
 )
+from forager.monitors.window import PollWindows, bucket_of, recent
 from forager.runtime import JsonFormatter, open_database
 from tests.conftest import SettingsFactory
 from tests.support.fetching import require
@@ -652,3 +652,19 @@ async def test_queued_snapshots_and_drops_are_written_with_the_next_poll(env: En
     queue.put(_snap(b.id, 10))
     assert await store.flush(env.db, queue) == 1
     assert await env.snapshots(b.id) == [9, 10]
+
+
+def test_recent_polls_give_updates_per_minute_and_p95_from_records() -> None:
+    start = utcnow()
+    at = lambda s: start + timedelta(seconds=s)  # noqa: E731
+    windows = PollWindows()
+    for n in range(20):  # 20 polls in the first minute: 19 of 40 ms, one of 900 ms
+        windows.record(at(n), 900 if n == 7 else 40)
+    for n in range(10):  # 10 in the second
+        windows.record(at(60 + n), 40)
+    seen = recent([windows.dump(), None, {"bad": 1}], at(90))
+    assert seen.updates_per_minute == round(30 * 60 / 90, 1)  # 30 polls over 90 s
+    assert seen.average_latency_ms == round((29 * 40 + 900) / 30, 1)
+    assert 0 < seen.p95_latency_ms <= 50  # 29 of 30 are in the first bucket
+    # Two minutes without a poll: nothing recent is left.
+    assert recent([windows.dump()], at(200)).updates_per_minute == 0

@@ -28,7 +28,7 @@ from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.fetch import breakers
 from forager.monitors import admin as monitors
-from forager.monitors.runner import LATENCY_BUCKETS
+from forager.monitors.window import LATENCY_BUCKETS
 from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])

@@ -390,11 +390,13 @@ class HealthErrors(BaseModel):
 
 
 class HealthPerformance(BaseModel):
+    """Recorded successful polls of every enabled monitor over the last one to two minutes."""
+
     average_latency_ms: float
-    p95_latency_ms: float
-    updates_per_minute: float = Field(
-        description="Polls per minute the running monitors make at their current intervals."
+    p95_latency_ms: float = Field(
+        description="Interpolated within its latency histogram bucket (as Prometheus does)."
     )
+    updates_per_minute: float = Field(description="Successful polls per minute, recorded.")
 
 
 class PartHealth(BaseModel):

@@ -673,12 +673,14 @@ class Monitor(Timestamped, Base):
     last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
     last_latency_ms: Mapped[int | None] = mapped_column(Integer)
-    # Successful polls by latency (forager.monitors.runner.LATENCY_BUCKETS, then +Inf), kept
+    # Successful polls by latency (forager.monitors.window.LATENCY_BUCKETS, then +Inf), kept
     # by the one process holding the lease; /metrics makes a histogram of them.
     latency_buckets: Mapped[list[int] | None] = mapped_column(JsonDoc)
     latency_sum_ms: Mapped[int] = mapped_column(BigInteger, default=0)
     # Snapshots dropped unwritten from a full result queue (seed MAX_QUEUE_SIZE; issue 15).
     dropped_snapshots: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The last minute or two of successful polls (forager.monitors.window), for /health.
+    poll_windows: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     cpu_percent: Mapped[float | None] = mapped_column(Float)
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.fetch import breakers
-from forager.monitors import admin
+from forager.monitors import admin, window
 from forager.monitors.context import HEALTHY, health_of
 
 # The seed's error rates (per minute): 5-10 is degraded, over 10 is down.
@@ -48,13 +48,6 @@ def status_of(
             f"{last_minute} errors in the last minute"
         )
     return "healthy", None
-
-
-def _p95(values: list[int]) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))])
 
 
 async def summary(session: AsyncSession, settings: Settings, now: datetime) -> MonitorHealth:
@@ -112,7 +105,7 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
         )
     last_minute = await admin.errors_since(session, now - timedelta(minutes=1))
     last_hour = await admin.errors_since(session, now - timedelta(hours=1))
-    latencies = [m.last_latency_ms for m in running if m.last_latency_ms is not None]
+    polls = window.recent([m.poll_windows for m in monitors], now)
     status, detail = status_of(len(monitors), len(running), unhealthy, last_minute)
     return MonitorHealth(
         status=status,
@@ -132,12 +125,9 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
             "monitor_breakers": breakers_seen,
         },
         performance={
-            "average_latency_ms": round(sum(latencies) / len(latencies), 1) if latencies else 0.0,
-            "p95_latency_ms": _p95(latencies),
-            # The rate the running monitors poll at now (their current intervals).
-            "updates_per_minute": round(
-                sum(60 / m.current_interval_seconds for m in running if m.current_interval_seconds),
-                1,
-            ),
+            # Recorded successful polls of the last minute or two (``forager.monitors.window``).
+            "average_latency_ms": polls.average_latency_ms,
+            "p95_latency_ms": polls.p95_latency_ms,
+            "updates_per_minute": polls.updates_per_minute,
         },
     )

@@ -32,6 +32,7 @@ from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash, extract
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
+from forager.monitors.window import LATENCY_BUCKETS, PollWindows, bucket_of
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +46,6 @@ def next_interval(current: float, outcome: str, low: float, high: float) -> floa
     """The interval after a cycle whose ``outcome`` is changed / unchanged / failed."""
     factor = {"changed": FASTER, "unchanged": SLOWER}.get(outcome, BACKOFF)
     return min(high, max(low, current * factor))
-
-
-# Poll latency histogram buckets, in seconds (Prometheus' ladder, to the 30 s timeout).
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-
-
-def bucket_of(latency_ms: int) -> int:
-    """Index of the first bucket holding ``latency_ms`` (the last one is +Inf)."""
-    for index, bound in enumerate(LATENCY_BUCKETS):
-        if latency_ms <= bound * 1000:
-            return index
-    return len(LATENCY_BUCKETS)
 
 
 # Adaptive timeouts: a poll may take TIMEOUT_FACTOR × its usual time (a moving average of
@@ -121,6 +110,7 @@ class MonitorLoop:
             else [0] * (len(LATENCY_BUCKETS) + 1)
         )
         self.latency_sum_ms = monitor.latency_sum_ms or 0
+        self.windows = PollWindows.load(monitor.poll_windows)
         self.timeout = runner.settings.monitor_page_timeout_seconds
         self.state_field = monitor.state_field
         self.end_states = set(monitor.end_states or ())
@@ -309,6 +299,7 @@ class MonitorLoop:
         self.last_latency_ms = latency_ms
         self.buckets[bucket_of(latency_ms)] += 1
         self.latency_sum_ms += latency_ms
+        self.windows.record(now, latency_ms)
         self.average_ms = (
             latency_ms
             if self.average_ms is None
@@ -399,6 +390,7 @@ class MonitorLoop:
             ended=ended,
             latency_buckets=list(self.buckets),
             latency_sum_ms=self.latency_sum_ms,
+            poll_windows=self.windows.dump(),
         )
 
     def _breaker(self, written: store.Written) -> None:

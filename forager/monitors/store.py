@@ -190,6 +190,7 @@ async def record_success(
     ended: bool = False,
     latency_buckets: list[int] | None = None,
     latency_sum_ms: int | None = None,
+    poll_windows: dict[str, Any] | None = None,
 ) -> Written | None:
     """One successful poll, and in the same transaction every snapshot waiting in ``queue``
     (this poll's change, if any, is already in it) with the drops not yet counted. A failed
@@ -212,6 +213,8 @@ async def record_success(
     }
     if latency_buckets is not None:
         values |= {"latency_buckets": latency_buckets, "latency_sum_ms": latency_sum_ms}
+    if poll_windows is not None:
+        values["poll_windows"] = poll_windows
     if state is not None:
         values["last_state"] = state[1]
     if ended:

@@ -1,7 +1,8 @@
 """Breaker statistics (issue 15, seed scraper-resilience ``CircuitBreaker``): the domains' and
 proxies' breakers count successes and failures and stamp their last state change,
 as the monitors' breakers already do; monitors count the snapshots dropped from a full
-result queue (seed ``MAX_QUEUE_SIZE``).
+result queue (seed ``MAX_QUEUE_SIZE``) and keep their recent polls' windows (``/health``'s
+updates per minute and latency p95).
 
 Revision ID: 0017
 Revises: 0013
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 import forager.db.types
 
@@ -19,6 +21,7 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
+_JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
 _TABLES = ("domains", "proxies")
 _COUNTERS = ("breaker_total_successes", "breaker_total_failures")
 
@@ -37,10 +40,12 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("dropped_snapshots", sa.BigInteger(), nullable=False, server_default="0")
         )
+        batch_op.add_column(sa.Column("poll_windows", _JSON, nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("monitors", schema=None) as batch_op:
+        batch_op.drop_column("poll_windows")
         batch_op.drop_column("dropped_snapshots")
     for table in _TABLES:
         with op.batch_alter_table(table, schema=None) as batch_op:
