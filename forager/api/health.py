@@ -149,20 +149,7 @@ def _seed_blocks(
     body.scrapers = [ScraperSeen.model_validate(s) for s in watched.scrapers]
     body.resources = HealthResources.model_validate(watched.resources)
     domain_and_proxy = [
-        CircuitBreakerSeen(
-            kind=b.kind,
-            entity_id=b.entity_id,
-            name=b.name,
-            state=b.state,
-            failure_count=b.failure_count,
-            success_count=b.success_count,
-            opened_at=b.opened_at,
-            total_calls=b.total_calls,
-            total_successes=b.total_successes,
-            total_failures=b.total_failures,
-            last_state_change=b.last_state_change,
-        )
-        for b in every_breaker
+        CircuitBreakerSeen.model_validate(b, from_attributes=True) for b in every_breaker
     ]
     body.errors = HealthErrors(
         last_minute=watched.errors["last_minute"],
