@@ -15,7 +15,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,19 @@ from forager.app import create_app
 from forager.config import load_settings
 from forager.db.models import Monitor, ScraperError
 from forager.db.types import utcnow
+from forager.monitors.window import PollWindows
 
 MONITORS = int(os.environ.get("FORAGER_BENCH_MONITORS", "100"))
 ERRORS = int(os.environ.get("FORAGER_BENCH_MONITOR_ERRORS", "2000"))
 REPEAT = int(os.environ.get("FORAGER_BENCH_REPEAT", "100"))
+
+
+def _windows(now: datetime, n: int) -> dict[str, Any]:
+    """A monitor's last two minutes of polls (about 24 a minute, as at a 2.5 s interval)."""
+    windows = PollWindows()
+    for second in range(0, 90, 2):
+        windows.record(now - timedelta(seconds=90 - second), 80 + (n * second) % 900)
+    return windows.dump()
 
 
 async def run(url: str, tmp: Path) -> dict[str, Any]:
@@ -74,6 +83,7 @@ async def run(url: str, tmp: Path) -> dict[str, Any]:
                         "breaker_rejections": 0,
                         "last_success_at": now - timedelta(seconds=n % 7),
                         "last_latency_ms": 100 + n,
+                        "poll_windows": _windows(now, n),
                         "memory_bytes": 200 * 1024 * 1024,
                         "cpu_percent": 3.0,
                         "created_at": now,

@@ -414,6 +414,20 @@ class Settings(BaseSettings):
     monitor_health_log_seconds: float = Field(
         60.0, gt=0, description="How often each running monitor writes a scraper_health_log row."
     )
+    monitor_max_queue_size: int = Field(
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="Snapshots one process holds at most while they wait to be written "
+        "(seed MAX_QUEUE_SIZE); past it the oldest unwritten ones are dropped and counted, "
+        "never the latest.",
+    )
+    monitor_max_queue_size_mb: float = Field(
+        10.0,
+        gt=0,
+        le=10_000,
+        description="The same bound in megabytes of snapshot data (seed MAX_QUEUE_SIZE_MB).",
+    )
 
     # -- network hardening (issue 11): where requests may go, the browser's sandbox --
     alert_poll_seconds: float = Field(

@@ -19,15 +19,15 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from forager.errors import ConfigError
 
 # The seed's YAML (``scraper:`` …) path → Forager's setting; None: accepted, nothing to set
-# (Forager writes results as they come, runs Chromium headless, serves /metrics always).
+# (Forager runs Chromium headless and serves /metrics always).
 SEED_FILE_KEYS: dict[str, str | None] = {
     "scraper.lifecycle.max_lifetime_hours": "monitor_max_lifetime_hours",
     "scraper.lifecycle.polling_interval": "monitor_interval_seconds",
     "scraper.lifecycle.staleness_threshold": "monitor_staleness_seconds",
     "scraper.resources.memory.soft_limit_mb": "monitor_memory_soft_limit_mb",
     "scraper.resources.memory.hard_limit_mb": "monitor_memory_hard_limit_mb",
-    "scraper.resources.queue.max_size": None,
-    "scraper.resources.queue.max_size_mb": None,
+    "scraper.resources.queue.max_size": "monitor_max_queue_size",
+    "scraper.resources.queue.max_size_mb": "monitor_max_queue_size_mb",
     "scraper.resilience.circuit_breaker.threshold": "breaker_failure_threshold",
     "scraper.resilience.circuit_breaker.timeout": "breaker_open_seconds",
     "scraper.resilience.circuit_breaker.success_threshold": "breaker_success_threshold",
@@ -51,6 +51,8 @@ SEED_ENV_NAMES: dict[str, str] = {
     "MEMORY_HARD_LIMIT_MB": "monitor_memory_hard_limit_mb",
     "POLLING_INTERVAL_SECONDS": "monitor_interval_seconds",
     "STALENESS_THRESHOLD_SECONDS": "monitor_staleness_seconds",
+    "MAX_QUEUE_SIZE": "monitor_max_queue_size",
+    "MAX_QUEUE_SIZE_MB": "monitor_max_queue_size_mb",
     "CIRCUIT_BREAKER_THRESHOLD": "breaker_failure_threshold",
     "CIRCUIT_BREAKER_TIMEOUT_SECONDS": "breaker_open_seconds",
     "CIRCUIT_BREAKER_SUCCESS_THRESHOLD": "breaker_success_threshold",

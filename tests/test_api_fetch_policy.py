@@ -100,6 +100,12 @@ async def test_open_breakers_show_in_health_and_metrics(api: httpx.AsyncClient) 
     ).json()
     healthy = (await api.get("/health")).json()
     assert healthy["circuit_breakers"] == []
+    # The seed's HealthStatus lists every breaker, closed ones too, with its kind and statistics.
+    listed = {(b["kind"], b["entity_id"]): b for b in healthy["errors"]["circuit_breakers"]}
+    assert listed.keys() == {("domain", domain["id"]), ("proxy", proxy["id"])}
+    assert {b["state"] for b in listed.values()} == {"closed"}
+    assert listed["domain", domain["id"]]["total_calls"] == 0
+    assert "total_rejections" not in listed["proxy", proxy["id"]]  # monitors only
     runtime = api.app.state.runtime  # type: ignore[attr-defined]
     async with runtime.db.session() as session:
         await session.execute(
@@ -115,6 +121,7 @@ async def test_open_breakers_show_in_health_and_metrics(api: httpx.AsyncClient) 
     body = (await api.get("/health")).json()
     seen = {(b["kind"], b["name"], b["state"]) for b in body["circuit_breakers"]}
     assert seen == {("domain", "shop.example", "open"), ("proxy", "p1.example:3128", "half_open")}
+    assert seen == {(b["kind"], b["name"], b["state"]) for b in body["errors"]["circuit_breakers"]}
     metrics = (await api.get("/metrics")).text
     assert 'forager_circuit_breakers{kind="domain",state="open"} 1' in metrics
     assert 'forager_circuit_breakers{kind="proxy",state="half_open"} 1' in metrics

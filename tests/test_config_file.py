@@ -18,7 +18,7 @@ scraper:
     staleness_threshold: 600
   resources:
     memory: {soft_limit_mb: 1024, hard_limit_mb: 1536}
-    queue: {max_size: 1000, max_size_mb: 10}
+    queue: {max_size: 500, max_size_mb: 5}
   resilience:
     circuit_breaker: {threshold: 7, timeout: 90, success_threshold: 3}
     retry: {max_attempts: 4, base_delay: 2, max_delay: 8}
@@ -50,6 +50,7 @@ def test_the_seeds_yaml_file_sets_forager_settings(config_file: Path) -> None:
     assert (s.monitor_retry_base_seconds, s.monitor_retry_max_seconds) == (2, 8)
     assert (s.monitor_page_timeout_seconds, s.health_check_enabled) == (20, False)
     assert (s.log_level, s.log_format, s.serve_workers) == ("WARN", "json", 2)
+    assert (s.monitor_max_queue_size, s.monitor_max_queue_size_mb) == (500, 5)
 
 
 def test_environment_overrides_the_file_and_seed_names_work(

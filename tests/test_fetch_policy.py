@@ -153,6 +153,9 @@ async def test_open_domain_breaker_stops_claims_until_half_open(
     domain_id = next(iter(tasks.values())).domain_id
     domain = await _domain(db, domain_id)
     assert (domain.breaker_state, domain.breaker_failures) == ("open", 3)
+    # The seed's statistics, and the transition recorded as an event (issue 15).
+    assert (domain.breaker_total_failures, domain.breaker_total_successes) == (3, 0)
+    assert domain.breaker_changed_at == domain.breaker_opened_at
 
     good = await submit(db, settings, *[site.url(f"/product/{n}", host=host) for n in (1, 2)])
     queue = TaskQueue(db, settings)
@@ -166,6 +169,9 @@ async def test_open_domain_breaker_stops_claims_until_half_open(
     assert {t.status for t in tasks.values()} == {"completed"}
     domain = await _domain(db, domain_id)
     assert (domain.breaker_state, domain.breaker_failures) == ("closed", 0)
+    assert (domain.breaker_total_failures, domain.breaker_total_successes) == (3, 2)
+    changes = [e for e in await entity_events(db, "domain", domain_id) if "breaker" in e]
+    assert changes == ["breaker_open", "breaker_half_open", "breaker_closed"]
 
 
 async def test_disabled_proxy_is_retested_with_backoff_and_reenabled(

@@ -25,14 +25,17 @@ from forager.db.types import utcnow
 from forager.errors import ConfigError, InvalidRequest
 from forager.fetch.registry import FetcherSet
 from forager.monitors import admin, store
+from forager.monitors import health as monitor_health
 from forager.monitors.context import ScraperContext, health_of
+from forager.monitors.health import status_of
+from forager.monitors.pending import PendingSnapshot, SnapshotQueue
 from forager.monitors.runner import (
     MonitorRunner,
-    bucket_of,
     next_interval,
     poll_timeout,
     retry_delay,
 )
+from forager.monitors.window import PollWindows, bucket_of, recent
 from forager.runtime import JsonFormatter, open_database
 from tests.conftest import SettingsFactory
 from tests.support.fetching import require
@@ -319,6 +322,17 @@ async def test_stop_finishes_the_cycle_in_flight(env: Env, site: TestSite) -> No
 # -- rules without a clock ---------------------------------------------------------------------
 
 
+def test_overall_monitor_status_follows_the_seed() -> None:
+    # (enabled, running, stale or failing, errors in the last minute)
+    assert status_of(0, 0, 0, 0)[0] == "healthy"  # watching nothing is not down
+    assert status_of(2, 2, 0, 4)[0] == "healthy"
+    assert status_of(1, 0, 0, 0)[0] == "down"  # no active scraper while one is enabled
+    assert status_of(2, 1, 0, 0)[0] == "degraded"  # one enabled has no process yet
+    assert status_of(2, 2, 1, 0)[0] == "degraded"  # some stale or failing
+    assert status_of(2, 2, 0, 5)[0] == "degraded"  # 5-10 errors a minute
+    assert status_of(2, 2, 0, 11)[0] == "down"  # more than 10
+
+
 def test_health_and_restart_rules_follow_the_seed(settings: Settings) -> None:
     now = utcnow()
     ago = lambda s: now - timedelta(seconds=s)  # noqa: E731
@@ -573,3 +587,84 @@ async def _memory_restart(env: Env, site: TestSite) -> None:
         ).all()
     # The run's last sample, written as it restarted, shows its Chromium over the limit.
     assert any(event == "restart" and (mb or 0) > 64 for event, mb in samples), samples
+
+
+# -- the bounded result queue (seed MAX_QUEUE_SIZE / MAX_QUEUE_SIZE_MB) -----------------------
+
+
+def _snap(monitor_id: int, value: Any) -> PendingSnapshot:
+    return PendingSnapshot.of(monitor_id, {"value": value}, f"h{value}", utcnow(), "s", 5)
+
+
+def test_a_full_result_queue_drops_the_oldest_never_the_latest() -> None:
+    queue = SnapshotQueue(max_items=2, max_bytes=10_000)
+    for value in (1, 2, 3):
+        queue.put(_snap(1, value))
+    assert [s.data["value"] for s in queue.take()] == [2, 3] and queue.dropped == 1
+    assert queue.take_drops() == {1: 1} and not queue.unrecorded_drops
+    # A failed write's batch goes back ahead of newer ones; over the bound, it goes first.
+    queue.put(_snap(2, "new"))
+    queue.give_back([_snap(1, "a"), _snap(1, "b")])
+    assert [s.data["value"] for s in queue.take()] == ["b", "new"]
+    # The byte bound: one snapshot larger than the whole budget is still kept (the latest).
+    small = SnapshotQueue(max_items=100, max_bytes=40)
+    small.put(_snap(3, "x" * 10))
+    small.put(_snap(3, "y" * 100))
+    assert [s.data["value"][0] for s in small.take()] == ["y"] and small.dropped == 1
+
+
+async def test_queued_snapshots_and_drops_are_written_with_the_next_poll(env: Env) -> None:
+    a = await env.create("http://127.0.0.1:9/a")
+    b = await env.create("http://127.0.0.1:9/b")
+    assert {m.id for m in await store.claim(env.db, "o", env.settings, 2)} == {a.id, b.id}
+    queue = SnapshotQueue(max_items=2, max_bytes=10_000)
+    for snapshot in (_snap(a.id, 1), _snap(a.id, 2), _snap(a.id, 3), _snap(b.id, 9)):
+        queue.put(snapshot)  # a's 1 and 2 are dropped: a write failed meanwhile, say
+    common: dict[str, Any] = {
+        "now": utcnow(),
+        "queue": queue,
+        "digest": "h3",
+        "latency_ms": 5,
+        "interval": 1.0,
+        "health": "healthy",
+        "memory_bytes": 0,
+        "cpu_percent": 0.0,
+        "breaker_before": "closed",
+        "resolution": None,
+    }
+    # A process that lost a's lease writes nothing of a; b's snapshot waits for the next write.
+    assert (
+        await store.record_success(env.db, env.settings, owner="x", monitor_id=a.id, **common)
+        is None
+    )
+    assert [s.monitor_id for s in queue.take()] == [b.id]
+    queue.give_back([_snap(a.id, 3), _snap(b.id, 9)])
+    queue.unrecorded_drops.update({a.id: 2})
+    written = await store.record_success(env.db, env.settings, owner="o", monitor_id=a.id, **common)
+    assert written is not None and len(queue) == 0 and not queue.unrecorded_drops
+    assert (await env.snapshots(a.id), await env.snapshots(b.id)) == ([3], [9])
+    row_a, row_b = await env.monitor(a.id), await env.monitor(b.id)
+    assert (row_a.total_changes, row_a.dropped_snapshots, row_b.total_changes) == (1, 2, 1)
+    async with env.db.reader() as session:
+        seen = await monitor_health.summary(session, env.settings, utcnow())
+    assert seen.resources["dropped_snapshots"] == 2
+    # What a runner's tick or graceful stop flushes when no poll writes.
+    queue.put(_snap(b.id, 10))
+    assert await store.flush(env.db, queue) == 1
+    assert await env.snapshots(b.id) == [9, 10]
+
+
+def test_recent_polls_give_updates_per_minute_and_p95_from_records() -> None:
+    start = utcnow()
+    at = lambda s: start + timedelta(seconds=s)  # noqa: E731
+    windows = PollWindows()
+    for n in range(20):  # 20 polls in the first minute: 19 of 40 ms, one of 900 ms
+        windows.record(at(n), 900 if n == 7 else 40)
+    for n in range(10):  # 10 in the second
+        windows.record(at(60 + n), 40)
+    seen = recent([windows.dump(), None, {"bad": 1}], at(90))
+    assert seen.updates_per_minute == round(30 * 60 / 90, 1)  # 30 polls over 90 s
+    assert seen.average_latency_ms == round((29 * 40 + 900) / 30, 1)
+    assert 0 < seen.p95_latency_ms <= 50  # 29 of 30 are in the first bucket
+    # Two minutes without a poll: nothing recent is left.
+    assert recent([windows.dump()], at(200)).updates_per_minute == 0

@@ -139,11 +139,13 @@ async def test_data_endpoint_history_metrics_and_health(mapi: Client, site: Test
     mid = (await mapi.post("/api/monitors", json=_json_monitor(site, "d"))).json()["id"]
     assert (await mapi.get(f"/api/monitors/{mid}/data")).status_code == 409  # no data yet
     assert (await mapi.get("/api/monitors/999999/data")).status_code == 404
-    # Enabled but nobody runs it: degraded (like work due with no worker); anonymous callers
-    # learn only that.
+    # Enabled but nobody runs it: no active scraper while a monitor is enabled is down (the
+    # seed's rule), 503; anonymous callers learn only that.
     anonymous = await mapi.get("/health", headers={"Authorization": ""})
-    assert anonymous.status_code == 200 and anonymous.json()["status"] == "degraded"
+    assert anonymous.status_code == 503 and anonymous.json()["status"] == "down"
     assert set(anonymous.json()) == {"status", "timestamp", "opt_outs"}
+    full = (await mapi.get("/health")).json()
+    assert (full["queue"]["status"], full["monitors"]["status"]) == ("healthy", "down")
 
     mapi.start_runner()
 
@@ -186,6 +188,7 @@ async def test_data_endpoint_history_metrics_and_health(mapi: Client, site: Test
         "average_memory_mb",
         "peak_memory_mb",
         "total_cpu_percent",
+        "dropped_snapshots",
     }
     assert full["errors"]["last_minute"] == 0
     [breaker] = [b for b in full["errors"]["circuit_breakers"] if b["kind"] == "monitor"]

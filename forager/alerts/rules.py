@@ -28,7 +28,7 @@ KINDS = (*PRODUCT_KINDS, *EVENT_KINDS)
 
 # Audit events (entity type, event) that are alert events; a task moving to failed is the other.
 AUDIT_KINDS = {
-    ("domain", "breaker_opened"): "breaker_opened",
+    ("domain", "breaker_open"): "breaker_opened",  # the breaker's transition event
     ("agent", "blocked"): "agent_blocked",
     ("mission", "mission_completed"): "mission_finished",
     ("mission", "mission_failed"): "mission_failed",

@@ -199,7 +199,9 @@ class DomainPublic(BaseModel):
     throttle_delay_seconds: float | None = Field(
         None, description="Adaptive delay in force (429/503, slow answers); null when none."
     )
-    breaker_state: str = Field("closed", description="Circuit breaker: closed, open, half_open.")
+    breaker_state: Literal["closed", "open", "half_open"] = Field(
+        "closed", description="Circuit breaker (the stored state)."
+    )
     breaker_opened_at: datetime | None = None
     robots_txt_url: str | None
     robots_txt_last_fetched: datetime | None

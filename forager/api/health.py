@@ -76,16 +76,20 @@ async def _due_count(session: AsyncSession, now: datetime) -> int:
     responses={503: {"model": Health}, 404: {"description": "The health check is turned off."}},
 )
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
-    """``healthy``; ``degraded`` when work is due but no worker has been seen recently, or
-    live monitors are stale or erring (5-10 errors a minute) or enabled ones have no process
-    running them; ``down`` (503) when the database does not answer or monitors err more than
-    10 times a minute. Anonymous callers get the status, the
-    time and the safety opt-outs in force; a valid API key also gets queue depth, workers and
-    circuit breakers."""
+    """The worse of the crawl queue's and the live monitors' health. Queue: ``degraded`` when
+    work is due but no worker has been seen recently. Monitors (the seed's rules):
+    ``degraded`` when some are stale or failing, an enabled one has no process running it, or
+    they err 5-10 times a minute; ``down`` when monitors are enabled but none is running (no
+    active scrapers; a server with no enabled monitor is never down for it) or they err more
+    than 10 times a minute. ``down`` also when the database does not answer; only ``down``
+    answers 503. Anonymous callers get the status, the time and the safety opt-outs in force;
+    a valid API key also gets the seed's whole ``HealthStatus``: queue depth, workers,
+    scrapers, resources, errors with every circuit breaker, performance."""
     if not runtime.settings.health_check_enabled:  # FORAGER_HEALTH_CHECK_ENABLED=false
         raise NotFound("the health check is turned off (FORAGER_HEALTH_CHECK_ENABLED=false)")
     now = utcnow()
     body = Health(status="healthy", timestamp=now, opt_outs=opt_outs(runtime.settings))
+    every_breaker: list[breakers.BreakerView] = []
     try:
         async with runtime.db.reader() as session:
             workers = await live_workers(session, now - alive_window(runtime.settings))
@@ -95,8 +99,12 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
                 due = await _due_count(session, now)
                 body.queue_depth = await counts.by_status(session)
                 body.workers = [WorkerSeen.model_validate(w) for w in workers]
-                tripped = await breakers.not_closed(session, runtime.settings)
-                body.circuit_breakers = [BreakerSeen.model_validate(b) for b in tripped]
+                every_breaker = await breakers.views(session, runtime.settings)
+                body.circuit_breakers = [
+                    BreakerSeen.model_validate(b)
+                    for b in every_breaker
+                    if b.state != breakers.CLOSED
+                ]
             watched = await monitor_health.summary(session, runtime.settings, now)
     except (DBAPIError, OSError, TimeoutError) as exc:
         log.warning("health check: database unreachable: %s", type(exc).__name__)
@@ -117,7 +125,7 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
         if caller is not None:
             body.detail = watched.detail
     if caller is not None:
-        _seed_blocks(body, queue, watched)
+        _seed_blocks(body, queue, watched, every_breaker)
     code = 503 if body.status == "down" else 200
     return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=code)
 
@@ -125,9 +133,15 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
 _RANK = {"healthy": 0, "degraded": 1, "down": 2}
 
 
-def _seed_blocks(body: Health, queue: PartHealth, watched: monitor_health.MonitorHealth) -> None:
+def _seed_blocks(
+    body: Health,
+    queue: PartHealth,
+    watched: monitor_health.MonitorHealth,
+    every_breaker: list[breakers.BreakerView],
+) -> None:
     """The seed's HealthStatus blocks, for key holders: monitors' scrapers, resources,
-    errors (with every breaker and its kind) and performance."""
+    errors (every domain, proxy and monitor breaker, closed ones too, with its kind and the
+    seed's statistics) and performance."""
     body.queue = queue
     body.monitors = PartHealth(status=watched.status, detail=watched.detail)
     body.active_scraper_count = len(watched.scrapers)
@@ -135,7 +149,7 @@ def _seed_blocks(body: Health, queue: PartHealth, watched: monitor_health.Monito
     body.scrapers = [ScraperSeen.model_validate(s) for s in watched.scrapers]
     body.resources = HealthResources.model_validate(watched.resources)
     domain_and_proxy = [
-        CircuitBreakerSeen.model_validate(b.model_dump()) for b in body.circuit_breakers or []
+        CircuitBreakerSeen.model_validate(b, from_attributes=True) for b in every_breaker
     ]
     body.errors = HealthErrors(
         last_minute=watched.errors["last_minute"],

@@ -29,7 +29,7 @@ from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.fetch import breakers
 from forager.monitors import admin as monitors
-from forager.monitors.runner import LATENCY_BUCKETS
+from forager.monitors.window import LATENCY_BUCKETS
 from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])
@@ -222,6 +222,12 @@ async def _monitor_lines(session: AsyncSession, settings: Settings) -> list[str]
             "counter",
             "Failed polls and retries.",
             [(m.id, m.total_errors) for m in rows],
+        ),
+        (
+            "forager_monitor_dropped_snapshots_total",
+            "counter",
+            "Changes dropped unwritten from a full result queue (oldest first).",
+            [(m.id, m.dropped_snapshots) for m in rows],
         ),
         (
             "forager_monitor_restarts_total",

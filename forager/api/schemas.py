@@ -361,10 +361,14 @@ class ScraperSeen(BaseModel):
     memory_mb: float
     cpu_percent: float
     polling_interval: float
+    dropped_snapshots: int = Field(
+        description="Changes dropped unwritten from a full result queue (all runs)."
+    )
 
 
 class CircuitBreakerSeen(BaseModel):
-    """A breaker of a domain, a proxy (when not closed) or a monitor (always listed)."""
+    """A breaker of a domain, a proxy or a monitor (every one, closed ones too), with the
+    seed's statistics."""
 
     kind: Literal["domain", "proxy", "monitor"]
     entity_id: int
@@ -373,10 +377,14 @@ class CircuitBreakerSeen(BaseModel):
     failure_count: int
     success_count: int
     opened_at: datetime | None = None
-    total_calls: int | None = None
-    total_successes: int | None = None
-    total_failures: int | None = None
-    total_rejections: int | None = None
+    total_calls: int = Field(description="Outcomes recorded (and, for a monitor, refusals).")
+    total_successes: int
+    total_failures: int
+    total_rejections: int | None = Field(
+        None,
+        description="Polls refused while open: monitors only (an open domain's or proxy's "
+        "work is skipped by the claim, never offered and refused).",
+    )
     last_state_change: datetime | None = None
 
 
@@ -385,6 +393,10 @@ class HealthResources(BaseModel):
     average_memory_mb: float
     peak_memory_mb: float
     total_cpu_percent: float
+    dropped_snapshots: int = Field(
+        description="Changes of enabled monitors dropped unwritten from a full result queue "
+        "(FORAGER_MONITOR_MAX_QUEUE_SIZE / _MB), oldest first, never the latest."
+    )
 
 
 class HealthErrors(BaseModel):
@@ -394,11 +406,13 @@ class HealthErrors(BaseModel):
 
 
 class HealthPerformance(BaseModel):
+    """Recorded successful polls of every enabled monitor over the last one to two minutes."""
+
     average_latency_ms: float
-    p95_latency_ms: float
-    updates_per_minute: float = Field(
-        description="Polls per minute the running monitors make at their current intervals."
+    p95_latency_ms: float = Field(
+        description="Interpolated within its latency histogram bucket (as Prometheus does)."
     )
+    updates_per_minute: float = Field(description="Successful polls per minute, recorded.")
 
 
 class PartHealth(BaseModel):

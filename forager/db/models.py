@@ -68,6 +68,12 @@ class Domain(Timestamped, Base):
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Breaker statistics (issue 15, the seed's CircuitBreaker): every recorded outcome and when
+    # the state last changed; ``forager.fetch.breakers`` writes them. No rejection count: an
+    # open breaker's work is skipped by the claim, never offered and refused.
+    breaker_total_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_total_failures: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Fetcher (migration 0007): http | impersonate | browser; the browser waits for this CSS
     # selector when set, else for network idle.
     fetcher: Mapped[str] = mapped_column(String(20), default="http")
@@ -256,6 +262,12 @@ class Proxy(Timestamped, Base):
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Breaker statistics (issue 15, the seed's CircuitBreaker): every recorded outcome and when
+    # the state last changed; ``forager.fetch.breakers`` writes them. No rejection count: an
+    # open breaker's work is skipped by the claim, never offered and refused.
+    breaker_total_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_total_failures: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    breaker_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Missions (issue 16): the name seed 003 logs as ``proxy_used``, and the worker service
     # holding the proxy for its session (invisible to crawl selection meanwhile).
     name: Mapped[str | None] = mapped_column(String(200))
@@ -663,10 +675,14 @@ class Monitor(Timestamped, Base):
     last_error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
     last_latency_ms: Mapped[int | None] = mapped_column(Integer)
-    # Successful polls by latency (forager.monitors.runner.LATENCY_BUCKETS, then +Inf), kept
+    # Successful polls by latency (forager.monitors.window.LATENCY_BUCKETS, then +Inf), kept
     # by the one process holding the lease; /metrics makes a histogram of them.
     latency_buckets: Mapped[list[int] | None] = mapped_column(JsonDoc)
     latency_sum_ms: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Snapshots dropped unwritten from a full result queue (seed MAX_QUEUE_SIZE; issue 15).
+    dropped_snapshots: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The last minute or two of successful polls (forager.monitors.window), for /health.
+    poll_windows: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     cpu_percent: Mapped[float | None] = mapped_column(Float)
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.fetch import breakers
-from forager.monitors import admin
+from forager.monitors import admin, window
 from forager.monitors.context import HEALTHY, health_of
 
 # The seed's error rates (per minute): 5-10 is degraded, over 10 is down.
@@ -25,16 +25,29 @@ class MonitorHealth:
     detail: str | None
     enabled: int
     scrapers: list[dict[str, Any]] = field(default_factory=list)
-    resources: dict[str, float] = field(default_factory=dict)
+    resources: dict[str, float | int] = field(default_factory=dict)
     errors: dict[str, Any] = field(default_factory=dict)
     performance: dict[str, float] = field(default_factory=dict)
 
 
-def _p95(values: list[int]) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))])
+def status_of(
+    enabled: int, running: int, unhealthy: int, last_minute: int
+) -> tuple[str, str | None]:
+    """The seed's rules: ``down`` with no active scraper (only while a monitor is enabled: a
+    server watching nothing is not down) or more than 10 errors a minute; ``degraded`` when
+    some scrapers are stale or failing, or an enabled monitor has no process running it yet
+    (it is as stale as one can be), or 5-10 errors a minute; else ``healthy``."""
+    if last_minute > DOWN_ERRORS_PER_MINUTE:
+        return "down", f"{last_minute} monitor errors in the last minute"
+    if enabled and not running:
+        return "down", f"{enabled} monitors are enabled but no process is running any of them"
+    waiting = enabled - running
+    if unhealthy or waiting or last_minute >= DEGRADED_ERRORS_PER_MINUTE:
+        return "degraded", (
+            f"{unhealthy} monitors stale or failing, {waiting} enabled but not running, "
+            f"{last_minute} errors in the last minute"
+        )
+    return "healthy", None
 
 
 async def summary(session: AsyncSession, settings: Settings, now: datetime) -> MonitorHealth:
@@ -68,6 +81,7 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
                 "memory_mb": round(mb, 1),
                 "cpu_percent": m.cpu_percent or 0.0,
                 "polling_interval": m.current_interval_seconds,
+                "dropped_snapshots": m.dropped_snapshots,
             }
         )
     for m in monitors:
@@ -91,16 +105,8 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
         )
     last_minute = await admin.errors_since(session, now - timedelta(minutes=1))
     last_hour = await admin.errors_since(session, now - timedelta(hours=1))
-    latencies = [m.last_latency_ms for m in running if m.last_latency_ms is not None]
-    status, detail = "healthy", None
-    if last_minute > DOWN_ERRORS_PER_MINUTE:
-        status, detail = "down", f"{last_minute} monitor errors in the last minute"
-    elif monitors and not running:
-        # Like work due with no worker: a state to look at, not an outage of the server.
-        status, detail = "degraded", f"{len(monitors)} monitors are enabled but none is running"
-    elif unhealthy or last_minute >= DEGRADED_ERRORS_PER_MINUTE:
-        status = "degraded"
-        detail = f"{unhealthy} monitors stale or failing, {last_minute} errors in the last minute"
+    polls = window.recent([m.poll_windows for m in monitors], now)
+    status, detail = status_of(len(monitors), len(running), unhealthy, last_minute)
     return MonitorHealth(
         status=status,
         detail=detail,
@@ -111,6 +117,7 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
             "average_memory_mb": round(sum(memory) / len(memory), 1) if memory else 0.0,
             "peak_memory_mb": round(max(memory), 1) if memory else 0.0,
             "total_cpu_percent": round(cpu, 1),
+            "dropped_snapshots": sum(m.dropped_snapshots for m in monitors),
         },
         errors={
             "last_minute": last_minute,
@@ -118,12 +125,9 @@ async def summary(session: AsyncSession, settings: Settings, now: datetime) -> M
             "monitor_breakers": breakers_seen,
         },
         performance={
-            "average_latency_ms": round(sum(latencies) / len(latencies), 1) if latencies else 0.0,
-            "p95_latency_ms": _p95(latencies),
-            # The rate the running monitors poll at now (their current intervals).
-            "updates_per_minute": round(
-                sum(60 / m.current_interval_seconds for m in running if m.current_interval_seconds),
-                1,
-            ),
+            # Recorded successful polls of the last minute or two (``forager.monitors.window``).
+            "average_latency_ms": polls.average_latency_ms,
+            "p95_latency_ms": polls.p95_latency_ms,
+            "updates_per_minute": polls.updates_per_minute,
         },
     )

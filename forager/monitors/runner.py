@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import psutil
+from sqlalchemy.exc import SQLAlchemyError
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -30,6 +31,8 @@ from forager.fetch.base import Fetcher, FetchRequest
 from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash, extract
+from forager.monitors.pending import PendingSnapshot, SnapshotQueue
+from forager.monitors.window import LATENCY_BUCKETS, PollWindows, bucket_of
 
 log = logging.getLogger(__name__)
 
@@ -43,18 +46,6 @@ def next_interval(current: float, outcome: str, low: float, high: float) -> floa
     """The interval after a cycle whose ``outcome`` is changed / unchanged / failed."""
     factor = {"changed": FASTER, "unchanged": SLOWER}.get(outcome, BACKOFF)
     return min(high, max(low, current * factor))
-
-
-# Poll latency histogram buckets, in seconds (Prometheus' ladder, to the 30 s timeout).
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-
-
-def bucket_of(latency_ms: int) -> int:
-    """Index of the first bucket holding ``latency_ms`` (the last one is +Inf)."""
-    for index, bound in enumerate(LATENCY_BUCKETS):
-        if latency_ms <= bound * 1000:
-            return index
-    return len(LATENCY_BUCKETS)
 
 
 # Adaptive timeouts: a poll may take TIMEOUT_FACTOR × its usual time (a moving average of
@@ -119,6 +110,7 @@ class MonitorLoop:
             else [0] * (len(LATENCY_BUCKETS) + 1)
         )
         self.latency_sum_ms = monitor.latency_sum_ms or 0
+        self.windows = PollWindows.load(monitor.poll_windows)
         self.timeout = runner.settings.monitor_page_timeout_seconds
         self.state_field = monitor.state_field
         self.end_states = set(monitor.end_states or ())
@@ -307,6 +299,7 @@ class MonitorLoop:
         self.last_latency_ms = latency_ms
         self.buckets[bucket_of(latency_ms)] += 1
         self.latency_sum_ms += latency_ms
+        self.windows.record(now, latency_ms)
         self.average_ms = (
             latency_ms
             if self.average_ms is None
@@ -336,14 +329,55 @@ class MonitorLoop:
                 resolution = "restart"
             else:
                 resolution = "auto_retry"
-        written = await store.record_success(
+        queue = self.runner.results
+        if changed:
+            queue.put(
+                PendingSnapshot.of(self.id, data, digest, now, self.context.scraper_id, latency_ms)
+            )
+        try:
+            written = await self._record_success(
+                now, queue, digest, latency_ms, resolution, state, ended
+            )
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            # The change waits in the bounded queue for the next write of any monitor; this
+            # poll's counters are lost, the loop goes on (seed: no write may stop the scraper).
+            log.warning(
+                "monitor %d: writing its poll failed (%s); %d snapshots queued",
+                self.id,
+                type(exc).__name__,
+                len(queue),
+            )
+            self.digest = digest
+            return
+        if written is None:
+            raise LeaseLost
+        if state is not None:
+            self.state = state[1]
+            log.info("monitor %d: state %s → %s", self.id, state[0], state[1])
+        if ended:
+            log.info("monitor %d: reached its end state %r; stopped", self.id, self.state)
+            self.stop()
+        self._breaker(written)
+        self.digest = digest
+        self.unresolved = self.restarted = False
+
+    async def _record_success(
+        self,
+        now: datetime,
+        queue: SnapshotQueue,
+        digest: str,
+        latency_ms: int,
+        resolution: str | None,
+        state: tuple[str | None, str | None] | None,
+        ended: bool,
+    ) -> store.Written | None:
+        return await store.record_success(
             self.db,
             self.settings,
             owner=self.owner,
             monitor_id=self.id,
-            scraper_id=self.context.scraper_id,
             now=now,
-            data=data if changed else None,
+            queue=queue,
             digest=digest,
             latency_ms=latency_ms,
             interval=self.interval,
@@ -356,18 +390,8 @@ class MonitorLoop:
             ended=ended,
             latency_buckets=list(self.buckets),
             latency_sum_ms=self.latency_sum_ms,
+            poll_windows=self.windows.dump(),
         )
-        if written is None:
-            raise LeaseLost
-        if state is not None:
-            self.state = state[1]
-            log.info("monitor %d: state %s → %s", self.id, state[0], state[1])
-        if ended:
-            log.info("monitor %d: reached its end state %r; stopped", self.id, self.state)
-            self.stop()
-        self._breaker(written)
-        self.digest = digest
-        self.unresolved = self.restarted = False
 
     def _breaker(self, written: store.Written) -> None:
         self.breaker_state, self.breaker_opened_at = (
@@ -433,6 +457,11 @@ class MonitorRunner:
         self.owner = owner
         self.slots = settings.monitor_slots if slots is None else slots
         self.loops: dict[int, tuple[MonitorLoop, asyncio.Task[None]]] = {}
+        # Snapshots waiting to be written, bounded (seed MAX_QUEUE_SIZE / MAX_QUEUE_SIZE_MB).
+        self.results = SnapshotQueue(
+            settings.monitor_max_queue_size,
+            int(settings.monitor_max_queue_size_mb * 1024 * 1024),
+        )
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._cleaned: float | None = None
@@ -486,6 +515,7 @@ class MonitorRunner:
             log.info("monitor %d: paused, deleted or taken over; stopping it here", monitor_id)
             loop.stop()
             task.cancel()  # it no longer owns the lease: nothing of its cycle may be written
+        await self._flush()
         if self._stopping.is_set():
             return
         if self._cleaned is None or time.monotonic() - self._cleaned >= CLEANUP_SECONDS:
@@ -501,6 +531,20 @@ class MonitorRunner:
             self.loops[monitor.id] = (loop, task)
             log.info("monitor %d: claimed by %s", monitor.id, self.owner)
 
+    async def _flush(self) -> None:
+        """Write snapshots still queued after a failed write (normally none wait)."""
+        if not len(self.results) and not self.results.unrecorded_drops:
+            return
+        try:
+            written = await store.flush(self.db, self.results)
+            log.info("wrote %d queued snapshots", written)
+        except Exception as exc:
+            log.warning(
+                "writing %d queued snapshots failed (%s); they wait",
+                len(self.results),
+                type(exc).__name__,
+            )
+
     async def _shutdown(self) -> None:
         """Seed's graceful flow: finish each cycle, save state, give the leases back."""
         if not self.loops:
@@ -512,6 +556,7 @@ class MonitorRunner:
         for task in late:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._flush()  # seed: flush, then save state
         for monitor_id in tasks.values():
             with contextlib.suppress(Exception):
                 await store.release(self.db, self.owner, monitor_id)

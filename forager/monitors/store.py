@@ -8,6 +8,7 @@ deleted, taken over after a stall) writes nothing and stops that monitor.
 from __future__ import annotations
 
 import traceback
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHea
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
 from forager.fetch import breakers
+from forager.monitors.pending import PendingSnapshot, SnapshotQueue
 
 
 def _free(now: datetime) -> Any:
@@ -29,6 +31,20 @@ def _free(now: datetime) -> Any:
         Monitor.lease_expires_at.is_(None),
         Monitor.lease_expires_at < now,
     )
+
+
+async def _leased_update(session: Any, owner: str, monitor_id: int, **values: Any) -> Any | None:
+    """The one shape of every runtime write: ``UPDATE`` the monitor only while ``owner`` holds
+    its lease, ``RETURNING`` its breaker (``breakers.returning`` and ``breaker_opened_at``).
+    None: the lease is gone and nothing was written."""
+    result = await session.execute(
+        update(Monitor)
+        .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
+        .values(**values)
+        .returning(*breakers.returning(Monitor), Monitor.breaker_opened_at)
+        .execution_options(synchronize_session=False)
+    )
+    return result.first()
 
 
 async def claim(db: Database, owner: str, settings: Settings, limit: int) -> list[Monitor]:
@@ -104,18 +120,16 @@ async def start_run(
 ) -> bool:
     """Record a new run (its scraper id and start); ``restart`` counts it. False: lease lost."""
     async with db.session() as session:
-        result = await session.execute(
-            update(Monitor)
-            .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-            .values(
-                scraper_id=scraper_id,
-                run_started_at=started,
-                status="active",
-                restarts=Monitor.restarts + (1 if restart else 0),
-            )
-            .execution_options(synchronize_session=False)
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            scraper_id=scraper_id,
+            run_started_at=started,
+            status="active",
+            restarts=Monitor.restarts + (1 if restart else 0),
         )
-        ok = getattr(result, "rowcount", 0) == 1
+        ok = row is not None
         if ok and restart:
             audit.record(session, "monitor", [monitor_id], "restarted", {"scraper_id": scraper_id})
         return ok
@@ -150,21 +164,10 @@ def error_type_of(exc: BaseException) -> str:
     return "internal"
 
 
-async def _breaker_step(
-    session: Any, monitor_id: int, before: str, written: Written, now: datetime
-) -> None:
-    """Log a breaker transition as an event and stamp when it happened."""
-    if written.breaker_state == before:
-        return
-    await session.execute(
-        update(Monitor)
-        .where(Monitor.id == monitor_id)
-        .values(breaker_changed_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    audit.record(
-        session, "monitor", [monitor_id], f"breaker_{written.breaker_state}", {"from": before}
-    )
+def _written(session: Any, row: Any, before: str, now: datetime) -> Written:
+    """The breaker as stored after an outcome; a transition is logged and recorded."""
+    breakers.transitions(session, "monitor", [row], now, before=before)
+    return Written(row[1], row[3])
 
 
 async def record_success(
@@ -173,9 +176,8 @@ async def record_success(
     *,
     owner: str,
     monitor_id: int,
-    scraper_id: str,
     now: datetime,
-    data: dict[str, Any] | None,
+    queue: SnapshotQueue,
     digest: str,
     latency_ms: int,
     interval: float,
@@ -188,10 +190,12 @@ async def record_success(
     ended: bool = False,
     latency_buckets: list[int] | None = None,
     latency_sum_ms: int | None = None,
+    poll_windows: dict[str, Any] | None = None,
 ) -> Written | None:
-    """One successful poll; ``data`` is stored as a snapshot only when it changed (``data`` is
-    None when the hash equals the stored one). None: the lease is gone, nothing written."""
-    changed = data is not None
+    """One successful poll, and in the same transaction every snapshot waiting in ``queue``
+    (this poll's change, if any, is already in it) with the drops not yet counted. A failed
+    write gives them back to the queue and raises. None: the lease is gone; nothing of this
+    monitor is written (another process polls it now)."""
     values: dict[str, Any] = {
         "total_polls": Monitor.total_polls + 1,
         "total_updates": Monitor.total_updates + 1,
@@ -204,16 +208,13 @@ async def record_success(
         "status": "active",
         "memory_bytes": memory_bytes,
         "cpu_percent": cpu_percent,
+        "content_hash": digest,
         **breakers.outcome_values(Monitor, settings, now, ok=True),
     }
-    if changed:
-        values |= {
-            "total_changes": Monitor.total_changes + 1,
-            "content_hash": digest,
-            "last_change_at": now,
-        }
     if latency_buckets is not None:
         values |= {"latency_buckets": latency_buckets, "latency_sum_ms": latency_sum_ms}
+    if poll_windows is not None:
+        values["poll_windows"] = poll_windows
     if state is not None:
         values["last_state"] = state[1]
     if ended:
@@ -224,50 +225,122 @@ async def record_success(
             "lease_owner": None,
             "lease_expires_at": None,
         }
-    async with db.session() as session:
-        row = (
-            await session.execute(
-                update(Monitor)
-                .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-                .values(**values)
-                .returning(Monitor.breaker_state, Monitor.breaker_opened_at)
-                .execution_options(synchronize_session=False)
+    pending, drops = queue.take(), queue.take_drops()
+    own = [p for p in pending if p.monitor_id == monitor_id]
+    if own:
+        values |= {
+            "total_changes": Monitor.total_changes + len(own),
+            "last_change_at": max(p.observed_at for p in own),
+        }
+    if drops[monitor_id]:
+        values["dropped_snapshots"] = Monitor.dropped_snapshots + drops.pop(monitor_id)
+    try:
+        async with db.session() as session:
+            written = await _success_write(
+                session, owner, monitor_id, values, breaker_before, now, pending, drops
             )
-        ).first()
-        if row is None:
-            return None
-        written = Written(row[0], row[1])
-        if changed:
-            await session.execute(
-                insert(MonitorSnapshot).values(
-                    monitor_id=monitor_id,
-                    data=data,
-                    content_hash=digest,
-                    observed_at=now,
-                    scraper_id=scraper_id,
-                    update_latency_ms=latency_ms,
-                    data_source="scraper",
-                )
+            if written is not None:
+                await _success_extras(session, monitor_id, now, resolution, state, ended)
+    except BaseException:
+        queue.give_back(pending)
+        queue.give_back_drops(drops)
+        raise
+    if written is None:  # the lease is gone: the others' snapshots wait for the next write
+        queue.give_back(p for p in pending if p.monitor_id != monitor_id)
+        queue.give_back_drops(drops)
+    return written
+
+
+async def _success_write(
+    session: Any,
+    owner: str,
+    monitor_id: int,
+    values: dict[str, Any],
+    breaker_before: str,
+    now: datetime,
+    pending: list[PendingSnapshot],
+    drops: Counter[int],
+) -> Written | None:
+    """The poll's row, then everything queued (``_write_pending``)."""
+    row = await _leased_update(session, owner, monitor_id, **values)
+    if row is None:
+        return None
+    written = _written(session, row, breaker_before, now)
+    await _write_pending(session, pending, drops, counted=monitor_id)
+    return written
+
+
+async def _write_pending(
+    session: Any, pending: list[PendingSnapshot], drops: Counter[int], counted: int | None
+) -> None:
+    """Queued snapshots of monitors that still exist, and the changes and drops they carry
+    onto their monitors' counters (but ``counted``'s, already in its own row's write)."""
+    others = {p.monitor_id for p in pending} | set(drops)
+    others.discard(counted)
+    alive = set() if counted is None else {counted}
+    if others:
+        alive |= set(await session.scalars(select(Monitor.id).where(Monitor.id.in_(others))))
+    rows = [p.row() for p in pending if p.monitor_id in alive]
+    if rows:
+        await session.execute(insert(MonitorSnapshot), rows)
+    changes = Counter(p.monitor_id for p in pending if p.monitor_id in alive - {counted})
+    ids = sorted((set(changes) | set(drops)) & (alive - {counted}))
+    if ids:
+        await session.execute(
+            update(Monitor)
+            .where(Monitor.id.in_(ids))
+            .values(
+                total_changes=Monitor.total_changes
+                + case(dict(changes) or {0: 0}, value=Monitor.id, else_=0),
+                dropped_snapshots=Monitor.dropped_snapshots
+                + case(dict(drops) or {0: 0}, value=Monitor.id, else_=0),
             )
-        if resolution is not None:
-            await session.execute(
-                update(ScraperError)
-                .where(ScraperError.monitor_id == monitor_id, ScraperError.resolved.is_(False))
-                .values(resolved=True, resolution_time=now, resolution_method=resolution)
-                .execution_options(synchronize_session=False)
-            )
-        await _breaker_step(session, monitor_id, breaker_before, written, now)
-        if state is not None:
-            audit.record(
-                session,
-                "monitor",
-                [monitor_id],
-                "state_changed",
-                {"from": state[0], "to": state[1]},
-            )
-        if ended:
-            audit.record(session, "monitor", [monitor_id], "ended", {"state": state and state[1]})
-        return written
+            .execution_options(synchronize_session=False)
+        )
+
+
+async def flush(db: Database, queue: SnapshotQueue) -> int:
+    """Write whatever still waits in ``queue`` (a runner's tick and its graceful stop); the
+    number of snapshots written. A failed write gives them back and raises."""
+    pending, drops = queue.take(), queue.take_drops()
+    if not pending and not drops:
+        return 0
+    try:
+        async with db.session() as session:
+            await _write_pending(session, pending, drops, counted=None)
+    except BaseException:
+        queue.give_back(pending)
+        queue.give_back_drops(drops)
+        raise
+    return len(pending)
+
+
+async def _success_extras(
+    session: Any,
+    monitor_id: int,
+    now: datetime,
+    resolution: str | None,
+    state: tuple[str | None, str | None] | None,
+    ended: bool,
+) -> None:
+    """Errors resolved by this success, and its state events."""
+    if resolution is not None:
+        await session.execute(
+            update(ScraperError)
+            .where(ScraperError.monitor_id == monitor_id, ScraperError.resolved.is_(False))
+            .values(resolved=True, resolution_time=now, resolution_method=resolution)
+            .execution_options(synchronize_session=False)
+        )
+    if state is not None:
+        audit.record(
+            session,
+            "monitor",
+            [monitor_id],
+            "state_changed",
+            {"from": state[0], "to": state[1]},
+        )
+    if ended:
+        audit.record(session, "monitor", [monitor_id], "ended", {"state": state and state[1]})
 
 
 async def record_failure(
@@ -289,29 +362,24 @@ async def record_failure(
     """One failed poll (or retry): counters, breaker, and a ``scraper_errors`` row."""
     message = str(exc) or type(exc).__name__
     async with db.session() as session:
-        row = (
-            await session.execute(
-                update(Monitor)
-                .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-                .values(
-                    total_polls=Monitor.total_polls + 1,
-                    total_errors=Monitor.total_errors + 1,
-                    consecutive_errors=Monitor.consecutive_errors + 1,
-                    last_error_at=now,
-                    last_error=message[:2000],
-                    current_interval_seconds=interval,
-                    next_poll_at=now + timedelta(seconds=interval),
-                    health_status=health,
-                    status="error" if health == "failing" else "active",
-                    **breakers.outcome_values(Monitor, settings, now, ok=False),
-                )
-                .returning(Monitor.breaker_state, Monitor.breaker_opened_at)
-                .execution_options(synchronize_session=False)
-            )
-        ).first()
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            total_polls=Monitor.total_polls + 1,
+            total_errors=Monitor.total_errors + 1,
+            consecutive_errors=Monitor.consecutive_errors + 1,
+            last_error_at=now,
+            last_error=message[:2000],
+            current_interval_seconds=interval,
+            next_poll_at=now + timedelta(seconds=interval),
+            health_status=health,
+            status="error" if health == "failing" else "active",
+            **breakers.outcome_values(Monitor, settings, now, ok=False),
+        )
         if row is None:
             return None
-        written = Written(row[0], row[1])
+        written = _written(session, row, breaker_before, now)
         await session.execute(
             insert(ScraperError).values(
                 scraper_id=scraper_id,
@@ -327,7 +395,6 @@ async def record_failure(
                 resolved=False,
             )
         )
-        await _breaker_step(session, monitor_id, breaker_before, written, now)
         return written
 
 
@@ -335,17 +402,15 @@ async def record_rejection(db: Database, owner: str, monitor_id: int, interval: 
     """A poll refused by the open breaker: counted, nothing fetched. False: lease lost."""
     now = utcnow()
     async with db.session() as session:
-        result = await session.execute(
-            update(Monitor)
-            .where(Monitor.id == monitor_id, Monitor.lease_owner == owner)
-            .values(
-                breaker_rejections=Monitor.breaker_rejections + 1,
-                current_interval_seconds=interval,
-                next_poll_at=now + timedelta(seconds=interval),
-            )
-            .execution_options(synchronize_session=False)
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            breaker_rejections=Monitor.breaker_rejections + 1,
+            current_interval_seconds=interval,
+            next_poll_at=now + timedelta(seconds=interval),
         )
-        return getattr(result, "rowcount", 0) == 1
+        return row is not None
 
 
 async def log_health(db: Database, sample: dict[str, Any]) -> None:

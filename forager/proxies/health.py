@@ -160,8 +160,15 @@ async def record_proxy_health(
             "is_active": case((disables, False), else_=Proxy.is_active),
             "retest_at": case((disables, retest), else_=Proxy.retest_at),
         }
-    values |= breakers.outcome_values(Proxy, settings, now, ok=ok)
-    await session.execute(update(Proxy).where(Proxy.id == proxy_id).values(**values))
+    values |= breakers.outcome_values(Proxy, settings, now, ok=ok) | breakers.tally(Proxy, ok=ok)
+    rows = await session.execute(
+        update(Proxy)
+        .where(Proxy.id == proxy_id)
+        .values(**values)
+        .returning(*breakers.returning(Proxy))
+        .execution_options(synchronize_session=False)
+    )
+    breakers.transitions(session, "proxy", rows, now)
 
 
 # -- health view and alerts ---------------------------------------------------------------

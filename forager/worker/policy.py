@@ -12,16 +12,16 @@ The pipeline stays a sequence of phases; every fetch-policy decision is made her
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
-from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
@@ -196,53 +196,36 @@ class FetchPolicy:
     async def _domain_breaker(self, session: AsyncSession, domain_id: int, *, ok: bool) -> None:
         now = utcnow()
         values = breakers.outcome_values(Domain, self.settings, now, ok=ok)
-        where = [Domain.id == domain_id]
-        if ok:  # a healthy closed breaker has nothing to record: no write
-            where.append(or_(Domain.breaker_state != breakers.CLOSED, Domain.breaker_failures > 0))
-            await session.execute(
-                update(Domain)
-                .where(*where)
-                .values(**values)
-                .execution_options(synchronize_session=False)
-            )
-            return
-        opened = (
-            await session.execute(
-                update(Domain)
-                .where(*where)
-                .values(**values)
-                .returning(Domain.breaker_opened_at, Domain.breaker_failures)
-                .execution_options(synchronize_session=False)
-            )
-        ).first()
-        if opened is not None and opened.breaker_opened_at == now:  # this failure opened it
-            audit.record(
-                session,
-                "domain",
-                [domain_id],
-                "breaker_opened",
-                {"failures": opened.breaker_failures},
-            )
+        rows = await session.execute(
+            update(Domain)
+            .where(Domain.id == domain_id)
+            .values(**values, **breakers.tally(Domain, ok=ok))
+            .returning(*breakers.returning(Domain))
+            .execution_options(synchronize_session=False)
+        )
+        breakers.transitions(session, "domain", rows, now)
 
     async def succeeded_direct(
         self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]
     ) -> None:
         """Many direct fetches that got an answer, as (domain id, response ms): per batch, one
-        breaker statement (it writes only to a domain whose breaker is not healthy) and a throttle
-        step only for domains being throttled or answering slowly."""
+        breaker statement (state and success count of each domain of the batch, transitions read
+        back with ``RETURNING``) and a throttle step only for domains being throttled or
+        answering slowly."""
         if not outcomes:
             return
-        domain_ids = sorted({domain_id for domain_id, _ in outcomes})
-        values = breakers.outcome_values(Domain, self.settings, utcnow(), ok=True)
-        await session.execute(
+        per_domain = Counter(domain_id for domain_id, _ in outcomes)
+        domain_ids = sorted(per_domain)
+        now = utcnow()
+        values = breakers.outcome_values(Domain, self.settings, now, ok=True)
+        rows = await session.execute(
             update(Domain)
-            .where(
-                Domain.id.in_(domain_ids),
-                or_(Domain.breaker_state != breakers.CLOSED, Domain.breaker_failures > 0),
-            )
-            .values(**values)
+            .where(Domain.id.in_(domain_ids))
+            .values(**values, **breakers.tally(Domain, ok=True, per_id=per_domain))
+            .returning(*breakers.returning(Domain))
             .execution_options(synchronize_session=False)
         )
+        breakers.transitions(session, "domain", rows, now)
         slow_ms = self.settings.throttle_slow_seconds * 1000
         throttled = set(
             (
