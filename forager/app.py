@@ -12,7 +12,18 @@ from fastapi import Depends, FastAPI
 
 from forager import __version__
 from forager.api import agents as agents_api
-from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
+from forager.api import (
+    domains,
+    errors,
+    events,
+    health,
+    metrics,
+    openapi,
+    parsers,
+    products,
+    proxies,
+    tasks,
+)
 from forager.api import missions as missions_api
 from forager.api import monitors as monitors_api
 from forager.api.auth import ActorScope, require_key
@@ -102,6 +113,7 @@ def create_app(settings: Settings) -> FastAPI:
         proxies.router,
         proxies.mappings,
         events.router,
+        parsers.router,
         agents_api.router,
         missions_api.router,
         missions_api.services,

@@ -26,6 +26,7 @@ from typing import Any
 from forager.config import Settings
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
+from forager.parse import registry
 from forager.parse.base import ProductRecord
 from forager.parse.classify import classify
 from forager.parse.registry import get_parser
@@ -87,6 +88,7 @@ def extract(job: ParseJob, text: str) -> Parsed:
 def _child_main(conn: Connection, preload: Sequence[str]) -> None:
     for module in preload:
         importlib.import_module(module)
+    registry.entries()  # plugins found and imported once, before any page's budget
     conn.send("ready")  # the imports are not part of any page's budget
     while True:
         try:
