@@ -13,6 +13,8 @@ from forager.parse.base import Parser
 from forager.parse.plugins import ParserEntry, check, discover
 
 FALLBACK = "generic"
+# Parsers registered by code; kept apart from discovery, which may be redone.
+_REGISTERED: dict[str, ParserEntry] = {}
 
 
 class UnknownParser(ForagerError):
@@ -36,13 +38,13 @@ def _registry() -> tuple[dict[str, ParserEntry], list[ParserEntry]]:
 
 
 def _entries() -> dict[str, ParserEntry]:
-    return _registry()[0]
+    return {**_registry()[0], **_REGISTERED} if _REGISTERED else _registry()[0]
 
 
 def entries() -> list[ParserEntry]:
     """Every parser found, usable or broken (with its error), by name."""
-    by_name, shadowed = _registry()
-    return sorted([*by_name.values(), *shadowed], key=lambda e: (e.name, e.parser is None))
+    shadowed = _registry()[1]
+    return sorted([*_entries().values(), *shadowed], key=lambda e: (e.name, e.parser is None))
 
 
 def _parsers() -> dict[str, Parser]:
@@ -53,7 +55,7 @@ def register(parser: Parser) -> None:
     """Add a parser from code (a module in ``FORAGER_PARSER_MODULES`` calls this on import)."""
     check(parser)
     reference = f"{type(parser).__module__}:{type(parser).__qualname__}"
-    _entries()[parser.name] = ParserEntry(parser.name, "module", reference, parser=parser)
+    _REGISTERED[parser.name] = ParserEntry(parser.name, "module", reference, parser=parser)
 
 
 def parser_names() -> list[str]:
@@ -63,7 +65,7 @@ def parser_names() -> list[str]:
 
 def get_parser(name: str) -> Parser:
     """The parser registered under ``name``."""
-    entry = _entries().get(name)
+    entry = _REGISTERED.get(name) or _registry()[0].get(name)
     if entry is not None and entry.parser is not None:
         return entry.parser
     if entry is not None:
