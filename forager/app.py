@@ -22,6 +22,7 @@ from forager.api import (
     parsers,
     products,
     proxies,
+    selector_parsers,
     tasks,
 )
 from forager.api import missions as missions_api
@@ -114,6 +115,7 @@ def create_app(settings: Settings) -> FastAPI:
         proxies.mappings,
         events.router,
         parsers.router,
+        selector_parsers.router,
         agents_api.router,
         missions_api.router,
         missions_api.services,

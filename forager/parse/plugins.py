@@ -24,6 +24,7 @@ GROUP = "forager.parsers"
 BUILTINS = {
     "amazon": "forager.parse.amazon:AmazonParser",
     "generic": "forager.parse.generic:GenericParser",
+    "selector": "forager.parse.selectors:SelectorParser",  # a domain's own selector map
 }
 NAME = r"^[a-z][a-z0-9_-]{0,62}[a-z0-9]$"
 _NAME = re.compile(NAME)

@@ -4,6 +4,7 @@ per claim so the fetch needs no further read of the domain."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +32,6 @@ class ClaimedTask:
     # without asking the proxy tables (most domains; DESIGN.md "Fetch policy").
     uses_proxies: bool = True
     ignore_robots: bool = False
+    # The domain's selector map (domain id, version, fields) when the task's parser is
+    # "selector" and the domain has one in use.
+    selector: tuple[int, int, dict[str, Any]] | None = None
