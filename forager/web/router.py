@@ -30,7 +30,7 @@ STATIC = Path(__file__).parent / "static"
 PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents", "/events")
 MISSION_PAGES = ("/missions",)  # Mission Control (issue 16)
 MONITOR_PAGES = ("/monitors",)  # live monitors (issue 15)
-DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}")
+DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}", "/domains/{item_id}/parser")
 # The shell and its scripts come only from this server; nothing is loaded from elsewhere.
 SHELL_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
