@@ -93,7 +93,7 @@ async def test_versions_preview_and_restart_parsing_without_refetch(
     assert (saved.json()["version"], saved.json()["in_use"]) == (1, True)
     assert (await api.get(f"/api/domains/{domain_id}")).json()["parser_name"] == "selector"
 
-    await crawl(runtime.db, runtime.settings, [task_id])
+    await crawl(runtime.db, runtime.settings, [task_id], parts=runtime.parts)
     first = await _product(api, url)
     assert (first["price"], first["parser_name"], first["parser_version"]) == (
         "13.49",
@@ -124,7 +124,7 @@ async def test_versions_preview_and_restart_parsing_without_refetch(
         "/api/tasks/restart-parsing", json={"domain_id": domain_id, "outdated": True}
     )
     assert restarted.json()["task_ids"] == [task_id], restarted.text
-    await crawl(runtime.db, runtime.settings, [task_id])
+    await crawl(runtime.db, runtime.settings, [task_id], parts=runtime.parts)
     second = await _product(api, url)
     assert (second["price"], second["brand"], second["parser_version"]) == ("19.99", "Brand 3", "2")
     assert second["category"] == "Home > Category 3"

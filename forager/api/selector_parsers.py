@@ -8,13 +8,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.schemas import Page
 from forager.api.selector_schemas import (
     SelectorMapIn,
     SelectorParserList,
     SelectorParserPublic,
     SelectorPreview,
     SelectorPreviewIn,
-    StoredPageList,
     StoredPagePublic,
 )
 from forager.db import audit
@@ -103,12 +103,12 @@ async def use_selector_parser(
 @router.get("/stored-pages", operation_id="list_stored_pages", responses=_NOT_FOUND)
 async def list_stored_pages(
     domain_id: EntityId, session: ReadSessionDep, paging: PagingDep
-) -> StoredPageList:
+) -> Page[StoredPagePublic]:
     """The domain's pages in the page store, newest first: what a map can be previewed on."""
     pages, total = await selectors.stored_pages(
         session, domain_id, limit=paging.limit, offset=paging.offset
     )
-    return StoredPageList(
+    return Page(
         items=[
             StoredPagePublic(task_id=p.task_id, url=p.url, fetched_at=p.fetched_at) for p in pages
         ],

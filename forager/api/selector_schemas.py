@@ -105,15 +105,6 @@ class StoredPagePublic(BaseModel):
     fetched_at: datetime | None
 
 
-class StoredPageList(BaseModel):
-    """The domain's stored pages, newest first."""
-
-    items: list[StoredPagePublic]
-    total: int
-    limit: int
-    offset: int
-
-
 class SelectorPreview(BaseModel):
     """What the map reads from the page: each field's value (null: nothing) and its error."""
 

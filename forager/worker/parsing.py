@@ -111,7 +111,10 @@ def _json_ready(
 def _child_main(conn: Connection, preload: Sequence[str]) -> None:
     for module in preload:
         importlib.import_module(module)
-    registry.entries()  # plugins found and imported once, before any page's budget
+    # Plugins found and imported once, before any page's budget; a broken one was reported
+    # by the process that started this one (at start-up), not again by each parse process.
+    logging.getLogger("forager.parse.plugins").setLevel(logging.ERROR)
+    registry.entries()
     conn.send("ready")  # the imports are not part of any page's budget
     while True:
         try:

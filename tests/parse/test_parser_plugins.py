@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from forager.parse import plugins, registry
-from tests.support.cli import clean_env, forager
+from tests.support.cli import clean_env, forager, forager_process
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "forager-example-parser"
@@ -182,24 +182,12 @@ def book_site(tmp_path: Path) -> Iterator[str]:
         thread.join()
 
 
-def _run(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "forager.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_the_example_package_installed_is_listed_claims_its_host_and_parses(
     example_installed: Path, book_site: str, tmp_path: Path
 ) -> None:
     env = clean_env(tmp_path / "data")
     env["PYTHONPATH"] = str(example_installed)
-    listed = _run(env, tmp_path, "parsers", "list", "--json")
+    listed = forager_process(tmp_path, env, "parsers", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     example = next(json.loads(line) for line in listed.stdout.splitlines() if "example" in line)
     assert example == {
@@ -214,7 +202,7 @@ def test_the_example_package_installed_is_listed_claims_its_host_and_parses(
     }
     # The host it claims picks it (no --parser given) ...
     page = EXAMPLE / "tests" / "book.html"
-    parsed = _run(env, tmp_path, "parse", str(page), "--url", BOOK_URL)
+    parsed = forager_process(tmp_path, env, "parse", str(page), "--url", BOOK_URL)
     assert parsed.returncode == 0, parsed.stderr
     record = json.loads(parsed.stdout)
     assert (record["parser_name"], record["price"], record["currency"]) == (
@@ -224,7 +212,9 @@ def test_the_example_package_installed_is_listed_claims_its_host_and_parses(
     )
     # ... and a crawl of a loopback page parses it in Forager's parse processes.
     out = tmp_path / "products.jsonl"
-    crawled = _run(env, tmp_path, "crawl", book_site, "--parser", "example-books", "-o", str(out))
+    crawled = forager_process(
+        tmp_path, env, "crawl", book_site, "--parser", "example-books", "-o", str(out)
+    )
     assert crawled.returncode == 0, (crawled.stdout, crawled.stderr)
     [product] = [json.loads(line) for line in out.read_text().splitlines()]
     assert (product["product_name"], product["sku"]) == ("A Light in the Attic", "a897fe39b1053632")
