@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forager.api.wire import MAX_JSON_ID, JsonBody, without_null
+from forager.api.wire import MAX_JSON_ID, JsonBody
 from forager.parse.base import EXTRACTED_FIELDS
 
 _RULE = {
@@ -53,8 +53,6 @@ def _fields_schema(schema: dict[str, Any]) -> None:
 
 class SelectorMapIn(JsonBody):
     """A selector map to save as the domain's next version."""
-
-    model_config = ConfigDict(json_schema_extra=without_null("note", "use"))
 
     fields: dict[str, Any] = Field(description=_FIELDS_DOC, json_schema_extra=_fields_schema)
     note: str | None = Field(

@@ -323,7 +323,7 @@ def _target(kind: str, expr: str, where: str) -> Any:
     if kind == "xpath":
         try:
             return etree.XPath(expr, smart_strings=False)
-        except etree.XPathSyntaxError as exc:
+        except etree.XPathError as exc:
             raise InvalidRequest(f"{where}: {expr!r} is not an XPath: {exc}", field=where) from None
     match = _JSONLD.match(expr)
     if match is None:
