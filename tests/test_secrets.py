@@ -114,7 +114,10 @@ async def _use_every_secret(
     missions = _ok(await api.post("/api/missions", json=mission), 201)["missions"]
     watched = {"url": site.url("/product/3"), "parser_name": "generic", "name": "watched"}
     monitor = _ok(await api.post("/api/monitors", json=watched), 201)
+    selector = {"fields": {"product_name": {"css": "h1"}}, "use": False}
+    version = _ok(await api.post(f"/api/domains/{domain_id}/selector-parsers", json=selector), 201)
     return {
+        "version": version["version"],
         "monitor_id": monitor["id"],
         "mission_id": missions[0]["id"],
         "service_id": worker["id"],
