@@ -13,7 +13,19 @@ from fastapi import Depends, FastAPI
 from forager import __version__
 from forager.api import agents as agents_api
 from forager.api import alerts as alerts_api
-from forager.api import domains, errors, events, health, metrics, openapi, products, proxies, tasks
+from forager.api import (
+    domains,
+    errors,
+    events,
+    health,
+    metrics,
+    openapi,
+    parsers,
+    products,
+    proxies,
+    selector_parsers,
+    tasks,
+)
 from forager.api import missions as missions_api
 from forager.api import monitors as monitors_api
 from forager.api.auth import ActorScope, require_key
@@ -103,6 +115,8 @@ def create_app(settings: Settings) -> FastAPI:
         proxies.router,
         proxies.mappings,
         events.router,
+        parsers.router,
+        selector_parsers.router,
         agents_api.router,
         missions_api.router,
         missions_api.services,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ from forager.errors import ConfigError, ForagerError
 
 if TYPE_CHECKING:
     from forager.db.engine import Database
+    from forager.parse.plugins import ParserEntry
     from forager.runtime import Runtime
 
 app = typer.Typer(
@@ -34,6 +36,8 @@ apikey_app = typer.Typer(help="API keys for the /api endpoints.", no_args_is_hel
 app.add_typer(apikey_app, name="apikey")
 agent_app = typer.Typer(help="Home-network agents: register them, run one.", no_args_is_help=True)
 app.add_typer(agent_app, name="agent")
+parsers_app = typer.Typer(help="Parsers: built-in ones and plugins.", no_args_is_help=True)
+app.add_typer(parsers_app, name="parsers")
 pages_app = typer.Typer(help="The page store: raw pages kept per fetch.", no_args_is_help=True)
 app.add_typer(pages_app, name="pages")
 
@@ -240,6 +244,43 @@ def parse(
     html = file.read_bytes().decode("utf-8", errors="replace")
     record = get_parser(parser).parse(html, page_url)
     typer.echo(json.dumps(record.to_json(), ensure_ascii=False, indent=2))
+
+
+@parsers_app.command("list")
+def parsers_list(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per parser.")] = False,
+) -> None:
+    """Every parser with where it came from; a broken plugin is listed with its error."""
+    from forager.parse.registry import entries
+
+    # No logging set up (that imports the whole runtime): the list itself shows every error.
+    logging.getLogger("forager.parse.plugins").setLevel(logging.ERROR)
+    found = entries()
+    for entry in found:
+        if as_json:
+            typer.echo(json.dumps(_parser_json(entry), ensure_ascii=False))
+            continue
+        origin = f"plugin {entry.dist} {entry.dist_version}" if entry.dist else entry.origin
+        hosts = ", ".join(entry.hosts) or "-"
+        if entry.parser is None:
+            typer.secho(f"{entry.name}  BROKEN  {origin}  {entry.error}", fg=typer.colors.RED)
+        else:
+            typer.echo(f"{entry.name}  v{entry.version}  {origin}  hosts: {hosts}")
+    if not as_json and any(e.parser is None for e in found):
+        typer.echo("broken parsers are not used; every other parser works.", err=True)
+
+
+def _parser_json(entry: ParserEntry) -> dict[str, object]:
+    return {
+        "name": entry.name,
+        "version": entry.version,
+        "origin": entry.origin,
+        "reference": entry.reference,
+        "dist": entry.dist,
+        "dist_version": entry.dist_version,
+        "hosts": list(entry.hosts),
+        "error": entry.error,
+    }
 
 
 @db_app.command("upgrade")

@@ -21,6 +21,7 @@ from forager.errors import ConfigError
 from forager.fetch.base import Fetcher
 from forager.missions.runner import MissionRunner
 from forager.monitors.runner import MonitorRunner
+from forager.parse import registry as parser_registry
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
@@ -99,6 +100,7 @@ class Runtime:
 
     @classmethod
     async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
+        parser_registry.entries()  # plugins found at start-up; a broken one is logged, not fatal
         db = await open_database(settings, migrate=migrate)
         detect.install()  # alert events are detected in the transaction that records them
         runtime = cls(settings, db, Parts.build(db, settings))

@@ -41,7 +41,9 @@ ALL_PHASES = "examples,coverage,fuzzing,stateful"
 # One refusal no JSON Schema can state: a mission's date range must run forward and span at most
 # FORAGER_MISSION_MAX_SPAN_DAYS (a rule across two fields, said in date_end's description and
 # tested in tests/missions/test_missions_api.py), so that operation may also answer 422 to input
-# its schema allows. Every other check stays on for it.
+# its schema allows. Every other check stays on for it. The same for selector maps: whether a
+# CSS selector, an XPath or a regex (RE2) parses is a grammar no JSON Schema states; the 422
+# names the rule (tests/test_selector_parsers.py).
 CONFIG = """\
 [phases.coverage]
 unexpected-methods = ["TRACE"]
@@ -51,6 +53,18 @@ unexpected-methods = ["TRACE"]
 # services, each its own URL grammar): no pattern can describe it, so a 422 naming the field
 # is a right answer to a URL the schema's general shape allows.
 include-operation-id = "create_alert_rule"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
+
+[[operations]]
+include-operation-id = "save_selector_parser"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
+
+[[operations]]
+include-operation-id = "preview_selector_parser"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
 ]

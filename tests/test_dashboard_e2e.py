@@ -7,6 +7,7 @@ Screenshots of every page at 1280 px and 390 px are written to docs/screenshots/
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -578,6 +579,51 @@ def test_alerts_page_shows_the_secret_once_and_resends_a_delivery(
     nav.get_by_role("link", name="Alerts").click()
     expect(admin.locator("tr[data-rule]").first).to_be_visible()
     expect(admin.get_by_test_id("alert-secret")).to_have_count(0)  # shown once only
+
+
+def test_selector_parser_editor_previews_live_and_saves(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    task = server.task(server.site.url("/product/70"))
+    done = server.wait_task(task["id"], lambda t: t["status"] == "completed")
+    domain_id = done["domain_id"]
+    before = server.api.get(f"/api/domains/{domain_id}").json()["parser_name"]
+    go(admin, "/domains")
+    admin.locator("tr[data-domain='127.0.0.1']").get_by_role("link", name="Selector parser").click()
+    expect(admin.get_by_role("heading", name="Selector parser · 127.0.0.1")).to_be_visible()
+    admin.get_by_label("Stored page").select_option(str(task["id"]))
+    rules = admin.get_by_label("Rules (JSON)")
+    good = {
+        "product_name": {"css": "h1.product-title"},
+        "price": {"css": ".price-box .price", "post": ["price"]},
+        "category": {"css": "nav.breadcrumb a", "all": True},
+    }
+    rules.fill(json.dumps(good))  # previewed as typed, never saved
+    value = admin.locator('tr[data-field="product_name"] td.value')
+    expect(value).to_have_text("Test Product 70")
+    expect(admin.locator('tr[data-field="price"] td.value')).to_have_text(
+        re.compile(r"^\d+\.\d\d$")
+    )
+    expect(admin.locator('tr[data-field="category"]')).to_contain_text("add a join step")
+    bad = {**good, "price": {"css": ".price", "post": [{"regex": "(\\d+)\\1"}]}}
+    rules.fill(json.dumps(bad))
+    expect(admin.get_by_role("alert")).to_contain_text("fields.price.post.0.regex")
+    expect(admin.get_by_role("alert")).to_contain_text("backreferences")
+    good["category"]["post"] = [{"join": " > "}]
+    rules.fill(json.dumps(good))
+    expect(admin.locator('tr[data-field="category"] td.value')).to_have_text(
+        re.compile(r"^Home > Category \d+$")
+    )
+    assert server.api.get(f"/api/domains/{domain_id}/selector-parsers").json()["total"] == 0
+    admin.get_by_label("Note").fill("from the editor")
+    admin.get_by_role("button", name="Save as new version").click()
+    expect(admin.locator('tr[data-version="1"]')).to_contain_text("yes")
+    saved = server.api.get(f"/api/domains/{domain_id}/selector-parsers/1").json()
+    assert (saved["fields"], saved["note"], saved["in_use"]) == (good, "from the editor", True)
+    shoot(admin, "selector-parser")
+    # The other tests of this module crawl the same host with its usual parser.
+    restore = server.api.patch(f"/api/domains/{domain_id}", json={"parser_name": before})
+    assert restore.status_code == 200
 
 
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:

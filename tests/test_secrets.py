@@ -147,9 +147,12 @@ async def _use_every_secret(
     watched = {"url": site.url("/product/3"), "parser_name": "generic", "name": "watched"}
     monitor = _ok(await api.post("/api/monitors", json=watched), 201)
     deliveries = _ok(await api.get("/api/alerts/deliveries"))["items"]
+    selector = {"fields": {"product_name": {"css": "h1"}}, "use": False}
+    version = _ok(await api.post(f"/api/domains/{domain_id}/selector-parsers", json=selector), 201)
     return {
         "rule_id": hook["id"],
         "delivery_id": deliveries[0]["id"],
+        "version": version["version"],
         "monitor_id": monitor["id"],
         "mission_id": missions[0]["id"],
         "service_id": worker["id"],

@@ -54,7 +54,7 @@ class HangingParser:
 
 
 # Registered on import: here, and in each parse process (``parser_modules``).
-registry._parsers()[HangingParser.name] = HangingParser()  # type: ignore[assignment]
+registry.register(HangingParser())
 
 
 def _record(n: int) -> ProductRecord:

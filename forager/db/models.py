@@ -78,6 +78,8 @@ class Domain(Timestamped, Base):
     # selector when set, else for network idle.
     fetcher: Mapped[str] = mapped_column(String(20), default="http")
     wait_for_selector: Mapped[str | None] = mapped_column(String(500))
+    # The selector parser version in use (migration 0014) when parser_name is "selector".
+    selector_version: Mapped[int | None] = mapped_column(Integer)
 
 
 class CrawlTask(Timestamped, Base):
@@ -846,3 +848,21 @@ class AlertAttempt(Base):
     duration_ms: Mapped[int] = mapped_column(Integer)
     status_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class SelectorParser(Base):
+    """One saved version of a domain's selector map (fields -> CSS / XPath / JSON-LD rules);
+    every save is a new version, never an edit (docs/PARSERS.md)."""
+
+    __tablename__ = "selector_parsers"
+    __table_args__ = (
+        UniqueConstraint("domain_id", "version", name="uq_selector_parsers_domain_version"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    fields: Mapped[dict[str, Any]] = mapped_column(JsonDoc)
+    note: Mapped[str | None] = mapped_column(String(500))
+    created_by: Mapped[str] = mapped_column(String(100), default="api")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -85,6 +85,7 @@ class AmazonParser:
 
     name = "amazon"
     version = "2"
+    hosts: tuple[str, ...] = ("amazon.*", "amazon.co.*", "amazon.com.*")
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""

@@ -61,7 +61,13 @@ class ProductRecord:
 
 
 class Parser(Protocol):
-    """A named, versioned extractor. Pure and synchronous: no I/O, safe to run in a thread."""
+    """A named, versioned extractor. Pure and synchronous: no I/O, safe to run in a thread.
+
+    The contract of built-in parsers and plugins alike (docs/PARSERS.md). An optional
+    ``hosts: tuple[str, ...]`` names the host patterns the parser claims by default for new
+    domains: ``shop.example`` (the host and its subdomains), ``*`` standing for one label
+    (``amazon.*``).
+    """
 
     name: str
     version: str

@@ -84,6 +84,7 @@ class GenericParser:
 
     name = "generic"
     version = "4"
+    hosts: tuple[str, ...] = ()  # the fallback: every host no other parser claims
 
     def parse(self, html: str, url: str) -> ProductRecord:
         """The main product on ``html``; raises CaptchaPage / BlockedPage / NotProductPage."""

@@ -249,6 +249,7 @@ async def restart_parsing_bulk(
     """
     from forager.db.models import Domain, Product
     from forager.parse.registry import get_parser, parser_names
+    from forager.parse.selectors import SELECTOR
 
     current = {name: get_parser(name).version for name in parser_names()}
     async with db.reader() as session:
@@ -261,6 +262,7 @@ async def restart_parsing_bulk(
                 Product.parser_version,
                 CrawlTask.status,
                 CrawlTask.error_type,
+                Domain.selector_version,
             )
             .join(Domain, Domain.id == CrawlTask.domain_id)
             .outerjoin(Product, Product.url_hash == CrawlTask.url_hash)
@@ -274,16 +276,16 @@ async def restart_parsing_bulk(
         rows = list(await session.execute(pick))
     chosen: list[int] = []
     only_failures = parse_failures and not outdated and parser_version_below is None
-    for task_id, task_parser, html_path, product_parser, product_version, status, error in rows:
+    for row in rows:
+        task_id, task_parser, html_path, product_parser, product_version, status, error = row[:7]
+        # A selector map's version is the domain's (docs/PARSERS.md), not the registry's.
+        now_version = str(row[7]) if task_parser == SELECTOR else current.get(task_parser)
         if product_version is None:
             wanted = parse_failures and status == S.FAILED and error == "parse"
         else:
             wanted = not only_failures
             if outdated:
-                wanted &= (product_parser, product_version) != (
-                    task_parser,
-                    current.get(task_parser),
-                )
+                wanted &= (product_parser, product_version) != (task_parser, now_version)
             if parser_version_below is not None:
                 wanted &= _older(product_version, parser_version_below)
         if not wanted:

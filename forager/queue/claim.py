@@ -25,9 +25,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
-from forager.db.models import CrawlTask, Domain, DomainProxy
+from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorParser
 from forager.fetch import breakers
 from forager.fetch.throttle import effective_delay
+from forager.parse.selectors import SELECTOR
 from forager.queue.lifecycle import FETCHING, TaskStatus
 from forager.queue.tasks import ClaimedTask
 
@@ -48,6 +49,12 @@ _TASK_COLUMNS = (
     CrawlTask.is_recurring,
     CrawlTask.crawl_frequency_seconds,
 )
+_SELECTOR_FIELDS = (
+    select(SelectorParser.fields)
+    .where(SelectorParser.domain_id == Domain.id, SelectorParser.version == Domain.selector_version)
+    .scalar_subquery()
+    .label("selector_fields")
+)
 _MAPPED = exists().where(DomainProxy.domain_id == Domain.id, DomainProxy.source == "admin")
 # What a claim needs of a domain (not its robots.txt text).
 _DOMAIN_COLUMNS = (
@@ -62,6 +69,8 @@ _DOMAIN_COLUMNS = (
     Domain.wait_for_selector,
     Domain.ignore_robots,
     Domain.robots_txt_last_fetched,
+    Domain.selector_version,
+    _SELECTOR_FIELDS,
     or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
         "uses_proxies"
     ),
@@ -69,6 +78,10 @@ _DOMAIN_COLUMNS = (
 
 
 def _claimed(row: Any, domain: Any) -> ClaimedTask:
+    parser_name = row.parser_name or domain.parser_name
+    selector = None
+    if parser_name == SELECTOR and domain.selector_fields is not None:
+        selector = (domain.id, domain.selector_version, domain.selector_fields)
     return ClaimedTask(
         id=row.id,
         url=row.url,
@@ -76,7 +89,7 @@ def _claimed(row: Any, domain: Any) -> ClaimedTask:
         status=row.status,
         domain_id=row.domain_id,
         domain_name=domain.domain_name,
-        parser_name=row.parser_name or domain.parser_name,
+        parser_name=parser_name,
         user_agent=domain.user_agent,
         crawl_delay_seconds=effective_delay(
             domain.crawl_delay_seconds, domain.throttle_delay_seconds
@@ -91,6 +104,7 @@ def _claimed(row: Any, domain: Any) -> ClaimedTask:
         uses_proxies=bool(domain.uses_proxies),
         ignore_robots=bool(domain.ignore_robots),
         robots_fetched_at=domain.robots_txt_last_fetched,
+        selector=selector,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +36,6 @@ class ClaimedTask:
     # The version of the domain's robots.txt at claim time: a check against a parsed copy of
     # that version needs no read of the domain (None: never fetched, or not known).
     robots_fetched_at: datetime | None = None
+    # The domain's selector map (domain id, version, fields) when the task's parser is
+    # "selector" and the domain has one in use.
+    selector: tuple[int, int, dict[str, Any]] | None = None

@@ -31,7 +31,7 @@ PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents
 MISSION_PAGES = ("/missions",)  # Mission Control (issue 16)
 MONITOR_PAGES = ("/monitors",)  # live monitors (issue 15)
 ALERT_PAGES = ("/alerts",)  # alert rules and deliveries (issue 17)
-DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}")
+DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}", "/domains/{item_id}/parser")
 # The shell and its scripts come only from this server; nothing is loaded from elsewhere.
 SHELL_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -26,12 +27,19 @@ from typing import Any
 from forager.config import Settings
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
+from forager.parse import registry
 from forager.parse.base import ProductRecord
 from forager.parse.classify import classify
 from forager.parse.registry import get_parser
+from forager.parse.selectors import cached_map
 
 log = logging.getLogger(__name__)
-_PRELOAD = ["forager.parse.registry", "forager.parse.generic", "forager.parse.amazon"]
+_PRELOAD = [
+    "forager.parse.registry",
+    "forager.parse.generic",
+    "forager.parse.amazon",
+    "forager.parse.selectors",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +53,9 @@ class ParseJob:
     content_type: str = ""
     status_code: int = 200
     fetched: bool = True
+    # The domain's selector map when its parser is "selector": (domain id, version, fields).
+    selector: tuple[int, int, dict[str, Any]] | None = None
+    preview: bool = False  # give every field's value and error instead of a record
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,7 @@ class Parsed:
     page_gz: bytes | None = None
     record: ProductRecord | None = None
     error: tuple[str, str] | None = None  # error_type, message
+    fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
 
 
 def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
@@ -74,7 +86,13 @@ def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
 def extract(job: ParseJob, text: str) -> Parsed:
     """Second stage: the record, or the error that says why there is none."""
     try:
-        record = get_parser(job.parser_name).parse(text, job.url)
+        if job.selector is not None:
+            selector_map = cached_map(*job.selector)
+            if job.preview:
+                return Parsed(fields=_json_ready(*selector_map.extract(text, job.url)))
+            record = selector_map.parse(text, job.url)
+        else:
+            record = get_parser(job.parser_name).parse(text, job.url)
     except ParseError as exc:
         return Parsed(error=(exc.error_type, exc.message))
     except ForagerError as exc:
@@ -84,9 +102,19 @@ def extract(job: ParseJob, text: str) -> Parsed:
     return Parsed(record=record)
 
 
+def _json_ready(
+    values: dict[str, Any], errors: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    return {k: str(v) if isinstance(v, Decimal) else v for k, v in values.items()}, errors
+
+
 def _child_main(conn: Connection, preload: Sequence[str]) -> None:
     for module in preload:
         importlib.import_module(module)
+    # Plugins found and imported once, before any page's budget; a broken one was reported
+    # by the process that started this one (at start-up), not again by each parse process.
+    logging.getLogger("forager.parse.plugins").setLevel(logging.ERROR)
+    registry.entries()
     conn.send("ready")  # the imports are not part of any page's budget
     while True:
         try:
@@ -215,7 +243,9 @@ class ParsePool:
             await asyncio.shield(self._discard(child))
             raise
         await self._release(child)
-        return Parsed(page_gz=first.page_gz, record=second.record, error=second.error)
+        return Parsed(
+            page_gz=first.page_gz, record=second.record, error=second.error, fields=second.fields
+        )
 
     async def _discard(self, child: _Child) -> None:
         try:

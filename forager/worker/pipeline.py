@@ -26,6 +26,7 @@ from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
 from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
+from forager.parse.selectors import SELECTOR
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.queue import moves
 from forager.queue.lifecycle import LEASED, TaskStatus
@@ -228,6 +229,7 @@ class Pipeline:
             response.body,
             response.headers.get("content-type", ""),
             response.status_code,
+            selector=task.selector,
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
@@ -274,7 +276,8 @@ class Pipeline:
         except PageStoreError as exc:
             ending = Ending(task, self.worker_id, LEASED, error=("internal", exc.message, None))
             return await self.writer.finish(Finish(ending, parse_page=task.html_path))
-        parsed = await self.parser.parse(ParseJob(task.url, task.parser_name, body, fetched=False))
+        job = ParseJob(task.url, task.parser_name, body, fetched=False, selector=task.selector)
+        parsed = await self.parser.parse(job)
         error = (*parsed.error, None) if parsed.error else None
         ending = Ending(task, self.worker_id, [S.PARSING], error=error)
         return await self.writer.finish(
@@ -317,7 +320,7 @@ class Pipeline:
 def _stamped(record: ProductRecord | None) -> ProductRecord | None:
     """The record with this process's version of its parser: the one ``restart-parsing``
     compares stored products against (the parse processes run the same code)."""
-    if record is not None:
+    if record is not None and record.parser_name != SELECTOR:  # a map's version is its own
         with contextlib.suppress(UnknownParser):
             record.parser_version = get_parser(record.parser_name).version
     return record

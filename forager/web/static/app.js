@@ -13,6 +13,7 @@ import * as agents from "./pages/agents.js";
 import * as missions from "./pages/missions.js";
 import * as monitors from "./pages/monitors.js";
 import * as alerts from "./pages/alerts.js";
+import * as selectors from "./pages/selectors.js";
 
 const PAGES = [
   ["/", "Overview", overview.render],
@@ -30,6 +31,7 @@ const PAGES = [
 const DETAILS = [
   [/^\/tasks\/(\d+)$/, tasks.renderOne, "/tasks"],
   [/^\/products\/(\d+)$/, products.renderOne, "/products"],
+  [/^\/domains\/(\d+)\/parser$/, selectors.render, "/domains"],
 ];
 
 const main = document.getElementById("main");

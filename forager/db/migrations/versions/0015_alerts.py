@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql
 import forager.db.types
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

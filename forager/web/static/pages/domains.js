@@ -67,6 +67,7 @@ function editRow(domain, reload) {
       admin ? h("button", { type: "button", onclick: robots }, "Refresh") : null),
     stats,
     h("td", {}, h("button", { type: "button", onclick: more }, "Stats"),
+      link(`/domains/${domain.id}/parser`, "Selector parser"),
       admin ? h("button", { type: "button", class: "primary", onclick: save }, "Save") : null));
 }
 

@@ -1,0 +1,121 @@
+"""Selector parsers on the wire: a map of product fields to rules, its versions, previews."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from forager.api.wire import MAX_JSON_ID, JsonBody
+from forager.parse.base import EXTRACTED_FIELDS
+
+_RULE = {
+    "type": "object",
+    "description": 'Exactly one of "css", "xpath", "jsonld"; optional "attr" (css only), '
+    '"all" (every match) and "post" (steps: strip, lower, price, number, present, '
+    '{"join": sep}, {"regex": RE2 pattern}).',
+    "properties": {
+        "css": {"type": "string", "minLength": 1, "maxLength": 500},
+        "xpath": {"type": "string", "minLength": 1, "maxLength": 500},
+        "jsonld": {"type": "string", "minLength": 1, "maxLength": 500},
+        "attr": {"type": "string", "minLength": 1, "maxLength": 100},
+        "all": {"type": "boolean"},
+        "post": {"type": "array", "maxItems": 8, "items": {}},
+    },
+    "additionalProperties": False,
+}
+EXAMPLE_FIELDS: dict[str, Any] = {
+    "product_name": {"css": ".product_main h1"},
+    "price": {"css": ".product_main .price_color", "post": ["price"]},
+    "sku": {"xpath": "//table//tr[th='UPC']/td"},
+    "brand": {"jsonld": "Product:brand.name"},
+    "category": {"css": "ul.breadcrumb li a", "all": True, "post": [{"join": " > "}]},
+    "is_available": {"css": ".availability", "post": [{"regex": "(?i)in stock"}, "present"]},
+}
+_FIELDS_DOC = (
+    "Product field -> rule (docs/PARSERS.md). A rule the engines cannot run (CSS, XPath, "
+    "JSON-LD path, a regex that is not linear-time RE2) is refused with 422 naming it."
+)
+
+
+def _fields_schema(schema: dict[str, Any]) -> None:
+    schema.update(
+        type="object",
+        minProperties=1,
+        maxProperties=14,
+        required=["product_name"],
+        propertyNames={"enum": list(EXTRACTED_FIELDS)},
+        additionalProperties=_RULE,
+        examples=[EXAMPLE_FIELDS],
+    )
+
+
+class SelectorMapIn(JsonBody):
+    """A selector map to save as the domain's next version."""
+
+    fields: dict[str, Any] = Field(description=_FIELDS_DOC, json_schema_extra=_fields_schema)
+    note: str | None = Field(
+        None, max_length=500, description="What changed.", examples=["price from .price_color"]
+    )
+    use: bool = Field(True, description="Parse the domain's pages with it from now on.")
+
+
+class SelectorPreviewIn(JsonBody):
+    """An unsaved selector map, run on one stored page of the domain."""
+
+    fields: dict[str, Any] = Field(description=_FIELDS_DOC, json_schema_extra=_fields_schema)
+    task_id: int = Field(
+        ge=1, le=MAX_JSON_ID, description="A task of this domain with a stored page.", examples=[1]
+    )
+
+
+class SelectorParserPublic(BaseModel):
+    """One saved version of a domain's selector map."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int = Field(examples=[1])
+    domain_id: int = Field(examples=[1])
+    version: int = Field(description="1, 2, … per domain; every save is a new one.", examples=[2])
+    fields: dict[str, Any] = Field(examples=[EXAMPLE_FIELDS])
+    note: str | None = Field(examples=["price from .price_color"])
+    created_by: str = Field(examples=["api"])
+    created_at: datetime
+    in_use: bool = Field(description="Whether the domain's pages are parsed with it.")
+
+
+class SelectorParserList(BaseModel):
+    """A domain's versions, newest first."""
+
+    items: list[SelectorParserPublic]
+    total: int
+    limit: int
+    offset: int
+    in_use: int | None = Field(description="The version in use (null: none).", examples=[2])
+
+
+class StoredPagePublic(BaseModel):
+    """A page of the domain in the page store, by the task that fetched it."""
+
+    task_id: int = Field(examples=[1])
+    url: str = Field(examples=["https://books.toscrape.com/catalogue/a/index.html"])
+    fetched_at: datetime | None
+
+
+class SelectorPreview(BaseModel):
+    """What the map reads from the page: each field's value (null: nothing) and its error."""
+
+    task_id: int = Field(examples=[1])
+    url: str = Field(examples=["https://books.toscrape.com/catalogue/a/index.html"])
+    values: dict[str, Any] = Field(
+        examples=[{"product_name": "A Light in the Attic", "price": "51.77", "brand": None}]
+    )
+    errors: dict[str, str] = Field(
+        description="Per field: why it has no value although the rule matched.",
+        examples=[{"category": 'gives 3 values: add a join step or drop "all"'}],
+    )
+    error: str | None = Field(
+        description="Why the page could not be read at all (a parse error, over time).",
+        examples=[None],
+    )
