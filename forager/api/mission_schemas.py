@@ -59,9 +59,7 @@ def _storage_reason(value: str) -> str | None:
 # what passes: an http(s) URL without credentials, query or fragment; a storage domain of a
 # host, optional port and plain path segments (never "." or "..").
 _SEGMENT = rf"/+(?!\.\.?(?:/|{END}))[A-Za-z0-9._~-]+"
-STORAGE = (
-    rf"^\s*(?:{HTTP})?(?:{HOST}|\[[0-9A-Fa-f:.]+\])(?::[0-9]{{1,5}})?(?:{_SEGMENT})*/*\s*{END}"
-)
+STORAGE = rf"^\s*(?:{HTTP})?{HOST}(?::[0-9]{{1,5}})?(?:{_SEGMENT})*/*\s*{END}"
 ServiceURL = Annotated[
     str,
     Shape(SITE_URL, "an http:// or https:// URL with a host, without credentials or query", 500),
