@@ -251,9 +251,10 @@ class Pipeline:
         ending = Ending(
             task, self.worker_id, [S.CRAWLING], error=error, via=FETCHED_VIA, fetched=fetched
         )
-        attempt = self._fetch_attempt(task, proxy, started, response=response, page_key=page_key)
-        if page_key is not None and parsed.page_gz is not None:
-            attempt["page_bytes"] = len(parsed.page_gz)
+        stored = len(parsed.page_gz) if parsed.page_gz is not None else None
+        attempt = self._fetch_attempt(
+            task, proxy, started, response=response, page_key=page_key, page_bytes=stored
+        )
         item = Finish(
             ending,
             attempt,
@@ -300,6 +301,7 @@ class Pipeline:
         *,
         response: FetchResponse | None = None,
         page_key: str | None = None,
+        page_bytes: int | None = None,
         status_code: int | None = None,
     ) -> dict[str, Any]:
         return {
@@ -314,6 +316,7 @@ class Pipeline:
             "bytes_received": len(response.body) if response else None,
             "final_url": response.url if response else None,
             "page_path": page_key,
+            "page_bytes": page_bytes,
         }
 
 
