@@ -565,7 +565,11 @@ def test_alerts_page_shows_the_secret_once_and_resends_a_delivery(
     rule = admin.locator("tr[data-rule]").filter(has_text="e2e failures")
     expect(rule).to_contain_text("webhook: http://127.0.0.1/…")
     assert secret not in (server.api.get("/api/alerts/rules").text)
-    failing = server.task(server.site.url("/status/404"))  # fails for good at once: an alert
+    # Fails for good at once: an alert. Its own URL: test_restart_failed_tasks may have failed
+    # /status/404 on this server already (before the rule), and a resubmission is that old task.
+    response = server.api.post("/api/tasks", json={"url": server.site.url("/status/404?alerts")})
+    assert response.status_code == 201, response.text
+    failing = response.json()["task"]
     # The module's other tests may still hold this host's slots: wait for the failure itself,
     # then for the page's next redraw.
     server.wait_task(failing["id"], lambda t: t["status"] == "failed")
