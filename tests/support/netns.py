@@ -1,4 +1,5 @@
-"""Hosts in a network namespace of their own, for the egress-policy tests.
+"""Hosts in network namespaces of their own: one for the egress-policy tests (``TestNetwork``),
+many on one virtual LAN for the tests of many machines (``Lab``).
 
 ``TestNetwork`` creates a namespace and a veth pair, gives the namespace end three addresses —
 a private one (10.x.y.2), a globally routable-looking one (11.x.y.z, a /32 that exists only
@@ -136,6 +137,83 @@ class TestNetwork:
         subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
 
     def __enter__(self) -> TestNetwork:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class Lab:
+    """Hosts on one virtual LAN, for tests of many machines: a bridge here whose address
+    (``gateway``) reaches this machine's services, and per host a namespace with a veth on the
+    bridge and its own addresses (``hosts`` maps a name to how many). ``cut`` takes a host off
+    the network (its link goes down; its processes live on). Everything is removed on exit::
+
+        with Lab({"site": 4, "w1": 1}) as lab:
+            lab.addresses["site"]  # ["10.x.y.2", …, "10.x.y.5"]
+            subprocess.Popen([*lab.wrap("w1"), "forager", "worker"])
+    """
+
+    __test__ = False
+
+    def __init__(self, hosts: dict[str, int]) -> None:
+        tag = f"{os.getpid() % 10000}{random.randrange(1000):03d}"
+        self.bridge = f"fgb{tag}"
+        taken = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
+        while True:
+            subnet = f"10.{random.randrange(200, 250)}.{random.randrange(1, 255)}"
+            if f" {subnet}." not in taken:
+                break
+        self.gateway = f"{subnet}.1"
+        self.addresses: dict[str, list[str]] = {}
+        self._netns = {name: f"fglab{tag}{name}" for name in hosts}
+        self._veths = {name: f"fgl{tag}{i}" for i, name in enumerate(hosts)}
+        n = 2
+        for name, count in hosts.items():
+            self.addresses[name] = [f"{subnet}.{n + k}" for k in range(count)]
+            n += count
+
+    def wrap(self, host: str) -> list[str]:
+        """The command prefix that runs a program on ``host`` (``ip netns exec`` execs it)."""
+        return ["ip", "netns", "exec", self._netns[host]]
+
+    def start(self) -> None:
+        try:
+            _ip("link", "add", self.bridge, "type", "bridge")
+            _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+            for host, netns in self._netns.items():
+                veth = self._veths[host]
+                _ip("netns", "add", netns)
+                _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+                _ip("link", "set", veth, "master", self.bridge)
+                _ip("link", "set", veth, "up")
+                _ip("link", "set", "lo", "up", netns=netns)
+                for address in self.addresses[host]:
+                    _ip("addr", "add", f"{address}/24", "dev", "eth0", netns=netns)
+                _ip("link", "set", "eth0", "up", netns=netns)
+                _ip("route", "add", "default", "via", self.gateway, netns=netns)
+        except BaseException:
+            self.stop()
+            raise
+
+    def cut(self, host: str) -> None:
+        """Take ``host`` off the network: nothing it sends arrives, nothing reaches it."""
+        _ip("link", "set", self._veths[host], "down")
+
+    def stop(self) -> None:
+        for host, netns in self._netns.items():
+            subprocess.run(["ip", "link", "del", self._veths[host]], capture_output=True)
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+    def __enter__(self) -> Lab:
         self.start()
         return self
 

@@ -69,6 +69,7 @@ class RequestRecord:
     start: float
     end: float
     status: int
+    client: str = ""  # the address the request came from (which host sent it)
 
 
 class SiteState:
@@ -210,7 +211,10 @@ class RequestLogMiddleware:
             nonlocal logged
             if not logged:
                 logged = True
-                record = RequestRecord(scope["method"], host, path, start, time.time(), status)
+                client = (scope.get("client") or ("",))[0]
+                record = RequestRecord(
+                    scope["method"], host, path, start, time.time(), status, client
+                )
                 self.state.end(generation, record)
 
         async def send_and_log(message: Message) -> None:
@@ -558,12 +562,19 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bind_sockets(hosts: Sequence[str], port: int = 0, attempts: int = 50) -> list[socket.socket]:
-    """One listening socket per loopback host, all on the same port (a free one when 0)."""
+def bind_sockets(
+    hosts: Sequence[str], port: int = 0, attempts: int = 50, *, in_namespace: bool = False
+) -> list[socket.socket]:
+    """One listening socket per loopback host, all on the same port (a free one when 0).
+
+    ``in_namespace``: the site runs in a test's own network namespace, whose private addresses
+    it may listen on too (nothing else can reach them).
+    """
     if not hosts:
         raise ValueError("at least one host is needed")
     for host in hosts:
-        if not ipaddress.ip_address(host).is_loopback:
+        address = ipaddress.ip_address(host)
+        if not (address.is_loopback or (in_namespace and address.is_private)):
             raise ValueError(f"{host} is not a loopback address")
     for _ in range(attempts):
         socks: list[socket.socket] = []
@@ -751,9 +762,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--hosts", default="127.0.0.1", help="comma-separated loopback IPs")
     parser.add_argument("--port-file", help="write the port here once listening")
+    parser.add_argument(
+        "--in-namespace", action="store_true", help="in a test's network namespace: private hosts"
+    )
     args = parser.parse_args(argv)
 
-    sockets = bind_sockets([h.strip() for h in args.hosts.split(",") if h.strip()], args.port)
+    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
+    sockets = bind_sockets(hosts, args.port, in_namespace=args.in_namespace)
     port: int = sockets[0].getsockname()[1]
 
     def ready() -> None:
@@ -775,8 +790,9 @@ class SiteProcess:
     can stamp a request hundreds of milliseconds after it arrived.
     """
 
-    def __init__(self, hosts: Sequence[str] = ("127.0.0.1",)) -> None:
+    def __init__(self, hosts: Sequence[str] = ("127.0.0.1",), wrap: Sequence[str] = ()) -> None:
         self.hosts = list(hosts)
+        self.wrap = list(wrap)  # a command prefix, e.g. ``ip netns exec NS`` (it execs: same pid)
         self.port = 0
         self._proc: Any = None
 
@@ -789,6 +805,7 @@ class SiteProcess:
             port_file = Path(tmp) / "port"
             self._proc = subprocess.Popen(
                 [
+                    *self.wrap,
                     sys.executable,
                     "-m",
                     "tests.support.site",
@@ -798,6 +815,7 @@ class SiteProcess:
                     ",".join(self.hosts),
                     "--port-file",
                     str(port_file),
+                    *(["--in-namespace"] if self.wrap else []),
                 ],
                 cwd=Path(__file__).resolve().parents[2],
             )

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -16,9 +17,19 @@ from forager.db.models import CrawlTask, Worker
 
 
 def start_worker(
-    settings: Settings, log_dir: Path, name: str, concurrency: int
+    settings: Settings,
+    log_dir: Path,
+    name: str,
+    concurrency: int,
+    *,
+    wrap: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """``forager worker`` on the database of ``settings``; its output goes to ``<name>.log``."""
+    """``forager worker`` on the database of ``settings``; its output goes to ``<name>.log``.
+
+    ``wrap`` prefixes the command (``ip netns exec NS``: it execs, so the pid is the worker's);
+    ``extra_env`` adds or overrides settings (another host's database address, a page store).
+    """
     env = {
         **os.environ,
         "FORAGER_DATABASE_URL": settings.resolved_database_url,
@@ -32,10 +43,19 @@ def start_worker(
         "FORAGER_RETRY_BASE_SECONDS": "0.05",
         "FORAGER_RETRY_MAX_SECONDS": "0.5",
         "FORAGER_LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
     }
     with (log_dir / f"{name}.log").open("ab") as log:  # the child keeps its own copy
         return subprocess.Popen(
-            [sys.executable, "-m", "forager.cli", "worker", "--concurrency", str(concurrency)],
+            [
+                *wrap,
+                sys.executable,
+                "-m",
+                "forager.cli",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+            ],
             env=env,
             cwd=log_dir,
             stdout=log,
