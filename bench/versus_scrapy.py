@@ -7,7 +7,7 @@ URL on one host and once spread over ten:
 
 - Scrapy (bench dependency group), a 25-line spider: JSON-LD → JSONL feed, concurrency 64;
 - ``forager crawl --concurrency 64`` (SQLite);
-- one ``forager worker --concurrency 64`` on PostgreSQL, then two at 32 each;
+- one ``forager worker --concurrency 64`` on PostgreSQL, then two at 32 each, four at 16 each;
 - (one host only) one ``forager worker --concurrency 256``, for its peak RSS.
 
 No crawl delay, 64 requests per domain for both tools. Each tool runs as a child process in a
@@ -441,6 +441,11 @@ def main() -> None:
                         "workers",
                         "2 forager workers (PostgreSQL)",
                         lambda f=urls_file: run_workers(tmp, f, 2, 32),
+                    ),
+                    (
+                        "workers4",
+                        "4 forager workers (PostgreSQL)",
+                        lambda f=urls_file: run_workers(tmp, f, 4, 16),
                     ),
                 ]
                 if layout == "1 host":
