@@ -322,6 +322,24 @@ async def test_list_filters_by_domain_and_batch(api: httpx.AsyncClient) -> None:
     assert await ids(batch_name="c") == []
 
 
+async def test_a_domains_tasks_page_newest_first_across_statuses(api: httpx.AsyncClient) -> None:
+    # SQLite reads a domain's page status by status (its index keeps ids in order within one):
+    # the page and its offsets must still be the domain's newest first, whatever the statuses.
+    ids = [(await _submit(api, f"https://shop.example.com/p/{n}"))["id"] for n in range(12)]
+    await _submit(api, "https://other.example.org/p/1")
+    for n, action in ((1, "cancel"), (2, "pause"), (4, "cancel"), (9, "pause")):
+        assert (await api.post(f"/api/tasks/{ids[n]}/{action}")).status_code == 200
+    newest = ids[::-1]
+    for offset in range(13):
+        page = (
+            await api.get(
+                "/api/tasks", params={"domain": "shop.example.com", "limit": 3, "offset": offset}
+            )
+        ).json()
+        assert page["total"] == 12
+        assert [t["id"] for t in page["items"]] == newest[offset : offset + 3]
+
+
 async def test_list_filters_by_status(api: httpx.AsyncClient, site: TestSite) -> None:
     done = await _submit(api, site.url("/product/3"))
     waiting = await _submit(api, "https://shop.example.com/p/1", scheduled_at="2099-01-01T00:00Z")
@@ -514,6 +532,7 @@ async def test_products_filter_by_domain_and_page(api: httpx.AsyncClient, site: 
         "total": 0,
         "limit": 50,
         "offset": 0,
+        "total_exact": True,
     }
     paged = (await api.get("/api/products", params={"limit": 1, "offset": 1})).json()
     assert (paged["total"], len(paged["items"])) == (3, 1)

@@ -18,7 +18,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask, Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
-from forager.products import export
+from forager.products import export, search
 from forager.products.export import CSV_FIELDS
 from forager.products.persist import save_product
 from forager.products.records import product_record
@@ -226,6 +226,63 @@ async def test_search_ranks_by_relevance(api: httpx.AsyncClient, catalog: dict[s
     assert await _names(api, q="pottery") == []
     paged = (await api.get("/api/products", params={"q": "kettle", "limit": 1, "offset": 1})).json()
     assert ([p["product_name"] for p in paged["items"]], paged["total"]) == (["Ceramic Teapot"], 2)
+
+
+async def test_a_broad_search_ranks_its_newest_matches_and_lists_the_rest(
+    api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ranking is per match: past RANKED_MATCHES text matches, only the newest are ranked and
+    # the older ones follow newest first — every match still listed once.
+    monkeypatch.setattr(search, "RANKED_MATCHES", 4)
+    # How often "lamp" appears sets the relevance: the newest product is the best match.
+    ids = [
+        await _save(
+            api,
+            f"https://shop-c.test/p/{n}",
+            product_name=" ".join(["lamp"] * times),
+            price=Decimal(10 if n % 2 == 0 else 100),
+        )
+        for n, times in enumerate([3, 1, 2, 1, 1, 2, 3])
+    ]
+    await _save(api, "https://shop-c.test/p/chair", product_name="chair")
+    # The newest four (ids[3:]) ranked: 3×, 2×, then the two 1× newest first; then the rest.
+    expected = [ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]]
+    for limit in (1, 2, 3, 7, 50):
+        seen = []
+        for offset in range(0, 8, limit):
+            page = (
+                await api.get(
+                    "/api/products", params={"q": "lamp", "limit": limit, "offset": offset}
+                )
+            ).json()
+            # Counted up to RANKED_MATCHES: past it the total is a lower bound.
+            assert (page["total"], page["total_exact"]) == (4, False)
+            seen += [p["id"] for p in page["items"]]
+        assert seen == expected, limit
+    # A filter narrows both parts: the cheap ones among the ranked, then the older cheap ones.
+    cheap = []
+    for offset in range(5):
+        page = (
+            await api.get(
+                "/api/products",
+                params={"q": "lamp", "max_price": "50", "limit": 1, "offset": offset},
+            )
+        ).json()
+        assert (page["total"], page["total_exact"]) == (4, True)
+        cheap += [p["id"] for p in page["items"]]
+    assert cheap == [ids[6], ids[4], ids[2], ids[0]]
+    monkeypatch.setattr(search, "RANKED_MATCHES", 100)  # every match ranked: best first
+    whole = (await api.get("/api/products", params={"q": "lamp"})).json()
+    assert (whole["total"], whole["total_exact"]) == (7, True)
+    assert [p["id"] for p in whole["items"]] == [
+        ids[6],
+        ids[0],
+        ids[5],
+        ids[2],
+        ids[4],
+        ids[3],
+        ids[1],
+    ]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from forager.api.pages import paged
 from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
 from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product
-from forager.db.queries import page, page_and_total
+from forager.db.queries import page
 from forager.errors import NotFound
 from forager.products import export, search
 from forager.products.records import image_urls
@@ -53,7 +53,12 @@ def product_filters(
         str | None,
         Query(
             max_length=500,
-            description="Full-text search over name, brand and description; ranks by relevance.",
+            description=(
+                "Full-text search over name, brand and description; ranks by relevance. When "
+                "more than 10,000 products contain the words, the newest 10,000 of them are "
+                "ranked and the others follow, newest first, and total stops counting at "
+                "10,000 (total_exact false)."
+            ),
         ),
     ] = None,
 ) -> ProductFilters:
@@ -80,14 +85,13 @@ async def list_products(
 ) -> Page[ProductPublic]:
     """Products, most recently updated first; by relevance (best first) with ``q``."""
     dialect = session.get_bind().dialect.name
-    query, count = search.list_query(dialect, filters)
-    # PostgreSQL: one full-text search for the page and its total (FTS5's bm25() cannot sit
-    # beside a window function; SQLite counts its FTS matches cheaply anyway).
-    if filters.searching and dialect == "postgresql":
-        products, total = await page_and_total(
-            session, query, limit=paging.limit, offset=paging.offset
+    exact = True
+    if filters.searching:
+        products, total, exact = await search.search_page(
+            session, dialect, filters, limit=paging.limit, offset=paging.offset
         )
     else:
+        query, count = search.list_query(dialect, filters)
         total = await session.scalar(count) or 0
         products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
     images = await image_urls(session, [p.id for p in products])
@@ -96,6 +100,7 @@ async def list_products(
         total=total,
         limit=paging.limit,
         offset=paging.offset,
+        total_exact=exact,
     )
 
 

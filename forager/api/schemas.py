@@ -43,6 +43,14 @@ class Page(BaseModel, Generic[T]):
     total: int = Field(description="Rows matching the filters, all pages together.")
     limit: int
     offset: int
+    total_exact: bool = Field(
+        True,
+        description=(
+            "False only for a product search (q) that more than 10,000 products match: total "
+            "is then 10,000, a lower bound (as search engines report broad matches), and the "
+            "pages go on past it."
+        ),
+    )
 
 
 class TaskOptions(JsonBody):

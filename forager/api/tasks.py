@@ -106,9 +106,7 @@ async def list_tasks(
             session, query, newest, limit=paging.limit, offset=paging.offset
         )
     else:
-        rows = list(
-            await session.scalars(query.order_by(newest).limit(paging.limit).offset(paging.offset))
-        )
+        rows = await filters.newest_page(session, query, limit=paging.limit, offset=paging.offset)
         total = await filters.total(session, query)
     return Page(
         items=[TaskPublic.model_validate(t) for t in rows],

@@ -120,14 +120,19 @@ export function select(name, options, current, attrs) {
     options.map(([value, text]) => h("option", { value, selected: value === current }, text)));
 }
 
+// A total that is not exact (a broad product search) is a lower bound: "of 10000+", and the
+// next page is offered while pages come back full.
 export function pager(pageData, go) {
-  const { total, limit, offset } = pageData;
-  const last = Math.min(offset + limit, total);
+  const { total, limit, offset, items } = pageData;
+  const exact = pageData.total_exact !== false;
+  const last = exact ? Math.min(offset + limit, total) : offset + items.length;
+  const more = exact ? last < total : items.length === limit;
+  const of = exact ? `${total}` : `${total}+`;
   return h("nav", { class: "pager", "aria-label": "Pages" },
     h("button", { type: "button", disabled: offset === 0,
       onclick: () => go(Math.max(0, offset - limit)) }, "← Previous"),
-    h("span", { "data-testid": "page-info" }, total ? `${offset + 1}–${last} of ${total}` : "none"),
-    h("button", { type: "button", disabled: last >= total, onclick: () => go(offset + limit) },
+    h("span", { "data-testid": "page-info" }, total ? `${offset + 1}–${last} of ${of}` : "none"),
+    h("button", { type: "button", disabled: !more, onclick: () => go(offset + limit) },
       "Next →"));
 }
 
