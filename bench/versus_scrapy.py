@@ -11,10 +11,11 @@ URL on one host and once spread over ten:
 - (one host only) one ``forager worker --concurrency 256``, for its peak RSS.
 
 No crawl delay, 64 requests per domain for both tools; one small unmeasured run of each first
-(imports from compiled bytecode, as after an installed program's first run). Each tool runs as a child process in a
-cpuacct cgroup of its own, which gives the CPU time of its whole process tree (``TreeCpu``);
-peak RSS (the largest process) comes from ``wait4``. Results print as a table with the ratio
-to Scrapy's pages/s, and are saved to bench/results/versus_scrapy.json.
+(imports from compiled bytecode, as after an installed program's first run). Each tool runs
+as a child process in a cpuacct cgroup of its own, which gives the CPU time of its whole
+process tree (``TreeCpu``); peak RSS (the largest process) comes from ``wait4``. Results
+print as a table with the ratio to Scrapy's pages/s, and are saved to
+bench/results/versus_scrapy.json.
 
     .venv/bin/python -m bench.versus_scrapy            # FORAGER_BENCH_VS_PAGES=3000
     FORAGER_BENCH_VS_ONLY=crawl,scrapy FORAGER_BENCH_VS_LAYOUTS=1 \
