@@ -23,12 +23,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
+
+from tests.support.running import Running
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Forwarder:
+class Forwarder(Running):
     """The forwarding process (see the module docstring); stopped on exit."""
 
     def __init__(self, listen_host: str, targets: Sequence[str]) -> None:
@@ -66,18 +67,6 @@ class Forwarder:
             self._proc.terminate()
             self._proc.wait(timeout=10)
         self._proc = None
-
-    def __enter__(self) -> Forwarder:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

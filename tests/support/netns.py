@@ -28,7 +28,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from types import TracebackType
+
+from tests.support.running import Running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,7 @@ def _ip(*args: str, netns: str | None = None) -> None:
     subprocess.run([*prefix, "ip", *args], check=True, capture_output=True)
 
 
-class TestNetwork:
+class TestNetwork(Running):
     """The namespace, its addresses and its server (see the module docstring)."""
 
     __test__ = False
@@ -136,20 +137,8 @@ class TestNetwork:
         subprocess.run(["ip", "link", "del", self.veth], capture_output=True)
         subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
 
-    def __enter__(self) -> TestNetwork:
-        self.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class Lab:
+class Lab(Running):
     """Hosts on one virtual LAN, for tests of many machines: a bridge here whose address
     (``gateway``) reaches this machine's services, and per host a namespace with a veth on the
     bridge and its own addresses (``hosts`` maps a name to how many). ``cut`` takes a host off
@@ -212,18 +201,6 @@ class Lab:
             subprocess.run(["ip", "link", "del", self._veths[host]], capture_output=True)
             subprocess.run(["ip", "netns", "del", netns], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-
-    def __enter__(self) -> Lab:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 # -- the server inside the namespace --------------------------------------------------------

@@ -18,9 +18,9 @@ import ipaddress
 import socket
 import ssl
 import threading
-from types import TracebackType
-from typing import Self
 from urllib.parse import quote, urlsplit
+
+from tests.support.running import Running
 
 # Headers that describe one hop and are never forwarded.
 _HOP_BY_HOP = frozenset(
@@ -99,7 +99,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
-class LoopbackServer:
+class LoopbackServer(Running):
     """A TCP server on 127.0.0.1 served from a thread with its own event loop.
 
     Subclasses implement ``handle``; every open stream is closed on ``stop`` (closing them ends
@@ -142,18 +142,6 @@ class LoopbackServer:
         if self._sock is not None:
             self._sock.close()
         self._thread = self._sock = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
