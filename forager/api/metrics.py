@@ -30,6 +30,7 @@ from forager.db.types import utcnow
 from forager.fetch import breakers
 from forager.monitors import admin as monitors
 from forager.monitors.window import LATENCY_BUCKETS
+from forager.products import images
 from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])
@@ -135,6 +136,19 @@ async def _attempt_lines(session: AsyncSession) -> list[str]:
         "gauge",
         "Bytes of the stored pages (gzip, as stored).",
         [f"forager_stored_page_bytes {page_bytes}"],
+    )
+    image_count, image_bytes = await images.stored_totals(session)
+    lines += _family(
+        "forager_stored_images",
+        "gauge",
+        "Product images in the page store (each distinct image once, however many use it).",
+        [f"forager_stored_images {image_count}"],
+    )
+    lines += _family(
+        "forager_stored_image_bytes",
+        "gauge",
+        "Bytes of the stored product images.",
+        [f"forager_stored_image_bytes {image_bytes}"],
     )
     return lines + _family(
         "forager_fetch_duration_seconds",
