@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import zlib
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ from sqlalchemy import select, update
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Domain, Product, ProductImage
+from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
 from forager.products.imagefile import NotAnImage, inspect
 from forager.products.persist import ProductInput, save_products
@@ -170,6 +172,48 @@ async def test_a_changed_image_list_keeps_the_stored_copies(
                 old.fetched_at,
             )
         assert (after["new.png"].fetched_at, after["new.png"].image_path) == (None, None)
+    finally:
+        await db.dispose()
+
+
+async def test_images_wait_for_the_domains_turn(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """With an hour's crawl delay, one image goes when the gate opens, and the gate then stays
+    shut an hour from its sending: images keep the politeness of the domain's pages."""
+    settings = make_settings(**IMAGE_SETTINGS)
+    db = await open_database(settings)
+    try:
+        ids = await submit(db, settings, site.url("/gallery/12"))
+        await crawl(db, settings, ids)
+        hour_later = utcnow() + timedelta(hours=1)
+        async with db.session() as session:
+            await session.execute(
+                update(Domain).values(
+                    download_images=True, crawl_delay_seconds=3600, next_fetch_at=hour_later
+                )
+            )
+        pool = WorkerPool(db, settings, concurrency=2)
+        runner = asyncio.create_task(pool.run())
+        try:
+            async with db.session() as session:  # the turn comes: exactly one image may go
+                await session.execute(update(Domain).values(next_fetch_at=utcnow()))
+
+            async def tried() -> list[ProductImage]:
+                return [i for i in (await _images(db)).values() if i.fetch_attempts]
+
+            [image] = await eventually(tried, "one image tried")
+        finally:
+            pool.stop()
+            await runner
+        assert image.image_url.endswith("/pics/photo.png") and image.image_path is not None
+        async with db.reader() as session:
+            gate = await session.scalar(select(Domain.next_fetch_at))
+        assert gate is not None and gate > utcnow() + timedelta(minutes=59)
+        assert [r.path for r in site.requests() if r.path.startswith("/pics/")] == [
+            "/pics/photo.png"
+        ]
+        assert len(await tried()) == 1  # the others were given back untried
     finally:
         await db.dispose()
 

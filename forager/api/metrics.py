@@ -2,9 +2,10 @@
 
 Labels name statuses, kinds and ids, never a host, port, worker host name or URL (the
 endpoint is open). Task counts come from the trigger-kept counters (``forager.queue.counts``);
-the attempt figures and the page store's size (stored pages and bytes), two aggregate passes
-over ``crawl_attempts``, are computed at most once per ``ATTEMPTS_TTL_SECONDS`` per process,
-however often the endpoint is scraped.
+the attempt figures and the page store's size (stored pages and bytes: two aggregate passes
+over ``crawl_attempts``; stored product images and bytes: one over ``product_images``) are
+computed at most once per ``ATTEMPTS_TTL_SECONDS`` per process, however often the endpoint is
+scraped.
 """
 
 from __future__ import annotations
