@@ -170,6 +170,8 @@ class ImageDownloader:
                 await reopen()
                 await self._failed(image, verdict.reason or "robots.txt disallows this URL", False)
                 return
+            if verdict.fetched and delay > 0:
+                await asyncio.sleep(delay)  # robots.txt took the domain's turn (as for pages)
             try:
                 async with self.db.session() as session:
                     proxy = await choose_proxy(
