@@ -29,7 +29,8 @@ from forager.store.retention import Retention, prune
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
 from tests.support import pictures
-from tests.support.crawling import crawl, submit
+from tests.support.crawling import add_proxy, crawl, submit
+from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
 from tests.support.waiting import eventually
 
@@ -50,9 +51,11 @@ async def _images(db: Database) -> dict[str, ProductImage]:
         return {row.image_url.rsplit("/", 1)[1]: row for row in rows}
 
 
-async def _crawl_gallery(db: Database, settings: Settings, site: TestSite, n: int) -> None:
+async def _crawl_gallery(
+    db: Database, settings: Settings, site: TestSite, n: int, submitted: list[int] | None = None
+) -> None:
     """Crawl ``/gallery/n`` with image downloads on, until every image has been tried."""
-    [task_id] = await submit(db, settings, site.url(f"/gallery/{n}"))
+    [task_id] = submitted or await submit(db, settings, site.url(f"/gallery/{n}"))
     await _download_images(db, "127.0.0.1")
     pool = WorkerPool(db, settings, concurrency=2)
     runner = asyncio.create_task(pool.run())
@@ -114,6 +117,30 @@ async def test_images_are_stored_once_and_only_real_images(
         assert await pages.get_blob(png.image_path) == files["photo.png"][0]
     finally:
         await pages.aclose()
+        await db.dispose()
+
+
+async def test_images_go_through_the_domains_proxy(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """A domain that uses a proxy gets its images through it, with the page."""
+    settings = make_settings(**IMAGE_SETTINGS)
+    db = await open_database(settings)
+    try:
+        ids = await submit(db, settings, site.url("/gallery/13"))
+        async with db.reader() as session:
+            domain_id = await session.scalar(select(Domain.id))
+        assert domain_id is not None
+        with TestProxy(username="crawler", password="img-secret") as proxy:
+            await add_proxy(db, settings, proxy, domain_id)
+            await _crawl_gallery(db, settings, site, 13, submitted=ids)
+            through = list(proxy.requests)
+        assert site.url("/gallery/13") in through
+        assert site.url("/pics/photo.png") in through and site.url("/pics/snap.jpg") in through
+        images = await _images(db)
+        assert images["photo.png"].image_path is not None
+        assert images["snap.jpg"].image_path is not None
+    finally:
         await db.dispose()
 
 
