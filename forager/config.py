@@ -79,6 +79,31 @@ class Settings(BaseSettings):
     s3_timeout_seconds: float = Field(
         30.0, gt=0, description="Timeout of one S3 request (connect, send the page, answer)."
     )
+    image_max_bytes: int = Field(
+        5 * 1024 * 1024,
+        ge=1024,
+        description="Product images (domains with download_images): the largest image kept; "
+        "a larger one is refused (`too_large`) while it downloads.",
+    )
+    image_max_pixels: int = Field(
+        40_000_000,
+        ge=1,
+        description="Product images: the most pixels (width × height, read from the file's "
+        "header) an image may have; more is refused without decoding it (decompression bombs).",
+    )
+    image_poll_seconds: float = Field(
+        5.0, gt=0, description="How often each worker looks for product images to download."
+    )
+    image_concurrency: int = Field(
+        2, ge=1, le=64, description="Product images each worker downloads at once."
+    )
+    image_max_attempts: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="Tries per product image when the failure may pass (network, 5xx, 429); "
+        "an answer that is not an image, too large or a 4xx is not tried again.",
+    )
     host: str = Field("127.0.0.1", description="Address `forager serve` binds.")
     port: int = Field(8000, ge=1, le=65535, description="Port `forager serve` binds.")
     serve_workers: int = Field(

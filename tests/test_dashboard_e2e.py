@@ -97,6 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "FORAGER_RETRY_BASE_SECONDS": "0.05",
         "FORAGER_RETRY_MAX_SECONDS": "0.5",
         "FORAGER_DEFAULT_CRAWL_DELAY_SECONDS": "0",
+        "FORAGER_IMAGE_POLL_SECONDS": "0.2",
         "FORAGER_LOG_LEVEL": "WARNING",
     }
     settings = load_settings(
@@ -359,6 +360,50 @@ def test_search_products_and_open_a_price_chart(admin: Any, server: Server) -> N
     ).to_be_visible()
     expect(admin.get_by_role("link", name="Test Product 77")).to_be_visible()  # the product
     shoot(admin, "task")
+
+
+def test_switch_image_downloads_on_and_see_the_stored_images(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    task = server.task(server.site.url("/gallery/91"))
+    server.wait_task(task["id"], lambda t: t["status"] == "completed")
+    domain = server.api.get("/api/domains", params={"q": "127.0.0.1"}).json()["items"][0]
+    go(admin, "/domains")
+    line = admin.locator("tr[data-domain='127.0.0.1']")
+    try:
+        line.get_by_label("Download images of 127.0.0.1").check()
+        line.get_by_role("button", name="Save").click()
+        expect(admin.locator(".toast").last).to_contain_text("saved")
+        assert server.api.get(f"/api/domains/{domain['id']}").json()["download_images"] is True
+        product_id = next(
+            p["id"]
+            for p in server.api.get("/api/products", params={"q": "Test Product 91"}).json()[
+                "items"
+            ]
+            if p["url"].endswith("/gallery/91")
+        )
+
+        def tried() -> bool:
+            listed = server.api.get(f"/api/products/{product_id}/images").json()
+            return all(i["fetched_at"] for i in listed)
+
+        deadline = time.monotonic() + 30
+        while not tried():
+            assert time.monotonic() < deadline, "the gallery's images were never tried"
+            time.sleep(0.1)
+        go(admin, f"/products/{product_id}")
+        stored = admin.get_by_test_id("product-images").locator("img.stored-image")
+        # photo.png, its copy, snap.jpg and large.png (under the default size cap)
+        expect(stored).to_have_count(4)
+        # Loaded from Forager with the session cookie: a real picture, 40 px wide.
+        admin.wait_for_function(
+            "() => { const i = document.querySelector('img.stored-image');"
+            " return i && i.complete && i.naturalWidth === 40; }"
+        )
+        expect(admin.get_by_text("not stored: not an image").first).to_be_visible()
+    finally:
+        restore = {"download_images": False}
+        assert server.api.patch(f"/api/domains/{domain['id']}", json=restore).status_code == 200
 
 
 def test_read_only_key_sees_but_cannot_act(browser: Any, server: Server) -> None:

@@ -22,7 +22,7 @@ from forager.db.models import CrawlAttempt
 from forager.errors import ConfigError, PageStoreError
 from forager.runtime import Runtime
 from forager.store.backend import open_page_store
-from forager.store.pages import PageStore
+from forager.store.pages import PageStore, image_key
 from forager.store.s3 import S3PageStore
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit
@@ -56,6 +56,21 @@ async def test_put_get_exists_delete(store: PageStore) -> None:
     with pytest.raises(PageStoreError, match="cannot read stored page"):
         await store.get(key)
     assert await store.get(again) == b"<html>two</html>"  # the others stay
+
+
+async def test_blobs_are_stored_as_they_are(store: PageStore) -> None:
+    """Product images: raw bytes under the key given; the same key twice holds them once."""
+    data = os.urandom(70_000)
+    key = image_key("cd" + "1" * 62, "png")
+    assert key == f"images/cd/cd{'1' * 62}.png"
+    await store.put_blob(key, data, "image/png")
+    await asyncio.gather(*(store.put_blob(key, data, "image/png") for _ in range(3)))
+    assert await store.get_blob(key) == data
+    assert await store.exists(key)
+    with pytest.raises(PageStoreError):
+        await store.get_blob(image_key("ef" + "2" * 62, "jpg"))
+    with pytest.raises(PageStoreError):
+        await store.put_blob("../../outside.png", data, "image/png")
 
 
 async def test_keys_outside_the_store_are_refused(store: PageStore) -> None:

@@ -115,6 +115,12 @@ class _Editable(JsonBody):
         examples=["BR"],
     )
     ignore_robots: bool | None = Field(None, description="Fetch even what robots.txt forbids.")
+    download_images: bool | None = Field(
+        None,
+        description="Download the products' images into Forager's page store (through the "
+        "domain's proxies, politeness and egress rules; image types only, at most "
+        "FORAGER_IMAGE_MAX_BYTES, each distinct image stored once).",
+    )
     proxy_rate_limit_rps: float | None = Field(
         None,
         ge=0,
@@ -195,6 +201,7 @@ class DomainPublic(BaseModel):
     use_global_pool: bool = False
     required_country_code: str | None = None
     ignore_robots: bool = False
+    download_images: bool = Field(False, description="Product images are downloaded.")
     proxy_rate_limit_rps: float | None = None
     throttle_delay_seconds: float | None = Field(
         None, description="Adaptive delay in force (429/503, slow answers); null when none."

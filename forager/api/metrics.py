@@ -2,9 +2,10 @@
 
 Labels name statuses, kinds and ids, never a host, port, worker host name or URL (the
 endpoint is open). Task counts come from the trigger-kept counters (``forager.queue.counts``);
-the attempt figures and the page store's size (stored pages and bytes), two aggregate passes
-over ``crawl_attempts``, are computed at most once per ``ATTEMPTS_TTL_SECONDS`` per process,
-however often the endpoint is scraped.
+the attempt figures and the page store's size (stored pages and bytes: two aggregate passes
+over ``crawl_attempts``; stored product images and bytes: one over ``product_images``) are
+computed at most once per ``ATTEMPTS_TTL_SECONDS`` per process, however often the endpoint is
+scraped.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from forager.db.types import utcnow
 from forager.fetch import breakers
 from forager.monitors import admin as monitors
 from forager.monitors.window import LATENCY_BUCKETS
+from forager.products import images
 from forager.queue import counts
 
 router = APIRouter(tags=["monitoring"])
@@ -135,6 +137,19 @@ async def _attempt_lines(session: AsyncSession) -> list[str]:
         "gauge",
         "Bytes of the stored pages (gzip, as stored).",
         [f"forager_stored_page_bytes {page_bytes}"],
+    )
+    image_count, image_bytes = await images.stored_totals(session)
+    lines += _family(
+        "forager_stored_images",
+        "gauge",
+        "Product images in the page store (each distinct image once, however many use it).",
+        [f"forager_stored_images {image_count}"],
+    )
+    lines += _family(
+        "forager_stored_image_bytes",
+        "gauge",
+        "Bytes of the stored product images.",
+        [f"forager_stored_image_bytes {image_bytes}"],
     )
     return lines + _family(
         "forager_fetch_duration_seconds",

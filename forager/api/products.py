@@ -5,17 +5,23 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import select
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.pages import paged
-from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
+from forager.api.schemas import (
+    Page,
+    PricePoint,
+    ProductDetail,
+    ProductImagePublic,
+    ProductPublic,
+)
 from forager.api.wire import QueryMoney, Timestamp
-from forager.db.models import PriceHistory, Product
+from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.queries import page
-from forager.errors import NotFound
-from forager.products import export, search
+from forager.errors import NotFound, PageStoreError
+from forager.products import export, images, search
 from forager.products.records import image_urls
 from forager.products.search import ProductFilters
 
@@ -182,3 +188,67 @@ async def list_price_history(
     await _product_or_404(session, product_id)
     oldest = (PriceHistory.recorded_at, PriceHistory.id)
     return await paged(session, _history_of(product_id), oldest, paging, PricePoint)
+
+
+def _image_public(image: ProductImage) -> ProductImagePublic:
+    stored = image.image_path is not None and image.content_type is not None
+    content_url = f"/api/products/{image.product_id}/images/{image.id}/content" if stored else None
+    return ProductImagePublic.model_validate(
+        {
+            **{
+                name: getattr(image, name)
+                for name in ProductImagePublic.model_fields
+                if hasattr(image, name)
+            },
+            "stored": stored,
+            "content_url": content_url,
+        }
+    )
+
+
+@router.get("/{product_id:int}/images", operation_id="list_product_images", responses=_NO_PRODUCT)
+async def list_product_images(
+    product_id: EntityId, session: ReadSessionDep
+) -> list[ProductImagePublic]:
+    """A product's images, main image first, with their stored copies (domains with
+    ``download_images``) and why a download failed."""
+    await _product_or_404(session, product_id)
+    return [_image_public(image) for image in await images.of_product(session, product_id)]
+
+
+# A stored image is served as the type read from its bytes, never sniffed, never run.
+_IMAGE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+    # The bytes under a key never change (the key is their hash): cache in the browser only.
+    "Cache-Control": "private, max-age=86400",
+}
+
+
+@router.get(
+    "/{product_id:int}/images/{image_id:int}/content",
+    operation_id="get_product_image_content",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {"image/*": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "The stored image, as the type read from its bytes.",
+        },
+        404: {"description": "No such product image, or it is not stored."},
+    },
+)
+async def get_product_image_content(
+    product_id: EntityId, image_id: EntityId, session: ReadSessionDep, runtime: RuntimeDep
+) -> Response:
+    """The stored copy of a product image, from Forager's page store."""
+    image = await session.get(ProductImage, image_id)
+    if image is None or image.product_id != product_id:
+        raise NotFound(f"product {product_id} has no image {image_id}")
+    if image.image_path is None or image.content_type is None:
+        raise NotFound(f"image {image_id} of product {product_id} is not stored")
+    try:
+        body = await runtime.pages.get_blob(image.image_path)
+    except PageStoreError as exc:
+        raise NotFound(f"the stored copy of image {image_id} cannot be read") from exc
+    headers = {**_IMAGE_HEADERS, "ETag": f'"{image.content_hash}"'}
+    return Response(body, media_type=image.content_type, headers=headers)

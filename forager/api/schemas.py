@@ -306,6 +306,38 @@ class ProductPublic(BaseModel):
     updated_at: datetime
 
 
+class ProductImagePublic(BaseModel):
+    """One image of a product and, on a domain with ``download_images``, its stored copy."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    image_url: str = Field(description="Where the shop serves it (as the parser found it).")
+    position: int = Field(description="0 is the main image.")
+    image_type: str = Field(description="primary (the main image) or gallery.")
+    alt_text: str | None = Field(
+        None, description="The image's alternative text; null: the parser does not read it."
+    )
+    stored: bool = Field(description="Forager holds a copy (served by content_url).")
+    content_url: str | None = Field(
+        None, description="This server's URL of the stored copy (authenticated like the API)."
+    )
+    content_hash: str | None = Field(None, description="SHA-256 of the stored bytes (hex).")
+    content_type: str | None = Field(
+        None, description="The type read from the bytes (image/png, image/jpeg, …)."
+    )
+    width: int | None = Field(None, description="Pixels, read from the file.")
+    height: int | None = Field(None, description="Pixels, read from the file.")
+    file_size: int | None = Field(None, description="Bytes stored.")
+    fetched_at: datetime | None = Field(
+        None, description="When it was stored, or its last failed try when not tried again."
+    )
+    fetch_attempts: int = Field(0, description="Downloads tried.")
+    error: str | None = Field(
+        None, description="Why the last try failed (not an image, too large, HTTP error …)."
+    )
+
+
 class PricePoint(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 

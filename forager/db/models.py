@@ -80,6 +80,8 @@ class Domain(Timestamped, Base):
     wait_for_selector: Mapped[str | None] = mapped_column(String(500))
     # The selector parser version in use (migration 0014) when parser_name is "selector".
     selector_version: Mapped[int | None] = mapped_column(Integer)
+    # Product images (migration 0019): download the products' images into the page store.
+    download_images: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class CrawlTask(Timestamped, Base):
@@ -195,7 +197,25 @@ class Product(Timestamped, Base):
 
 
 class ProductImage(Base):
+    """One image URL of a product and, on domains with ``download_images``, its stored copy.
+
+    The stored bytes are keyed by their SHA-256 (``image_path`` = ``images/ab/<sha256>.<ext>``),
+    so products sharing an image share one object. Download state (migration 0019): not yet
+    tried while ``fetched_at`` is null; ``fetch_after`` is both the lease of the worker
+    downloading it and the back-off after a failure that may pass; ``error`` says why the last
+    try failed (kept with ``fetched_at`` set when it will not be tried again).
+    """
+
     __tablename__ = "product_images"
+    __table_args__ = (
+        # The image downloader's look-up: images not yet done, oldest first.
+        Index(
+            "ix_product_images_due",
+            "id",
+            postgresql_where=text("fetched_at IS NULL"),
+            sqlite_where=text("fetched_at IS NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     product_id: Mapped[int] = mapped_column(
@@ -210,6 +230,12 @@ class ProductImage(Base):
     height: Mapped[int | None] = mapped_column(Integer)
     file_size: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    content_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    content_type: Mapped[str | None] = mapped_column(String(50))
+    fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    fetch_after: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    fetch_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 class PriceHistory(Base):

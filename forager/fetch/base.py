@@ -32,6 +32,12 @@ class FetchRequest:
     # Keep only the first this many decoded bytes and end the transfer there, instead of
     # failing ``too_large`` (robots.txt: RFC 9309 lets a crawler cut it at 500 KiB).
     truncate_at: int | None = None
+    # Refuse (``too_large``) a body past this many decoded bytes, when below
+    # FORAGER_MAX_BODY_BYTES (product images: FORAGER_IMAGE_MAX_BYTES).
+    max_bytes: int | None = None
+    # The URL the operator submitted when it is not ``url`` (an image found on a submitted
+    # page): FORAGER_PRIVATE_TARGETS=submitted allows a private address for its host only.
+    submitted_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

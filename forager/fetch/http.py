@@ -103,10 +103,12 @@ class CurlFetcher(CredentialSafeFetcher):
         self, request: FetchRequest, sent: list[asyncio.Future[None]], began: float
     ) -> Answer:
         s = self.settings
-        policy = EgressPolicy(s.private_targets, _target(request.url)[0])
+        policy = EgressPolicy(s.private_targets, _target(request.submitted_url or request.url)[0])
         jar: dict[str, str] = {}
         url = request.url
         limit = s.max_body_bytes
+        if request.max_bytes is not None:
+            limit = min(limit, request.max_bytes)
         if request.truncate_at is not None:
             limit = min(limit, request.truncate_at)
         for hop_number in range(s.max_redirects + 1):

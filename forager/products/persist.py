@@ -186,7 +186,7 @@ async def save_products(
         )
         if any(getattr(row, f) != columns[f] for f in _PRICE_FIELDS):
             history.append((index, row.id))
-        if old_images.get(row.id, []) != item.record.image_urls:
+        if old_images.urls.get(row.id, []) != item.record.image_urls:
             images[row.id] = item.record.image_urls
         results[index] = (row.id, "updated")
     if new:
@@ -203,7 +203,7 @@ async def save_products(
         await session.execute(_UPDATE_CONTENT, content)
     if touched:
         await session.execute(_TOUCH, touched)
-    await _replace_images(session, images, set(old_images), now)
+    await _replace_images(session, images, old_images, now)
     if history:
         # Alerts first: they read the history before this change (the last good values).
         await detect.products(
@@ -263,24 +263,53 @@ def _history_row(item: ProductInput, product_id: int, now: datetime) -> dict[str
     }
 
 
-async def _images_of(session: AsyncSession, product_ids: list[int]) -> dict[int, list[str]]:
-    found: dict[int, list[str]] = {}
+# What a product's image row knows beyond its URL (its stored copy, the download state): kept
+# when the product's image list changes and the URL stays in it.
+_CARRIED = (
+    "image_path",
+    "alt_text",
+    "width",
+    "height",
+    "file_size",
+    "content_hash",
+    "content_type",
+    "fetched_at",
+    "fetch_after",
+    "fetch_attempts",
+    "error",
+)
+_FRESH: dict[str, Any] = dict.fromkeys(_CARRIED) | {"fetch_attempts": 0}
+
+
+@dataclass(slots=True)
+class _OldImages:
+    urls: dict[int, list[str]]  # product id -> image URLs, main image first
+    carried: dict[tuple[int, str], dict[str, Any]]  # (product id, URL) -> _CARRIED values
+
+
+async def _images_of(session: AsyncSession, product_ids: list[int]) -> _OldImages:
+    found = _OldImages({}, {})
     if not product_ids:
         return found
     rows = await session.execute(
-        select(ProductImage.product_id, ProductImage.image_url)
+        select(
+            ProductImage.product_id,
+            ProductImage.image_url,
+            *(getattr(ProductImage, name) for name in _CARRIED),
+        )
         .where(ProductImage.product_id.in_(product_ids))
         .order_by(ProductImage.product_id, ProductImage.position)
     )
-    for product_id, url in rows:
-        found.setdefault(product_id, []).append(url)
+    for product_id, url, *carried in rows:
+        found.urls.setdefault(product_id, []).append(url)
+        found.carried.setdefault((product_id, url), dict(zip(_CARRIED, carried, strict=True)))
     return found
 
 
 async def _replace_images(
-    session: AsyncSession, images: dict[int, list[str]], had: set[int], now: datetime
+    session: AsyncSession, images: dict[int, list[str]], old: _OldImages, now: datetime
 ) -> None:
-    stale = [product_id for product_id in images if product_id in had]
+    stale = [product_id for product_id in images if product_id in old.urls]
     if stale:
         await session.execute(delete(ProductImage).where(ProductImage.product_id.in_(stale)))
     rows = [
@@ -290,6 +319,7 @@ async def _replace_images(
             "image_type": "primary" if position == 0 else "gallery",
             "position": position,
             "created_at": now,
+            **old.carried.get((product_id, image), _FRESH),
         }
         for product_id, urls in images.items()
         for position, image in enumerate(urls)

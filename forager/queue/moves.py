@@ -18,7 +18,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Boolean, Integer, String, Table, Text, bindparam, case, func, select, update
+from sqlalchemy import (
+    Boolean,
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -96,6 +108,27 @@ async def open_gate(session: AsyncSession, domain_id: int, delay_seconds: float)
         .values(next_fetch_at=utcnow() + timedelta(seconds=delay_seconds))
         .execution_options(synchronize_session=False)
     )
+
+
+async def take_gate(session: AsyncSession, domain_id: int, hold_seconds: float) -> datetime | None:
+    """A request outside the task path (a product image) takes the domain's turn: an open gate
+    is closed for ``hold_seconds`` (``open_gate`` reopens it once the request is sent), as a
+    claim closes it. Returns None when taken, else when the gate opens."""
+    now = utcnow()
+    taken = await session.scalar(
+        update(Domain)
+        .where(
+            Domain.id == domain_id,
+            or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
+        )
+        .values(next_fetch_at=now + timedelta(seconds=hold_seconds))
+        .returning(Domain.id)
+        .execution_options(synchronize_session=False)
+    )
+    if taken is not None:
+        return None
+    opens = await session.scalar(select(Domain.next_fetch_at).where(Domain.id == domain_id))
+    return opens or now
 
 
 async def postpone(

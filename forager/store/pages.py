@@ -31,6 +31,14 @@ class PageStore(Protocol):
 
     async def get(self, key: str) -> bytes: ...
 
+    async def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        """Store ``data`` as it is under ``key`` (product images: the key names the content, so
+        writing it twice stores the same bytes)."""
+
+    async def get_blob(self, key: str) -> bytes:
+        """The bytes ``put_blob`` stored under ``key``."""
+        ...
+
     async def exists(self, key: str) -> bool: ...
 
     async def delete(self, key: str) -> None:
@@ -49,6 +57,12 @@ def page_key(url_hash: str, when: datetime | None = None) -> str:
     return f"{url_hash[:2]}/{url_hash}/{stamp}-{secrets.token_hex(3)}.html.gz"
 
 
+def image_key(content_hash: str, extension: str) -> str:
+    """``images/ab/<sha256>.<ext>``: one object per distinct image, whichever products use it
+    (retention only ever deletes the pages attempts point at, never these)."""
+    return f"images/{content_hash[:2]}/{content_hash}.{extension}"
+
+
 class LocalPageStore:
     """Pages as gzip files under a directory (the data dir by default)."""
 
@@ -62,10 +76,10 @@ class LocalPageStore:
             raise PageStoreError(f"page key {key!r} points outside the page store")
         return path
 
-    def _write(self, key: str, data: bytes) -> None:
+    def _write(self, key: str, data: bytes, tmp_suffix: str = ".tmp") -> None:
         # ``key`` is one ``page_key`` made (hex only): no need to resolve it as ``get`` does.
         path = self.root / key
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + tmp_suffix)
         try:
             tmp.write_bytes(data)
         except FileNotFoundError:  # the URL's first page (or its directory was pruned)
@@ -96,6 +110,21 @@ class LocalPageStore:
             return gzip.decompress(data)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise PageStoreError(f"cannot read stored page {key}: {exc}") from exc
+
+    async def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        self._path(key)  # refuse a key outside the store
+        # Two workers may store the same image at once: each writes its own temporary file.
+        suffix = f".{secrets.token_hex(4)}.tmp"
+        try:
+            await asyncio.to_thread(self._write, key, data, suffix)
+        except OSError as exc:
+            raise PageStoreError(f"cannot store {key}: {exc.strerror or exc}") from exc
+
+    async def get_blob(self, key: str) -> bytes:
+        try:
+            return await asyncio.to_thread(self._path(key).read_bytes)
+        except OSError as exc:
+            raise PageStoreError(f"cannot read stored {key}: {exc.strerror or exc}") from exc
 
     async def exists(self, key: str) -> bool:
         return await asyncio.to_thread(self._path(key).is_file)
@@ -137,6 +166,15 @@ class MemoryPageStore:
             return gzip.decompress(self.pages[key])
         except KeyError:
             raise PageStoreError(f"no stored page {key!r}") from None
+
+    async def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        self.pages[key] = data
+
+    async def get_blob(self, key: str) -> bytes:
+        try:
+            return self.pages[key]
+        except KeyError:
+            raise PageStoreError(f"nothing stored under {key!r}") from None
 
     async def exists(self, key: str) -> bool:
         return key in self.pages

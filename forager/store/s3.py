@@ -124,6 +124,19 @@ class S3PageStore:
         except (EOFError, gzip.BadGzipFile) as exc:
             raise PageStoreError(f"cannot read stored page {key}: {exc}") from exc
 
+    async def put_blob(self, key: str, data: bytes, content_type: str) -> None:
+        await self._send(
+            "PUT",
+            self._path(key),
+            f"cannot store {key}",
+            content=data,
+            headers={"content-type": content_type},
+        )
+
+    async def get_blob(self, key: str) -> bytes:
+        response = await self._send("GET", self._path(key), f"cannot read stored {key}")
+        return response.content
+
     async def exists(self, key: str) -> bool:
         response = await self._send("HEAD", self._path(key), f"cannot look up page {key}")
         return response.status_code < 300

@@ -28,6 +28,7 @@ from forager.store.pages import PageStore
 from forager.store.retention import Retention, prune
 from forager.worker import registry
 from forager.worker.claiming import ClaimLoop
+from forager.worker.images import ImageDownloader
 from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
 
@@ -83,6 +84,9 @@ class WorkerPool:
         )
         parts.wake.listen(self.wake)
         self.alerts = Deliverer(db, settings, parts.box)
+        self.images = ImageDownloader(
+            db, settings, parts.box, parts.fetchers, parts.pages, self.worker_id
+        )
         self.run_scheduler = run_scheduler
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
@@ -125,6 +129,9 @@ class WorkerPool:
                 every = self.settings.page_retention_interval_seconds
                 side.append(self._supervise("page-retention", self._prune_pages, every))
             side.append(self._supervise("alerts", self._deliver, self.settings.alert_poll_seconds))
+            side.append(
+                self._supervise("images", self._download_images, self.settings.image_poll_seconds)
+            )
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
@@ -238,6 +245,10 @@ class WorkerPool:
     async def _deliver(self) -> None:
         """Send the alert deliveries that are due (webhooks, Apprise), retrying failed ones."""
         await self.alerts.step()
+
+    async def _download_images(self) -> None:
+        """Store the due product images of the domains that download them (usually: none)."""
+        await self.images.step()
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""

@@ -92,10 +92,17 @@ def filler(kb: int = DEFAULT_KB) -> tuple[str, str]:
 
 
 def product_page(
-    n: int, price: Decimal, available: bool, base_url: str, kb: int = DEFAULT_KB
+    n: int,
+    price: Decimal,
+    available: bool,
+    base_url: str,
+    kb: int = DEFAULT_KB,
+    images: list[str] | None = None,
 ) -> str:
     """A shop product page with schema.org JSON-LD plus a decoy "Related products" block."""
     name = f"Test Product {n}"
+    if images is None:
+        images = [f"{base_url}/img/{n}-1.jpg", f"{base_url}/img/{n}-2.jpg"]
     availability = "InStock" if available else "OutOfStock"
     product = {
         "@context": "https://schema.org",
@@ -105,7 +112,7 @@ def product_page(
         "sku": f"SKU-{n}",
         "brand": {"@type": "Brand", "name": f"Brand {n % 7}"},
         "category": f"Category {n % 5}",
-        "image": [f"{base_url}/img/{n}-1.jpg", f"{base_url}/img/{n}-2.jpg"],
+        "image": images,
         "offers": {
             "@type": "Offer",
             "url": f"{base_url}/product/{n}",

@@ -50,7 +50,7 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.support import adlibrary, pages
+from tests.support import adlibrary, pages, pictures
 
 DEFAULT_ROBOTS = "User-agent: *\nDisallow: /private/\n"
 MIB = 1024 * 1024
@@ -433,6 +433,26 @@ async def image(request: Request) -> Response:
     return Response(pages.TINY_JPEG, media_type="image/jpeg")
 
 
+async def gallery(request: Request) -> Response:
+    """A product page whose images are ``pictures.GALLERY`` (``/pics/…``)."""
+    n: int = request.path_params["n"]
+    price, available = _state(request).price(n)
+    base = _base_url(request)
+    images = [f"{base}/pics/{name}" for name in pictures.GALLERY]
+    # And one on another loopback host: private, and not the submitted page's host.
+    other = "127.0.0.2" if request.url.hostname != "127.0.0.2" else "127.0.0.1"
+    images.append(f"http://{other}:{request.url.port}/pics/{pictures.ELSEWHERE}")
+    return HTMLResponse(pages.product_page(n, price, available, base, _kb(request), images))
+
+
+async def picture(request: Request) -> Response:
+    found = pictures.files().get(request.path_params["name"])
+    if found is None:
+        return _status_response(404)
+    body, content_type = found
+    return Response(body, media_type=content_type)
+
+
 async def ads(request: Request) -> Response:
     """The ad library (tests/support/adlibrary.py): one page of matching ads."""
     params = request.query_params
@@ -529,6 +549,8 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/gzip-bomb", gzip_bomb),
         Route("/echo-headers", echo_headers),
         Route("/img/{name}", image),
+        Route("/gallery/{n:int}", gallery),
+        Route("/pics/{name}", picture),
         Route("/ads", ads),
         Route("/__log", control_log),
         Route("/__reset", control_reset, methods=["POST"]),

@@ -23,6 +23,8 @@ function editRow(domain, reload) {
     "aria-label": `${domain.domain_name} active`, disabled: !admin });
   const ignoreRobots = h("input", { type: "checkbox", checked: domain.ignore_robots,
     "aria-label": `Ignore robots.txt for ${domain.domain_name}`, disabled: !admin });
+  const images = h("input", { type: "checkbox", checked: domain.download_images,
+    "aria-label": `Download images of ${domain.domain_name}`, disabled: !admin });
   const strategy = h("select", { "aria-label": `Proxy strategy of ${domain.domain_name}`,
     disabled: !admin },
   STRATEGIES.map((s) => h("option", { value: s, selected: s === domain.proxy_strategy }, s)));
@@ -36,6 +38,7 @@ function editRow(domain, reload) {
       fetcher: fetcher.value,
       is_active: active.checked,
       ignore_robots: ignoreRobots.checked,
+      download_images: images.checked,
       proxy_strategy: strategy.value,
     };
     try {
@@ -62,7 +65,7 @@ function editRow(domain, reload) {
     h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
       domain.domain_name)),
     h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser), h("td", {}, fetcher),
-    h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, strategy),
+    h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, images), h("td", {}, strategy),
     h("td", { class: "hide-narrow url" }, domain.robots_txt_url || "—", " ",
       admin ? h("button", { type: "button", onclick: robots }, "Refresh") : null),
     stats,
@@ -87,7 +90,7 @@ export async function render(view, _arg, current) {
     const data = await api("GET", `/api/domains${query({ ...values, limit: 50, offset })}`);
     if (!current()) return;
     body.replaceChildren(table(["Domain", "Delay (s)", "Concurrency", "Parser", "Fetcher",
-      "Active", "Ignore robots", "Proxy strategy", "robots.txt", "Tasks", ""],
+      "Active", "Ignore robots", "Images", "Proxy strategy", "robots.txt", "Tasks", ""],
     data.items.map((d) => editRow(d, load)),
     { class: "stack", "aria-label": "Domains" }),
     pager(data, (o) => go(`/domains${query({ ...values, offset: o })}`)));

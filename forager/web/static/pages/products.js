@@ -60,8 +60,25 @@ export async function render(view, _arg, current) {
   pager(data, (o) => go(`/products${query({ ...values, offset: o })}`)));
 }
 
+// A product's images: the copies Forager stored (served by this server, so the page loads
+// nothing from other sites) shown as pictures; the rest as links to the shop, with why a
+// download failed.
+function imageList(images) {
+  if (!images.length) return h("p", { class: "muted" }, "No images.");
+  return h("ul", { class: "images", "data-testid": "product-images" }, images.map((i) =>
+    h("li", {},
+      i.stored ? h("figure", {},
+        h("img", { src: i.content_url, alt: i.alt_text || "", loading: "lazy",
+          width: i.width, height: i.height, class: "stored-image" }),
+        h("figcaption", { class: "muted" },
+          `${i.width}×${i.height} ${i.content_type}, ${i.file_size} bytes · `, outLink(i.image_url)))
+        : h("span", {}, outLink(i.image_url),
+          i.error ? h("span", { class: "muted" }, ` — not stored: ${i.error}`) : null))));
+}
+
 export async function renderOne(view, id) {
-  const x = await api("GET", `/api/products/${id}`);
+  const [x, images] = await Promise.all([
+    api("GET", `/api/products/${id}`), api("GET", `/api/products/${id}/images`)]);
   document.title = `${x.product_name} · Forager`;
   const points = x.price_history.filter((p) => p.price !== null)
     .map((p) => [new Date(p.recorded_at), Number(p.price)]);
@@ -85,10 +102,7 @@ export async function renderOne(view, id) {
         h("td", {}, p.price === null ? "—" : `${p.price} ${p.currency || ""}`),
         h("td", {}, p.availability || "")))),
     h("h2", {}, "Images"),
-    // Images stay at the shop: links open them; the dashboard itself loads nothing from
-    // other sites.
-    x.image_urls.length ? h("ul", {}, x.image_urls.map((u) => h("li", {}, outLink(u))))
-      : h("p", { class: "muted" }, "No images."),
+    imageList(images),
     x.description ? h("section", {}, h("h2", {}, "Description"), h("p", {}, x.description))
       : null);
 }
