@@ -1,4 +1,5 @@
-"""Selector parsers: a product read by a map of fields to rules, no code (docs/PARSERS.md).
+"""Selector parsers: a product and/or items read by a map of fields to rules, no code
+(docs/PARSERS.md).
 
 A map is ``{field: rule}`` for the fields of ``ProductRecord``; a rule is exactly one of
 ``{"css": "…"}`` (selectolax), ``{"xpath": "…"}`` (lxml) or ``{"jsonld": "[Type:]a.b.0.c"}``,
@@ -9,6 +10,10 @@ backtracking constructs; the first group, else the whole match).
 
 ``compile_map`` refuses a bad rule with ``InvalidRequest`` naming it (``price.post.1.regex``)
 and the reason. Compiled maps are pure and synchronous: they run in the parse processes.
+
+The map's ``items`` key lists item extractors: ``{"kind": "ad", "each": {"css": ".ad"},
+"key": "url", "fields": {name: rule}}`` gives one item per block ``each`` matches, its fields'
+rules read inside the block (a rule with neither ``css`` nor ``xpath`` reads the block itself).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from lxml import html as lxml_html
 from selectolax.lexbor import LexborHTMLParser
 
 from forager.errors import InvalidRequest, NotProductPage, ParseError
-from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
+from forager.parse.base import EXTRACTED_FIELDS, Extracted, ItemRecord, ProductRecord
+from forager.parse.items import KIND, MAX_ITEMS, BadItem, check_item
 from forager.parse.prices import currency_for_url, detect_currency, parse_price
 from forager.parse.quality import check
 from forager.parse.structured import absolute_url, clean, has_type, json_ld_blocks, walk_json
@@ -43,6 +49,13 @@ _JSONLD = re.compile(
 )
 _ATTR = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:.\-]{0,99}$")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
+ITEMS = "items"  # the map's key for item extractors
+ITEM_FIELD = r"^[a-z][a-z0-9_]{0,49}$"
+MAX_ITEM_SPECS = 5
+MAX_ITEM_FIELDS = 30
+_ITEM_FIELD = re.compile(ITEM_FIELD)
+_KIND = re.compile(KIND)
+_SELF = "self"  # an item field's rule with neither css nor xpath: the block itself
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
 
@@ -63,15 +76,39 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemSpec:
+    """One compiled item extractor: a block rule, the key field and the fields' rules."""
+
+    index: int
+    kind: str
+    each: Rule
+    key: str
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class SelectorMap:
     """A compiled map: ``extract`` gives every field's value and every field's error."""
 
     version: int
     rules: tuple[Rule, ...]
     source: dict[str, Any] = field(compare=False)
+    items: tuple[ItemSpec, ...] = ()
 
     def extract(self, html: str, url: str) -> tuple[dict[str, Value], dict[str, str]]:
+        """Every product field's value and error; with item extractors, ``values["items"]``
+        is the items read (``{"kind", "key", "data"}``) and their errors are keyed
+        ``items.0.fields.price`` (the rule's place in the map)."""
         page = _Page(html)
+        values, errors = self._fields(page, url)
+        if self.items:
+            found, item_errors = self._items(page, url)
+            listed: Any = [{"kind": i.kind, "key": i.key, "data": i.data} for i in found]
+            values[ITEMS] = listed
+            errors.update(item_errors)
+        return values, errors
+
+    def _fields(self, page: _Page, url: str) -> tuple[dict[str, Value], dict[str, str]]:
         values: dict[str, Value] = {}
         errors: dict[str, str] = {}
         for rule in self.rules:
@@ -85,9 +122,27 @@ class SelectorMap:
                 values[rule.field] = None
         return values, errors
 
-    def parse(self, html: str, url: str) -> ProductRecord:
-        """The product the map reads; NotProductPage when ``product_name`` matched nothing."""
-        values, errors = self.extract(html, url)
+    def parse(self, html: str, url: str) -> ProductRecord | Extracted:
+        """The product the map reads (NotProductPage when ``product_name`` matched nothing);
+        with item extractors, an ``Extracted`` with the product (or None) and the items."""
+        page = _Page(html)
+        if not self.items:
+            return self._product(page, url)
+        found, _ = self._items(page, url)
+        items = [ItemRecord(i.kind, i.key, i.data) for i in found]
+        product = None
+        if self.rules:
+            try:
+                product = self._product(page, url)
+            except NotProductPage:
+                if not items:
+                    raise
+        if product is None and not items:
+            raise NotProductPage(f"{url}: selector map v{self.version}: no item matched")
+        return Extracted(product, items)
+
+    def _product(self, page: _Page, url: str) -> ProductRecord:
+        values, errors = self._fields(page, url)
         name = values.get("product_name")
         if not isinstance(name, str) or not name:
             why = errors.get("product_name", "matched nothing")
@@ -102,6 +157,42 @@ class SelectorMap:
         checked = check(record, dict.fromkeys(values, "markup"))
         checked.quality_issues.extend(f"selector:{k}: {v}" for k, v in errors.items())
         return checked
+
+    def _items(self, page: _Page, url: str) -> tuple[list[Any], dict[str, str]]:
+        """The items of every extractor (checked, JSON-ready) and each field's first error."""
+        found: list[Any] = []
+        errors: dict[str, str] = {}
+        seen: set[tuple[str, str]] = set()
+        for spec in self.items:
+            where = f"{ITEMS}.{spec.index}"
+            for number, block in enumerate(page.blocks(spec.each), start=1):
+                if len(found) >= MAX_ITEMS:
+                    errors.setdefault(where, f"more than {MAX_ITEMS} items: the rest are left out")
+                    break
+                data: dict[str, Any] = {}
+                for rule in spec.rules:
+                    try:
+                        raw = page.find_in(block, rule)
+                        for step in rule.steps:
+                            raw = step(raw)
+                        data[rule.field] = _item_typed(rule.field, raw, url)
+                    except (ValueError, ArithmeticError, etree.Error) as exc:
+                        errors.setdefault(f"{where}.fields.{rule.field}", f"block {number}: {exc}")
+                        data[rule.field] = None
+                key = data.get(spec.key)
+                if key is None or key == "" or key == []:
+                    errors.setdefault(f"{where}.key", f"block {number}: {spec.key} is empty")
+                    continue
+                text = " ".join(map(str, key)) if isinstance(key, list) else str(key)
+                try:
+                    item = check_item(ItemRecord(spec.kind, text, data), len(found))
+                except BadItem as exc:
+                    errors.setdefault(f"{where}.key", f"block {number}: {exc.message}")
+                    continue
+                if (item.kind, item.key) not in seen:
+                    seen.add((item.kind, item.key))
+                    found.append(item)
+        return found, errors
 
 
 class _Page:
@@ -126,17 +217,46 @@ class _Page:
             )
             got: list[str | None] = [_node_value(n, rule.attr) for n in nodes if n is not None]
         elif rule.kind == "xpath":
-            if self._lxml is None:
-                self._lxml = lxml_html.document_fromstring(self.html or "<html></html>")
-            got = [_xpath_value(v) for v in _as_list(rule.target(self._lxml))]
+            got = [_xpath_value(v) for v in _as_list(rule.target(self.lxml))]
         else:
             if self._jsonld is None:
                 self._jsonld = [doc for _, doc in json_ld_blocks(self.lexbor)]
             got = list(_jsonld_values(self._jsonld, *rule.target))
-        found = [g for g in got if g is not None]
-        if rule.all:
-            return found
-        return found[0] if found else None
+        return _picked(got, rule.all)
+
+    @property
+    def lxml(self) -> Any:
+        if self._lxml is None:
+            self._lxml = lxml_html.document_fromstring(self.html or "<html></html>")
+        return self._lxml
+
+    def blocks(self, rule: Rule) -> list[Any]:
+        """The nodes an item extractor's ``each`` matches (lexbor nodes or lxml elements)."""
+        if rule.kind == "css":
+            return list(self.lexbor.css(rule.target))
+        return [e for e in _as_list(rule.target(self.lxml)) if isinstance(e, etree._Element)]
+
+    def find_in(self, block: Any, rule: Rule) -> Value:
+        """A rule's value read inside ``block`` (or from the block itself)."""
+        if isinstance(block, etree._Element):
+            nodes = [block] if rule.kind == _SELF else _as_list(rule.target(block))
+            got = [_xpath_value(v) for v in nodes]
+        else:
+            if rule.kind == _SELF:
+                nodes = [block]
+            elif rule.all:
+                nodes = block.css(rule.target)
+            else:
+                nodes = [block.css_first(rule.target)]
+            got = [_node_value(n, rule.attr) for n in nodes if n is not None]
+        return _picked(got, rule.all)
+
+
+def _picked(got: list[str | None], every: bool) -> Value:
+    found = [g for g in got if g is not None]
+    if every:
+        return found
+    return found[0] if found else None
 
 
 def _node_value(node: Any, attr: str | None) -> str | None:
@@ -227,6 +347,18 @@ def _typed(name: str, value: Value, url: str) -> Value:
             raise ValueError(f"{value!r} is not a currency")
         return code
     return str(value)
+
+
+def _item_typed(name: str, value: Value, url: str) -> Value:
+    """An item field's value: text, a decimal (price, number), a boolean (present) or a list;
+    fields named ``url`` or ending in ``_url`` / ``_urls`` are made absolute."""
+    if value is None or value == "":
+        return None
+    if name == "url" or name.endswith(("_url", "_urls")):
+        if isinstance(value, list):
+            return [absolute_url(str(v), url) for v in value if str(v)]
+        return absolute_url(str(value), url)
+    return value
 
 
 def _number(text: str) -> Decimal | None:
@@ -333,10 +465,14 @@ def _target(kind: str, expr: str, where: str) -> Any:
     return match.group(1), tuple(match.group(2).split("."))
 
 
-def _rule(name: str, raw: Any) -> Rule:
-    if name not in EXTRACTED_FIELDS:
+def _rule(name: str, raw: Any, *, item_of: str | None = None) -> Rule:
+    """A product field's rule; with ``item_of`` (the block's kind), an item field's: css or
+    xpath as the block is, read inside it, or neither (the block itself)."""
+    where_name = name
+    if item_of is None and name not in EXTRACTED_FIELDS:
         raise InvalidRequest(
-            f"{name}: not a product field (one of {', '.join(EXTRACTED_FIELDS)})", field=name
+            f"{name}: not a product field (one of {', '.join(EXTRACTED_FIELDS)}, or items)",
+            field=name,
         )
     if not isinstance(raw, dict):
         raise InvalidRequest(f'{name}: a rule is an object like {{"css": "h1"}}', field=name)
@@ -344,14 +480,24 @@ def _rule(name: str, raw: Any) -> Rule:
     unknown = sorted(set(raw) - {*_KINDS, "attr", "all", "post"})
     if unknown:
         raise InvalidRequest(f"{name}: unknown key {unknown[0]!r}", field=f"{name}.{unknown[0]}")
-    if len(kinds) != 1:
+    if item_of is not None and len(kinds) == 0:
+        kind, expr = _SELF, ""
+    elif item_of is not None and kinds != [item_of]:
+        raise InvalidRequest(
+            f"{name}: inside a block matched by {item_of}, a rule uses {item_of} (or neither: "
+            "the block itself)",
+            field=name,
+        )
+    elif len(kinds) != 1:
         raise InvalidRequest(f"{name}: give exactly one of css, xpath and jsonld", field=name)
-    kind, expr = kinds[0], raw[kinds[0]]
-    where = f"{name}.{kind}"
-    if not isinstance(expr, str) or not 0 < len(expr.strip()) <= MAX_EXPR:
+    else:
+        kind, expr = kinds[0], raw[kinds[0]]
+    where = f"{where_name}.{kind}"
+    if kind != _SELF and (not isinstance(expr, str) or not 0 < len(expr.strip()) <= MAX_EXPR):
         raise InvalidRequest(f"{where}: must be a text of 1 to {MAX_EXPR} characters", field=where)
     attr = raw.get("attr")
-    if attr is not None and (kind != "css" or not isinstance(attr, str) or not _ATTR.match(attr)):
+    css_like = kind == "css" or (kind == _SELF and item_of == "css")
+    if attr is not None and (not css_like or not isinstance(attr, str) or not _ATTR.match(attr)):
         raise InvalidRequest(f"{name}.attr: an attribute name, with css only", field=f"{name}.attr")
     every = raw.get("all", False)
     if not isinstance(every, bool):
@@ -362,24 +508,98 @@ def _rule(name: str, raw: Any) -> Rule:
             f"{name}.post: a list of at most {MAX_STEPS} steps", field=f"{name}.post"
         )
     steps = tuple(_step(step, f"{name}.post.{i}") for i, step in enumerate(post))
-    return Rule(name, kind, expr, attr, every, steps, _target(kind, expr.strip(), where))
+    field_name = name.rsplit(".", 1)[-1]
+    if kind == _SELF:
+        return Rule(field_name, kind, "", attr, every, steps, None)
+    if kind == "xpath" and item_of == "xpath" and not expr.strip().startswith("."):
+        raise InvalidRequest(
+            f"{where}: inside a block an XPath starts with '.' (e.g. .//h2), else it reads "
+            "the whole page",
+            field=where,
+        )
+    return Rule(field_name, kind, expr, attr, every, steps, _target(kind, expr.strip(), where))
+
+
+def _item_spec(index: int, raw: Any) -> ItemSpec:
+    where = f"{ITEMS}.{index}"
+    if not isinstance(raw, dict):
+        raise InvalidRequest(
+            f'{where}: an item extractor is {{"kind", "each", "key", "fields"}}', field=where
+        )
+    unknown = sorted(set(raw) - {"kind", "each", "key", "fields"})
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown key {unknown[0]!r}", field=f"{where}.{unknown[0]}")
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or not _KIND.match(kind):
+        raise InvalidRequest(
+            f"{where}.kind: a name like ad or listing ({KIND})", field=f"{where}.kind"
+        )
+    each = raw.get("each")
+    kinds = [k for k in ("css", "xpath") if isinstance(each, dict) and k in each]
+    if not isinstance(each, dict) or len(kinds) != 1 or len(each) != 1:
+        raise InvalidRequest(
+            f'{where}.each: the blocks, one item each: {{"css": "…"}} or {{"xpath": "…"}}',
+            field=f"{where}.each",
+        )
+    expr = each[kinds[0]]
+    if not isinstance(expr, str) or not 0 < len(expr.strip()) <= MAX_EXPR:
+        raise InvalidRequest(
+            f"{where}.each.{kinds[0]}: must be a text of 1 to {MAX_EXPR} characters",
+            field=f"{where}.each.{kinds[0]}",
+        )
+    target = _target(kinds[0], expr.strip(), f"{where}.each.{kinds[0]}")
+    block = Rule("each", kinds[0], expr, None, True, (), target)
+    fields = raw.get("fields")
+    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_ITEM_FIELDS:
+        raise InvalidRequest(
+            f"{where}.fields: map 1 to {MAX_ITEM_FIELDS} field names to rules",
+            field=f"{where}.fields",
+        )
+    for name in fields:
+        if not isinstance(name, str) or not _ITEM_FIELD.match(name):
+            raise InvalidRequest(
+                f"{where}.fields: {name!r} is not a field name ({ITEM_FIELD})",
+                field=f"{where}.fields",
+            )
+    key = raw.get("key")
+    if not isinstance(key, str) or key not in fields:
+        raise InvalidRequest(
+            f"{where}.key: the name of the field that identifies an item (one of "
+            f"{', '.join(fields)})",
+            field=f"{where}.key",
+        )
+    rules = tuple(
+        _rule(f"{where}.fields.{name}", rule, item_of=kinds[0]) for name, rule in fields.items()
+    )
+    return ItemSpec(index, kind, block, key, rules)
 
 
 def compile_map(fields: Any, version: int = 0) -> SelectorMap:
     """The compiled map, or ``InvalidRequest`` naming the first bad rule and why."""
-    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_FIELDS:
+    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_FIELDS + 1:
         raise InvalidRequest(
-            f"fields: map 1 to {MAX_FIELDS} product fields to rules", field="fields"
+            f"fields: map 1 to {MAX_FIELDS} product fields to rules (and items)", field="fields"
         )
-    if "product_name" not in fields:
+    specs = fields.get(ITEMS)
+    product = {k: v for k, v in fields.items() if k != ITEMS}
+    if "product_name" not in product and (specs is None or product):
         raise InvalidRequest(
-            "fields: product_name needs a rule (a product has a name)", field="fields"
+            "fields: product_name needs a rule (a product has a name), unless the map only "
+            "reads items",
+            field="fields",
         )
     try:
-        rules = tuple(_rule(name, raw) for name, raw in fields.items())
+        rules = tuple(_rule(name, raw) for name, raw in product.items())
+        if specs is not None and (
+            not isinstance(specs, list) or not 1 <= len(specs) <= MAX_ITEM_SPECS
+        ):
+            raise InvalidRequest(
+                f"{ITEMS}: a list of 1 to {MAX_ITEM_SPECS} item extractors", field=ITEMS
+            )
+        items = tuple(_item_spec(i, raw) for i, raw in enumerate(specs or []))
     except InvalidRequest as exc:  # named from the request body's root
         raise InvalidRequest(f"fields.{exc.message}", field=f"fields.{exc.field}") from None
-    return SelectorMap(version, rules, fields)
+    return SelectorMap(version, rules, fields, items)
 
 
 _CACHE: OrderedDict[tuple[int, int], SelectorMap] = OrderedDict()

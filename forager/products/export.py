@@ -50,7 +50,8 @@ async def records(
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _csv_value(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """A value as a safe CSV cell: empty for None, lists space-joined, formulas defused."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -68,11 +69,12 @@ def _csv(rows: list[dict[str, Any]] | None) -> str:
     if rows is None:
         writer.writerow(CSV_FIELDS)
     else:
-        writer.writerows([_csv_value(row[f]) for f in CSV_FIELDS] for row in rows)
+        writer.writerows([csv_cell(row[f]) for f in CSV_FIELDS] for row in rows)
     return buffer.getvalue()
 
 
-def _jsonl(rows: list[dict[str, Any]]) -> str:
+def jsonl(rows: list[dict[str, Any]]) -> str:
+    """Rows as JSON Lines."""
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
@@ -83,4 +85,4 @@ async def stream(
     if fmt == "csv":
         yield _csv(None).encode()
     async for rows in records(db, filters, chunk_rows):
-        yield (_csv(rows) if fmt == "csv" else _jsonl(rows)).encode()
+        yield (_csv(rows) if fmt == "csv" else jsonl(rows)).encode()
