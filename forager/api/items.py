@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
-from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.downloads import described, download
 from forager.api.item_schemas import ItemDetail, ItemPublic, ItemVersionPublic
 from forager.api.schemas import Page
 from forager.api.wire import Timestamp
@@ -65,35 +66,26 @@ async def list_items(
     )
 
 
-def _export(runtime: Runtime, filters: ItemFilters, fmt: export.Format) -> StreamingResponse:
-    media_type, extension = export.FORMATS[fmt]
-    return StreamingResponse(
-        export.stream(runtime.db, filters, fmt),
-        media_type=media_type,
-        headers={"Content-Disposition": f'attachment; filename="items.{extension}"'},
-    )
-
-
 @router.get(
     "/export.csv",
     operation_id="export_items_csv",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}}, "description": "One row per item."}},
+    responses=described("csv", "One row per item."),
 )
 async def export_items_csv(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
     """Every matching item as CSV (header row; ``data`` as one JSON cell), by id."""
-    return _export(runtime, filters, "csv")
+    return download(export.stream(runtime.db, filters, "csv"), "csv", "items")
 
 
 @router.get(
     "/export.jsonl",
     operation_id="export_items_jsonl",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/x-ndjson": {}}, "description": "One item per line."}},
+    responses=described("jsonl", "One item record per line."),
 )
 async def export_items_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
     """Every matching item as JSON Lines (one item record per line), by id."""
-    return _export(runtime, filters, "jsonl")
+    return download(export.stream(runtime.db, filters, "jsonl"), "jsonl", "items")
 
 
 # The detail shows this many of the newest versions; /versions pages through all.

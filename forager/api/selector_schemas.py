@@ -28,18 +28,11 @@ _RULE = {
     "additionalProperties": False,
 }
 _ITEM_RULE = {
-    "type": "object",
+    **_RULE,
     "description": 'Read inside the block: "css" or "xpath" as the block (an XPath starting '
     'with "."), or neither to read the block itself; optional "attr", "all" and "post" as in '
     "a product rule.",
-    "properties": {
-        "css": {"type": "string", "minLength": 1, "maxLength": 500},
-        "xpath": {"type": "string", "minLength": 1, "maxLength": 500},
-        "attr": {"type": "string", "minLength": 1, "maxLength": 100},
-        "all": {"type": "boolean"},
-        "post": {"type": "array", "maxItems": 8, "items": {}},
-    },
-    "additionalProperties": False,
+    "properties": {k: v for k, v in _RULE["properties"].items() if k != "jsonld"},  # type: ignore[attr-defined]
 }
 _ITEMS_SCHEMA = {
     "type": "array",

@@ -6,8 +6,6 @@ JSONL gives each item record with its ``data`` object; CSV gives one row per ite
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,9 +13,7 @@ from forager.db.engine import Database
 from forager.items.records import ITEM_FIELDS, item_record
 from forager.items.search import ItemFilters, chunk_query
 from forager.parse.items import canonical
-from forager.products.export import CHUNK_ROWS, FORMATS, Format, csv_cell, jsonl
-
-__all__ = ["FORMATS", "Format", "records", "stream"]
+from forager.products.export import CHUNK_ROWS, Format, csv_cell, encoded
 
 
 async def records(
@@ -36,24 +32,12 @@ async def records(
         after = items[-1].id
 
 
-def _csv(rows: list[dict[str, Any]] | None) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    if rows is None:
-        writer.writerow(ITEM_FIELDS)
-    else:
-        writer.writerows(
-            [csv_cell(canonical(row[f]) if f == "data" else row[f]) for f in ITEM_FIELDS]
-            for row in rows
-        )
-    return buffer.getvalue()
+def _cell(value: Any) -> Any:
+    return csv_cell(canonical(value) if isinstance(value, dict) else value)
 
 
-async def stream(
+def stream(
     db: Database, filters: ItemFilters, fmt: Format, chunk_rows: int = CHUNK_ROWS
 ) -> AsyncIterator[bytes]:
-    """The export body, one encoded chunk per database page (CSV starts with its header)."""
-    if fmt == "csv":
-        yield _csv(None).encode()
-    async for rows in records(db, filters, chunk_rows):
-        yield (_csv(rows) if fmt == "csv" else jsonl(rows)).encode()
+    """The export body of the matching items (CSV: ``data`` as one canonical JSON cell)."""
+    return encoded(records(db, filters, chunk_rows), fmt, ITEM_FIELDS, _cell)

@@ -6,6 +6,8 @@ from typing import Any
 
 from forager.db.models import Item
 
+# Where an item (or a version of it) was read: the page, its task, the parser.
+PROVENANCE = ("url", "crawl_task_id", "parser_name", "parser_version")
 # The record's fields, in order (CSV columns: ``data`` as one canonical JSON cell).
 ITEM_FIELDS = (
     "id",
@@ -15,10 +17,7 @@ ITEM_FIELDS = (
     "version",
     "data",
     "content_hash",
-    "url",
-    "crawl_task_id",
-    "parser_name",
-    "parser_version",
+    *PROVENANCE,
     "first_seen_at",
     "last_seen_at",
     "changed_at",

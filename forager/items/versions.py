@@ -6,17 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from forager.db.models import ItemVersion
+from forager.items.records import PROVENANCE
 
-_SHOWN = (
-    "version",
-    "data",
-    "content_hash",
-    "url",
-    "crawl_task_id",
-    "parser_name",
-    "parser_version",
-    "recorded_at",
-)
+_SHOWN = ("version", "data", "content_hash", *PROVENANCE, "recorded_at")
 
 
 def changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[str]]:
