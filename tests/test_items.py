@@ -395,3 +395,69 @@ async def test_items_api_filters_search_versions_and_exports(api: httpx.AsyncCli
     assert [r["key"] for r in rows] == ["b1", "'=cmd", "f1"]  # a formula is defused
     assert json.loads(rows[2]["data"]) == {"rooms": 3, "title": "Flat"}
     assert rows[2]["crawl_task_id"] == ""
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "reason"),
+    [
+        (
+            {"items": [{"kind": "ad", "each": {"css": ".ad"}, "key": "x", "fields": {"t": {}}}]},
+            "fields.items.0.key",
+            "identifies an item",
+        ),
+        (
+            {
+                "items": [
+                    {
+                        "kind": "ad",
+                        "each": {"css": ".ad"},
+                        "key": "t",
+                        "fields": {"t": {"xpath": ".//h2"}},
+                    }
+                ]
+            },
+            "fields.items.0.fields.t",
+            "inside a block matched by css",
+        ),
+        (
+            {
+                "items": [
+                    {
+                        "kind": "ad",
+                        "each": {"xpath": "//a"},
+                        "key": "t",
+                        "fields": {"t": {"xpath": "//h2"}},
+                    }
+                ]
+            },
+            "fields.items.0.fields.t.xpath",
+            "starts with '.'",
+        ),
+        (
+            {
+                "items": [
+                    {"kind": "ad", "each": {"xpath": "#\b\u0002"}, "key": "t", "fields": {"t": {}}}
+                ]
+            },
+            "fields.items.0.each.xpath",
+            "not an XPath",
+        ),
+        (
+            {"items": [{"kind": "Ad!", "each": {"css": ".ad"}, "key": "t", "fields": {"t": {}}}]},
+            "fields.items.0.kind",
+            "a name like ad",
+        ),
+        ({"price": {"css": ".p"}, "items": V1["items"]}, "fields", "product_name needs a rule"),
+        ({"items": []}, "fields.items", "1 to 5 item extractors"),
+    ],
+)
+async def test_bad_item_extractors_are_refused_naming_them(
+    api: httpx.AsyncClient, fields: dict[str, Any], field: str, reason: str
+) -> None:
+    domain = (await api.post("/api/domains", json={"domain_name": "ads.test"})).json()
+    response = await api.post(
+        f"/api/domains/{domain['id']}/selector-parsers", json={"fields": fields}
+    )
+    assert response.status_code == 422, response.text
+    [error] = response.json()["errors"]
+    assert error["field"] == field and reason in error["message"], error

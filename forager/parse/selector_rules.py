@@ -310,7 +310,7 @@ def compile_target(kind: str, expr: str, where: str) -> Any:
     if kind == "xpath":
         try:
             return etree.XPath(expr, smart_strings=False)
-        except etree.XPathError as exc:
+        except (etree.XPathError, ValueError) as exc:  # ValueError: control characters
             raise InvalidRequest(f"{where}: {expr!r} is not an XPath: {exc}", field=where) from None
     match = _JSONLD.match(expr)
     if match is None:
