@@ -86,7 +86,7 @@ def _runtime(api: httpx.AsyncClient) -> Runtime:
 
 def _batch(*items: tuple[str, str, dict[str, Any]], url: str = "https://shop.test/ads") -> Any:
     checked = tuple(check_item(ItemRecord(*i), n) for n, i in enumerate(items))
-    return ItemBatch(checked, url, "ab/page.html.gz", "test", "1")
+    return ItemBatch(checked, url, "test", "1")
 
 
 # -- the contract ------------------------------------------------------------------------------

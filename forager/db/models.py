@@ -892,12 +892,12 @@ class Item(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     # Every text value of ``data``, lower-cased, for the list's text search.
     search_text: Mapped[str] = mapped_column(Text, default="")
-    # Provenance of the latest observation: the task, its page URL, the stored page, parser.
+    # Provenance of the latest observation: the task and its page URL (the stored page it read
+    # is the task's; no key here, so page retention never leaves one dangling), the parser.
     crawl_task_id: Mapped[int | None] = mapped_column(
         ForeignKey("crawl_tasks.id", ondelete="SET NULL"), index=True
     )
     url: Mapped[str | None] = mapped_column(Text)
-    page_path: Mapped[str | None] = mapped_column(String(512))
     parser_name: Mapped[str] = mapped_column(String(100))
     parser_version: Mapped[str] = mapped_column(String(50))
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -920,7 +920,6 @@ class ItemVersion(Base):
         ForeignKey("crawl_tasks.id", ondelete="SET NULL")
     )
     url: Mapped[str | None] = mapped_column(Text)
-    page_path: Mapped[str | None] = mapped_column(String(512))
     parser_name: Mapped[str] = mapped_column(String(100))
     parser_version: Mapped[str] = mapped_column(String(50))
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

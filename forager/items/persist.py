@@ -27,11 +27,10 @@ _CHUNK = 500  # keys per locked read (well under every engine's bound-parameter 
 
 @dataclass(frozen=True, slots=True)
 class ItemBatch:
-    """One page's items and where they were read (the page's URL, stored page, parser)."""
+    """One page's items and where they were read (the page's URL, the parser)."""
 
     items: tuple[CheckedItem, ...]
     url: str | None
-    page_path: str | None
     parser_name: str
     parser_version: str
 
@@ -64,7 +63,7 @@ def _texts(value: Any) -> Iterator[str]:
 
 
 _ITEMS = cast(Table, Item.__table__)
-_PROVENANCE = ("crawl_task_id", "url", "page_path", "parser_name", "parser_version")
+_PROVENANCE = ("crawl_task_id", "url", "parser_name", "parser_version")
 _SEEN = (
     update(_ITEMS)
     .where(_ITEMS.c.id == bindparam("b_id"))
@@ -89,7 +88,6 @@ def _provenance(item: ItemInput) -> dict[str, Any]:
     return {
         "crawl_task_id": item.task_id,
         "url": batch.url,
-        "page_path": batch.page_path,
         "parser_name": batch.parser_name[:100],
         "parser_version": batch.parser_version[:50],
     }

@@ -48,8 +48,15 @@ def _conditions(filters: ItemFilters) -> list[ColumnElement[bool]]:
         words = _WORD.findall(filters.q.lower())[:MAX_WORDS]
         if not words:
             where.append(false())
-        where.extend(Item.search_text.contains(word, autoescape=True) for word in words)
+        where.extend(Item.search_text.like(_anywhere(word), escape="/") for word in words)
     return where
+
+
+def _anywhere(word: str) -> str:
+    """A LIKE pattern of ``word`` anywhere, as one value (so PostgreSQL can plan it against
+    the trigram index)."""
+    escaped = word.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return f"%{escaped}%"
 
 
 def filtered(filters: ItemFilters, *columns: Any) -> Select[Any]:

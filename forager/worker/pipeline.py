@@ -260,7 +260,7 @@ class Pipeline:
             ending,
             attempt,
             record=_stamped(parsed.record),
-            items=_provenance(parsed, task, page_key),
+            items=_provenance(parsed, task),
             proxy=proxy,
             answered_ms=response.elapsed_ms,
             open_gate=not gate.opened,
@@ -288,7 +288,7 @@ class Pipeline:
                 ending,
                 parse_page=task.html_path,
                 record=_stamped(parsed.record),
-                items=_provenance(parsed, task, task.html_path),
+                items=_provenance(parsed, task),
             )
         )
 
@@ -327,7 +327,7 @@ class Pipeline:
         }
 
 
-def _provenance(parsed: Parsed, task: ClaimedTask, page: str | None) -> ItemBatch | None:
+def _provenance(parsed: Parsed, task: ClaimedTask) -> ItemBatch | None:
     """The page's items with where they were read and by which parser (None: no items)."""
     if not parsed.items:
         return None
@@ -337,7 +337,7 @@ def _provenance(parsed: Parsed, task: ClaimedTask, page: str | None) -> ItemBatc
         name, version = task.parser_name, ""
         with contextlib.suppress(UnknownParser):
             version = get_parser(task.parser_name).version
-    return ItemBatch(parsed.items, task.url, page, name, version)
+    return ItemBatch(parsed.items, task.url, name, version)
 
 
 def _stamped(record: ProductRecord | None) -> ProductRecord | None:

@@ -28,7 +28,6 @@ def _provenance() -> list[sa.Column[object]]:
     return [
         sa.Column("crawl_task_id", _ID, nullable=True),
         sa.Column("url", sa.Text(), nullable=True),
-        sa.Column("page_path", sa.String(length=512), nullable=True),
         sa.Column("parser_name", sa.String(length=100), nullable=False),
         sa.Column("parser_version", sa.String(length=50), nullable=False),
     ]
