@@ -3,7 +3,7 @@
 // with the fields it changed.
 
 import {
-  api, field, formValues, go, h, link, outLink, pager, params, query, table, time,
+  api, exportLinks, field, formValues, go, h, link, outLink, pager, params, query, table, time,
 } from "../lib.js";
 
 const FILTERS = ["q", "kind", "domain", "changed_since"];
@@ -39,11 +39,7 @@ export async function render(view, _arg, current) {
     input("domain", "Domain", { size: 12 }),
     h("button", { type: "submit", class: "primary" }, "Search"),
     h("a", { href: "/items", "data-link": true }, "Clear")),
-    h("p", {}, "Export this filter: ",
-      h("a", { href: `/api/items/export.csv${query(values)}`, download: "items.csv" }, "CSV"),
-      " · ",
-      h("a", { href: `/api/items/export.jsonl${query(values)}`, download: "items.jsonl" },
-        "JSONL")));
+    exportLinks("/api/items", values));
   const data = await api("GET", `/api/items${query({ ...values, limit: 50, offset })}`);
   if (!current()) return;
   view.append(table(["Item", "Kind", "Data", "Version", "Changed", "Last seen"],
