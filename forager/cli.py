@@ -234,7 +234,9 @@ def parse(
     ] = None,
     url: Annotated[str | None, typer.Option(help="The page's URL.")] = None,
 ) -> None:
-    """Print the product record of a saved page as JSON (or say what the page is)."""
+    """Print the product record of a saved page as JSON (with items: ``{"product", "items"}``),
+    or say what the page is."""
+    from forager.parse.items import result_json
     from forager.parse.registry import get_parser, parser_name_for_host
     from forager.queue.urls import normalize_url
 
@@ -242,8 +244,8 @@ def parse(
     if parser is None:
         parser = parser_name_for_host(normalize_url(url).host) if url else "generic"
     html = file.read_bytes().decode("utf-8", errors="replace")
-    record = get_parser(parser).parse(html, page_url)
-    typer.echo(json.dumps(record.to_json(), ensure_ascii=False, indent=2))
+    result = get_parser(parser).parse(html, page_url)
+    typer.echo(json.dumps(result_json(result), ensure_ascii=False, indent=2))
 
 
 @parsers_app.command("list")

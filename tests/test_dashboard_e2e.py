@@ -678,6 +678,60 @@ def test_selector_parser_editor_previews_live_and_saves(admin: Any, server: Serv
     assert restore.status_code == 200
 
 
+def test_items_from_a_listing_built_in_the_editor_listed_with_their_versions(
+    admin: Any, server: Server
+) -> None:
+    from playwright.sync_api import expect
+
+    def fetched(times: int) -> Callable[[dict[str, Any]], bool]:
+        return lambda t: (
+            t["status"] in ("completed", "failed")
+            and sum(a["phase"] == "fetch" for a in t["attempts"]) >= times
+        )
+
+    task = server.task(server.site.url("/listing/6"))
+    done = server.wait_task(task["id"], fetched(1))  # the domain's usual parser: no product
+    domain_id = done["domain_id"]
+    before = server.api.get(f"/api/domains/{domain_id}").json()["parser_name"]
+    go(admin, f"/domains/{domain_id}/parser")
+    admin.get_by_label("Stored page").select_option(str(task["id"]))
+    admin.get_by_label("Rules (JSON)").fill("{}")
+    admin.get_by_role("button", name="Add an item extractor (ads, listings)").click()
+    ad = server.site.url("/ad/61")
+    preview = admin.locator(f'section[data-items="0"] tr[data-key="{ad}"]')
+    expect(preview).to_contain_text("Bike 61")
+    expect(admin.get_by_role("heading", name='Items "ad": 4 found')).to_be_visible()
+    admin.get_by_label("Note").fill("ads")
+    admin.get_by_role("button", name="Save as new version").click()
+    expect(admin.locator("tr[data-version]").first).to_contain_text("yes")
+    try:
+        server.api.post(f"/api/tasks/{task['id']}/restart").raise_for_status()
+        server.wait_task(task["id"], fetched(2))
+        httpx.post(server.site.url("/__price/61"), json={"price": "99.50"}).raise_for_status()
+        server.api.post(f"/api/tasks/{task['id']}/restart").raise_for_status()
+        assert server.wait_task(task["id"], fetched(3))["status"] == "completed"
+    finally:  # the other tests of this module crawl the same host with its usual parser
+        restore = server.api.patch(f"/api/domains/{domain_id}", json={"parser_name": before})
+        assert restore.status_code == 200
+
+    go(admin, "/items")
+    admin.get_by_label("Search", exact=True).fill("Bike 61")
+    admin.get_by_role("button", name="Search").click()
+    expect(admin).to_have_url(re.compile(r"/items\?q=Bike\+61"))
+    found = admin.get_by_role("link", name=ad)
+    expect(found).to_be_visible()
+    expect(admin.locator("tr", has=found)).to_contain_text("v2")
+    shoot(admin, "items")
+    found.click()
+    expect(admin.get_by_role("heading", name=f"ad: {ad}")).to_be_visible()
+    expect(admin.locator('tr[data-field="price"]')).to_contain_text("99.50")
+    newest = admin.locator('tr[data-version="2"]')
+    expect(newest).to_contain_text("changed: price")
+    expect(newest).to_contain_text("price: 99.50")
+    expect(admin.locator('tr[data-version="1"]')).to_contain_text("first seen")
+    shoot(admin, "item")
+
+
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
     """Runs last in this module: it stops the server."""
     headers = {"Authorization": f"Bearer {server.keys['read']}"}

@@ -34,6 +34,7 @@ PROXY_OPS = ("get_proxy", "update_proxy", "delete_proxy", "enable_proxy", "disab
 MAPPING_OPS = ("remove_proxy_mapping", "enable_proxy_mapping", "disable_proxy_mapping")
 AGENT_OPS = ("get_agent", "revoke_agent", "rotate_agent_token", "reset_agent")
 PRODUCT_OPS = ("get_product", "list_price_history")
+ITEM_OPS = ("get_item", "list_item_versions")
 
 # (source operation, its status codes, target operations, {target parameter: expression}).
 LINKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], dict[str, str]], ...] = (
@@ -53,6 +54,7 @@ LINKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], dict[str, str]], ...] 
     ("create_agent", ("201",), AGENT_OPS, {"agent_id": "$response.body#/id"}),
     ("list_agents", ("200",), AGENT_OPS, {"agent_id": "$response.body#/items/0/id"}),
     ("list_products", ("200",), PRODUCT_OPS, {"product_id": "$response.body#/items/0/id"}),
+    ("list_items", ("200",), ITEM_OPS, {"item_id": "$response.body#/items/0/id"}),
 )
 
 

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import select
 
-from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.downloads import described, download
 from forager.api.pages import paged
 from forager.api.schemas import (
     Page,
@@ -110,40 +111,26 @@ async def list_products(
     )
 
 
-def _export(runtime: Runtime, filters: ProductFilters, fmt: export.Format) -> StreamingResponse:
-    media_type, extension = export.FORMATS[fmt]
-    return StreamingResponse(
-        export.stream(runtime.db, filters, fmt),
-        media_type=media_type,
-        headers={"Content-Disposition": f'attachment; filename="products.{extension}"'},
-    )
-
-
 @router.get(
     "/export.csv",
     operation_id="export_products_csv",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {}}, "description": "One row per product."}},
+    responses=described("csv", "One row per product."),
 )
 async def export_products_csv(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
     """Every matching product as CSV (header row; image_urls joined by spaces), by id."""
-    return _export(runtime, filters, "csv")
+    return download(export.stream(runtime.db, filters, "csv"), "csv", "products")
 
 
 @router.get(
     "/export.jsonl",
     operation_id="export_products_jsonl",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"application/x-ndjson": {}},
-            "description": "One product record per line.",
-        }
-    },
+    responses=described("jsonl", "One product record per line."),
 )
 async def export_products_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
     """Every matching product as JSON Lines (one product record per line), by id."""
-    return _export(runtime, filters, "jsonl")
+    return download(export.stream(runtime.db, filters, "jsonl"), "jsonl", "products")
 
 
 # The detail shows this many of the newest price points; /price-history pages through all.

@@ -181,10 +181,13 @@ class RestartParsing(JsonBody):
         None, min_length=1, max_length=255, description="Only this domain (its domain_name)."
     )
     outdated: bool = Field(
-        False, description="Only products read by another version than the parser's current one."
+        False,
+        description="Only pages whose product (on a page without one: whose items) was read "
+        "by another version than the parser's current one.",
     )
     parser_version_below: VersionText | None = Field(
-        None, description="Only products read by a parser version older than this."
+        None,
+        description="Only pages whose product (or items) a parser version older than this read.",
     )
     parse_failures: bool = Field(
         False,

@@ -20,7 +20,7 @@ from forager.api.selector_schemas import (
 from forager.db import audit
 from forager.db.models import SelectorParser
 from forager.domains import selectors
-from forager.parse.selectors import SELECTOR, compile_map
+from forager.parse.selectors import ITEMS, SELECTOR, compile_map
 from forager.worker.parsing import ParseJob
 
 router = APIRouter(prefix="/api/domains/{domain_id}", tags=["selector parsers"])
@@ -126,7 +126,8 @@ async def list_stored_pages(
 async def preview_selector_parser(
     domain_id: EntityId, body: SelectorPreviewIn, runtime: RuntimeDep
 ) -> SelectorPreview:
-    """Run an unsaved map on one stored page of the domain: every field's value and error."""
+    """Run an unsaved map on one stored page of the domain: every field's value and error, and
+    the items its item extractors read."""
     compile_map(body.fields)  # a bad rule: 422 naming it, before any page is read
     async with runtime.db.reader() as session:
         stored = await selectors.stored_page(session, domain_id, body.task_id)
@@ -141,7 +142,13 @@ async def preview_selector_parser(
     )
     parsed = await runtime.parts.parser.parse(job)
     values, errors = parsed.fields or ({}, {})
+    items = values.pop(ITEMS, None) or []
     error = parsed.error[1] if parsed.error else None
     return SelectorPreview(
-        task_id=stored.task_id, url=stored.url, values=values, errors=errors, error=error
+        task_id=stored.task_id,
+        url=stored.url,
+        values=values,
+        items=items,
+        errors=errors,
+        error=error,
     )

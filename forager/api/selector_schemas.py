@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forager.api.wire import MAX_JSON_ID, JsonBody
 from forager.parse.base import EXTRACTED_FIELDS
+from forager.parse.items import KIND
+from forager.parse.selectors import ITEM_FIELD, ITEMS, MAX_ITEM_FIELDS, MAX_ITEM_SPECS
 
 _RULE = {
     "type": "object",
@@ -25,6 +27,58 @@ _RULE = {
     },
     "additionalProperties": False,
 }
+_ITEM_RULE = {
+    **_RULE,
+    "description": 'Read inside the block: "css" or "xpath" as the block (an XPath starting '
+    'with "."), or neither to read the block itself; optional "attr", "all" and "post" as in '
+    "a product rule.",
+    "properties": {k: v for k, v in _RULE["properties"].items() if k != "jsonld"},  # type: ignore[attr-defined]
+}
+_ITEMS_SCHEMA = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_ITEM_SPECS,
+    "description": "Item extractors: one item of `kind` per block `each` matches, identified "
+    "by the value of its field `key` (docs/PARSERS.md, Items).",
+    "items": {
+        "type": "object",
+        "required": ["kind", "each", "key", "fields"],
+        "properties": {
+            "kind": {"type": "string", "pattern": KIND, "examples": ["ad"]},
+            "each": {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": 1,
+                "properties": {
+                    "css": {"type": "string", "minLength": 1, "maxLength": 500},
+                    "xpath": {"type": "string", "minLength": 1, "maxLength": 500},
+                },
+                "additionalProperties": False,
+            },
+            "key": {"type": "string", "pattern": ITEM_FIELD, "examples": ["url"]},
+            "fields": {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": MAX_ITEM_FIELDS,
+                "propertyNames": {"pattern": ITEM_FIELD},
+                "additionalProperties": _ITEM_RULE,
+            },
+        },
+        "additionalProperties": False,
+    },
+}
+EXAMPLE_ITEMS: list[dict[str, Any]] = [
+    {
+        "kind": "ad",
+        "each": {"css": ".ad"},
+        "key": "url",
+        "fields": {
+            "url": {"css": "a", "attr": "href"},
+            "title": {"css": "h2"},
+            "price": {"css": ".price", "post": ["price"]},
+        },
+    }
+]
 EXAMPLE_FIELDS: dict[str, Any] = {
     "product_name": {"css": ".product_main h1"},
     "price": {"css": ".product_main .price_color", "post": ["price"]},
@@ -34,8 +88,9 @@ EXAMPLE_FIELDS: dict[str, Any] = {
     "is_available": {"css": ".availability", "post": [{"regex": "(?i)in stock"}, "present"]},
 }
 _FIELDS_DOC = (
-    "Product field -> rule (docs/PARSERS.md). A rule the engines cannot run (CSS, XPath, "
-    "JSON-LD path, a regex that is not linear-time RE2) is refused with 422 naming it."
+    "Product field -> rule (docs/PARSERS.md), and/or `items`: item extractors (ads, "
+    "listings). A rule the engines cannot run (CSS, XPath, JSON-LD path, a regex that is not "
+    "linear-time RE2) is refused with 422 naming it."
 )
 
 
@@ -43,11 +98,12 @@ def _fields_schema(schema: dict[str, Any]) -> None:
     schema.update(
         type="object",
         minProperties=1,
-        maxProperties=14,
-        required=["product_name"],
-        propertyNames={"enum": list(EXTRACTED_FIELDS)},
+        maxProperties=len(EXTRACTED_FIELDS) + 1,
+        anyOf=[{"required": ["product_name"]}, {"required": [ITEMS], "maxProperties": 1}],
+        propertyNames={"enum": [*EXTRACTED_FIELDS, ITEMS]},
+        properties={ITEMS: _ITEMS_SCHEMA},
         additionalProperties=_RULE,
-        examples=[EXAMPLE_FIELDS],
+        examples=[EXAMPLE_FIELDS, {ITEMS: EXAMPLE_ITEMS}],
     )
 
 
@@ -111,8 +167,14 @@ class SelectorPreview(BaseModel):
     values: dict[str, Any] = Field(
         examples=[{"product_name": "A Light in the Attic", "price": "51.77", "brand": None}]
     )
+    items: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The items the map's item extractors read: kind, key and data each.",
+        examples=[[{"kind": "ad", "key": "https://shop.example/ad/1", "data": {"title": "Bike"}}]],
+    )
     errors: dict[str, str] = Field(
-        description="Per field: why it has no value although the rule matched.",
+        description="Per field: why it has no value although the rule matched (item fields: "
+        "items.0.fields.price).",
         examples=[{"category": 'gives 3 values: add a join step or drop "all"'}],
     )
     error: str | None = Field(

@@ -17,6 +17,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from forager.errors import ParseError
+from forager.parse.items import result_json
 from forager.parse.registry import get_parser, parser_names
 
 SELECTOR_TYPES = ("css", "json")
@@ -79,7 +80,7 @@ def extract(
 ) -> dict[str, Any]:
     """The monitor's data from one page; ``ParseError`` when the page cannot be read."""
     if parser_name is not None:
-        return get_parser(parser_name).parse(body, url).to_json()
+        return result_json(get_parser(parser_name).parse(body, url))
     fields: dict[str, str] = selectors or {}
     if selector_type == "json":
         try:

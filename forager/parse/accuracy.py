@@ -20,6 +20,7 @@ from typing import Any
 from forager.errors import ParseError
 from forager.parse import benchmark
 from forager.parse.base import ProductRecord
+from forager.parse.items import product_of
 from forager.parse.registry import get_parser, parser_name_for_host
 
 # ../shared/pages next to the checkout (forager/parse/accuracy.py -> parents[3]).
@@ -58,7 +59,8 @@ def parse_entry(entry: dict[str, Any], pages: Path = PAGES) -> ProductRecord | P
     """The record the default parser extracts from a truth page (or the error it raised)."""
     html = (pages / entry["file"]).read_bytes().decode("utf-8", errors="replace")
     try:
-        return get_parser(parser_for(entry)).parse(html, entry["source_url"])
+        url = entry["source_url"]
+        return product_of(get_parser(parser_for(entry)).parse(html, url), url)
     except ParseError as exc:
         return exc
 

@@ -1,4 +1,5 @@
-"""The parser contract: HTML in, one ``ProductRecord`` out (or a ``ParseError`` saying why not)."""
+"""The parser contract: HTML in, a ``ProductRecord`` and/or ``ItemRecord``s out (or a
+``ParseError`` saying why not)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,28 @@ class ProductRecord:
         return data
 
 
+@dataclass(slots=True)
+class ItemRecord:
+    """One record that is not a product (an ad, a listing, a snapshot): stored as versioned JSON.
+
+    ``key`` identifies it among the domain's items of its ``kind``, so a recrawl (of this page
+    or of another page showing it) updates the same item; ``data`` is JSON (``Decimal`` values
+    are written as strings).
+    """
+
+    kind: str
+    key: str
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Extracted:
+    """What a page gives when it is not just one product: the product (or None) and items."""
+
+    product: ProductRecord | None = None
+    items: list[ItemRecord] = field(default_factory=list)
+
+
 class Parser(Protocol):
     """A named, versioned extractor. Pure and synchronous: no I/O, safe to run in a thread.
 
@@ -72,6 +95,7 @@ class Parser(Protocol):
     name: str
     version: str
 
-    def parse(self, html: str, url: str) -> ProductRecord:
-        """Extract the product, or raise ``CaptchaPage`` / ``BlockedPage`` / ``NotProductPage``."""
+    def parse(self, html: str, url: str) -> ProductRecord | Extracted:
+        """Extract the product (or an ``Extracted``: a product and/or items), or raise
+        ``CaptchaPage`` / ``BlockedPage`` / ``NotProductPage``."""
         ...

@@ -31,6 +31,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from forager.errors import ParseError
 from forager.parse.base import ProductRecord
+from forager.parse.items import product_of
 from forager.parse.registry import get_parser, parser_name_for_host
 
 ATTRIBUTES = ("price", "sku", "availability")
@@ -106,7 +107,7 @@ def parse_page(
         html = without_structured_data(html)
     host = url.split("/")[2] if "://" in url else ""
     try:
-        return get_parser(parser_name_for_host(host)).parse(html, url)
+        return product_of(get_parser(parser_name_for_host(host)).parse(html, url), url)
     except ParseError as exc:
         return exc
 

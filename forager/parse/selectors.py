@@ -1,4 +1,5 @@
-"""Selector parsers: a product read by a map of fields to rules, no code (docs/PARSERS.md).
+"""Selector parsers: a product and/or items read by a map of fields to rules, no code
+(docs/PARSERS.md).
 
 A map is ``{field: rule}`` for the fields of ``ProductRecord``; a rule is exactly one of
 ``{"css": "…"}`` (selectolax), ``{"xpath": "…"}`` (lxml) or ``{"jsonld": "[Type:]a.b.0.c"}``,
@@ -7,59 +8,59 @@ match, a list) and ``"post"``: steps applied in order — ``strip``, ``lower``, 
 ``number``, ``present``, ``{"join": " > "}``, ``{"regex": "…"}`` (RE2: linear time, no
 backtracking constructs; the first group, else the whole match).
 
-``compile_map`` refuses a bad rule with ``InvalidRequest`` naming it (``price.post.1.regex``)
-and the reason. Compiled maps are pure and synchronous: they run in the parse processes.
+The rules themselves are ``forager.parse.selector_rules``. ``compile_map`` refuses a bad rule
+with ``InvalidRequest`` naming it (``price.post.1.regex``) and the reason. Compiled maps are
+pure and synchronous: they run in the parse processes.
+
+The map's ``items`` key lists item extractors: ``{"kind": "ad", "each": {"css": ".ad"},
+"key": "url", "fields": {name: rule}}`` gives one item per block ``each`` matches, its fields'
+rules read inside the block (a rule with neither ``css`` nor ``xpath`` reads the block itself).
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import re2
 from lxml import etree
-from lxml import html as lxml_html
-from selectolax.lexbor import LexborHTMLParser
 
 from forager.errors import InvalidRequest, NotProductPage, ParseError
-from forager.parse.base import EXTRACTED_FIELDS, ProductRecord
-from forager.parse.prices import currency_for_url, detect_currency, parse_price
+from forager.parse.base import EXTRACTED_FIELDS, Extracted, ItemRecord, ProductRecord
+from forager.parse.items import KIND, MAX_ITEMS, BadItem, check_item
+from forager.parse.prices import currency_for_url
 from forager.parse.quality import check
-from forager.parse.structured import absolute_url, clean, has_type, json_ld_blocks, walk_json
+from forager.parse.selector_rules import (
+    MAX_EXPR,
+    Page,
+    Rule,
+    Value,
+    compile_rule,
+    compile_target,
+    item_value,
+    product_value,
+)
 
 SELECTOR = "selector"  # the parser name of domains that use their selector map
 MAX_FIELDS = len(EXTRACTED_FIELDS)
-MAX_STEPS = 8
-MAX_EXPR = 500
-STEPS = ("strip", "lower", "price", "number", "present", "join", "regex")
-_KINDS = ("css", "xpath", "jsonld")
-_DECIMALS = frozenset({"price", "original_price", "rating"})
-_JSONLD = re.compile(
-    r"^(?:([A-Za-z]{1,50}):)?([A-Za-z0-9@_\-]{1,100}(?:\.[A-Za-z0-9@_\-]{1,100}){0,19})$"
-)
-_ATTR = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:.\-]{0,99}$")
-_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-
-Value = str | list[str] | Decimal | int | bool | None
+ITEMS = "items"  # the map's key for item extractors
+ITEM_FIELD = r"^[a-z][a-z0-9_]{0,49}$"
+MAX_ITEM_SPECS = 5
+MAX_ITEM_FIELDS = 30
+_ITEM_FIELD = re.compile(ITEM_FIELD)
+_KIND = re.compile(KIND)
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
-    """One field's compiled rule."""
+class ItemSpec:
+    """One compiled item extractor: a block rule, the key field and the fields' rules."""
 
-    field: str
+    index: int
     kind: str
-    expr: str
-    attr: str | None
-    all: bool
-    steps: tuple[Callable[[Value], Value], ...]
-    target: Any  # a CSS string, a compiled XPath, or (type, path parts)
+    each: Rule
+    key: str
+    rules: tuple[Rule, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +70,22 @@ class SelectorMap:
     version: int
     rules: tuple[Rule, ...]
     source: dict[str, Any] = field(compare=False)
+    items: tuple[ItemSpec, ...] = ()
 
     def extract(self, html: str, url: str) -> tuple[dict[str, Value], dict[str, str]]:
-        page = _Page(html)
+        """Every product field's value and error; with item extractors, ``values["items"]``
+        is the items read (``{"kind", "key", "data"}``) and their errors are keyed
+        ``items.0.fields.price`` (the rule's place in the map)."""
+        page = Page(html)
+        values, errors = self._fields(page, url)
+        if self.items:
+            found, item_errors = self._items(page, url)
+            listed: Any = [{"kind": i.kind, "key": i.key, "data": i.data} for i in found]
+            values[ITEMS] = listed
+            errors.update(item_errors)
+        return values, errors
+
+    def _fields(self, page: Page, url: str) -> tuple[dict[str, Value], dict[str, str]]:
         values: dict[str, Value] = {}
         errors: dict[str, str] = {}
         for rule in self.rules:
@@ -79,15 +93,33 @@ class SelectorMap:
                 raw = page.find(rule)
                 for step in rule.steps:
                     raw = step(raw)
-                values[rule.field] = _typed(rule.field, raw, url)
+                values[rule.field] = product_value(rule.field, raw, url)
             except (ValueError, ArithmeticError, etree.Error) as exc:
                 errors[rule.field] = str(exc)
                 values[rule.field] = None
         return values, errors
 
-    def parse(self, html: str, url: str) -> ProductRecord:
-        """The product the map reads; NotProductPage when ``product_name`` matched nothing."""
-        values, errors = self.extract(html, url)
+    def parse(self, html: str, url: str) -> ProductRecord | Extracted:
+        """The product the map reads (NotProductPage when ``product_name`` matched nothing);
+        with item extractors, an ``Extracted`` with the product (or None) and the items."""
+        page = Page(html)
+        if not self.items:
+            return self._product(page, url)
+        found, _ = self._items(page, url)
+        items = [ItemRecord(i.kind, i.key, i.data) for i in found]
+        product = None
+        if self.rules:
+            try:
+                product = self._product(page, url)
+            except NotProductPage:
+                if not items:
+                    raise
+        if product is None and not items:
+            raise NotProductPage(f"{url}: selector map v{self.version}: no item matched")
+        return Extracted(product, items)
+
+    def _product(self, page: Page, url: str) -> ProductRecord:
+        values, errors = self._fields(page, url)
         name = values.get("product_name")
         if not isinstance(name, str) or not name:
             why = errors.get("product_name", "matched nothing")
@@ -103,283 +135,127 @@ class SelectorMap:
         checked.quality_issues.extend(f"selector:{k}: {v}" for k, v in errors.items())
         return checked
 
-
-class _Page:
-    """The page's trees, each built on first use."""
-
-    def __init__(self, html: str) -> None:
-        self.html = html
-        self._lexbor: LexborHTMLParser | None = None
-        self._lxml: Any = None
-        self._jsonld: list[Any] | None = None
-
-    @property
-    def lexbor(self) -> LexborHTMLParser:
-        if self._lexbor is None:
-            self._lexbor = LexborHTMLParser(self.html)
-        return self._lexbor
-
-    def find(self, rule: Rule) -> Value:
-        if rule.kind == "css":
-            nodes = (
-                self.lexbor.css(rule.target) if rule.all else [self.lexbor.css_first(rule.target)]
-            )
-            got: list[str | None] = [_node_value(n, rule.attr) for n in nodes if n is not None]
-        elif rule.kind == "xpath":
-            if self._lxml is None:
-                self._lxml = lxml_html.document_fromstring(self.html or "<html></html>")
-            got = [_xpath_value(v) for v in _as_list(rule.target(self._lxml))]
-        else:
-            if self._jsonld is None:
-                self._jsonld = [doc for _, doc in json_ld_blocks(self.lexbor)]
-            got = list(_jsonld_values(self._jsonld, *rule.target))
-        found = [g for g in got if g is not None]
-        if rule.all:
-            return found
-        return found[0] if found else None
-
-
-def _node_value(node: Any, attr: str | None) -> str | None:
-    if attr:
-        value = node.attributes.get(attr)
-        return value.strip() if isinstance(value, str) else None
-    return clean(node.text(deep=True, separator=" "))
-
-
-def _as_list(result: Any) -> list[Any]:
-    return result if isinstance(result, list) else [result]
-
-
-def _xpath_value(value: Any) -> str | None:
-    if isinstance(value, lxml_html.HtmlElement):
-        return clean(value.text_content())
-    if isinstance(value, etree._Element):
-        return clean("".join(str(t) for t in value.itertext()))
-    if isinstance(value, bool):
-        return "true" if value else None
-    if isinstance(value, float):
-        return None if value != value else format(Decimal(str(value)).normalize(), "f")
-    return clean(str(value))
-
-
-def _jsonld_values(docs: list[Any], wanted: str | None, parts: tuple[str, ...]) -> list[str]:
-    found: list[str] = []
-    for doc in docs:
-        for obj, _ in walk_json(doc):
-            if wanted is not None and not has_type(obj, wanted):
-                continue
-            value = _follow(obj, parts)
-            if value is not None:
-                found.extend(_scalars(value))
-        if found:
-            break
-    return found
-
-
-def _follow(value: Any, parts: tuple[str, ...]) -> Any:
-    for part in parts:
-        if isinstance(value, list):
-            if part.isdigit():
-                value = value[int(part)] if int(part) < len(value) else None
-                continue
-            value = value[0] if value else None  # offers: [{…}] reads the first
-        value = value.get(part) if isinstance(value, dict) else None
-        if value is None:
-            return None
-    return value
-
-
-def _scalars(value: Any) -> list[str]:
-    items = value if isinstance(value, list) else [value]
-    return [
-        str(v) if not isinstance(v, bool) else ("true" if v else "")
-        for v in items
-        if v is not None and not isinstance(v, dict | list)
-    ]
-
-
-def _typed(name: str, value: Value, url: str) -> Value:
-    """A field's value in the record's type (a list only for image_urls)."""
-    if name == "image_urls":
-        items = value if isinstance(value, list) else [] if value is None else [value]
-        return [absolute_url(str(v), url) for v in items if str(v)]
-    if isinstance(value, list):
-        if not value:
-            return None
-        raise ValueError(f'gives {len(value)} values: add a join step or drop "all"')
-    if value is None or value == "":
-        return None
-    if name in _DECIMALS:
-        amount = value if isinstance(value, Decimal) else parse_price(str(value))
-        if amount is None:
-            raise ValueError(f"{value!r} is not a number")
-        return amount
-    if name == "review_count":
-        number = value if isinstance(value, Decimal) else _number(str(value))
-        if number is None:
-            raise ValueError(f"{value!r} is not a number")
-        return int(number)
-    if name == "is_available":
-        return bool(value)
-    if name == "currency":
-        code = detect_currency(str(value), url) or str(value).strip().upper()
-        if not re.fullmatch(r"[A-Z]{3}", code):
-            raise ValueError(f"{value!r} is not a currency")
-        return code
-    return str(value)
-
-
-def _number(text: str) -> Decimal | None:
-    match = _NUMBER.search(text.replace("\u00a0", "").replace(" ", ""))
-    if match is None:
-        return None
-    digits = match.group(0).replace(",", ".")
-    try:
-        return Decimal(digits)
-    except InvalidOperation:
-        return None
-
-
-# -- steps ---------------------------------------------------------------------------------
-
-
-def _each(fn: Callable[[str], Value]) -> Callable[[Value], Value]:
-    def step(value: Value) -> Value:
-        if isinstance(value, list):
-            return [r for v in value if isinstance(r := fn(v), str)]
-        return fn(value) if isinstance(value, str) else value
-
-    return step
-
-
-def _regex(pattern: str, where: str) -> Callable[[Value], Value]:
-    try:
-        compiled = re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error as exc:
-        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
-        raise InvalidRequest(
-            f"{where}: {pattern!r} is not a linear-time (RE2) pattern: {reason}; "
-            "backreferences and lookarounds are refused",
-            field=where,
-        ) from None
-
-    def first(text: str) -> str | None:
-        match = compiled.search(text)
-        if match is None:
-            return None
-        found: str | None = match.group(1) if compiled.groups else match.group(0)
-        return found
-
-    return _each(first)
-
-
-def _join(separator: str) -> Callable[[Value], Value]:
-    def step(value: Value) -> Value:
-        return separator.join(str(v) for v in value) or None if isinstance(value, list) else value
-
-    return step
-
-
-def _plain(name: str) -> Callable[[Value], Value]:
-    if name == "strip":
-        return _each(clean)
-    if name == "lower":
-        return _each(str.lower)
-    if name == "price":
-        return _each(parse_price)
-    if name == "number":
-        return _each(_number)
-    return lambda value: bool(value) if not isinstance(value, bool) else value  # present
-
-
-def _step(raw: Any, where: str) -> Callable[[Value], Value]:
-    if isinstance(raw, str) and raw in STEPS and raw not in ("join", "regex"):
-        return _plain(raw)
-    if isinstance(raw, dict) and len(raw) == 1:
-        [(name, arg)] = raw.items()
-        if name == "join" and isinstance(arg, str) and len(arg) <= 20:
-            return _join(arg)
-        if name == "regex" and isinstance(arg, str) and 0 < len(arg) <= MAX_EXPR:
-            return _regex(arg, f"{where}.regex")
-    raise InvalidRequest(
-        f"{where}: {raw!r} is not a step (strip, lower, price, number, present, "
-        '{"join": "sep"} or {"regex": "pattern"})',
-        field=where,
-    )
+    def _items(self, page: Page, url: str) -> tuple[list[Any], dict[str, str]]:
+        """The items of every extractor (checked, JSON-ready) and each field's first error."""
+        found: list[Any] = []
+        errors: dict[str, str] = {}
+        seen: set[tuple[str, str]] = set()
+        for spec in self.items:
+            where = f"{ITEMS}.{spec.index}"
+            for number, block in enumerate(page.blocks(spec.each), start=1):
+                if len(found) >= MAX_ITEMS:
+                    errors.setdefault(where, f"more than {MAX_ITEMS} items: the rest are left out")
+                    break
+                data: dict[str, Any] = {}
+                for rule in spec.rules:
+                    try:
+                        raw = page.find_in(block, rule)
+                        for step in rule.steps:
+                            raw = step(raw)
+                        data[rule.field] = item_value(rule.field, raw, url)
+                    except (ValueError, ArithmeticError, etree.Error) as exc:
+                        errors.setdefault(f"{where}.fields.{rule.field}", f"block {number}: {exc}")
+                        data[rule.field] = None
+                key = data.get(spec.key)
+                if key is None or key == "" or key == []:
+                    errors.setdefault(f"{where}.key", f"block {number}: {spec.key} is empty")
+                    continue
+                text = " ".join(map(str, key)) if isinstance(key, list) else str(key)
+                try:
+                    item = check_item(ItemRecord(spec.kind, text, data), len(found))
+                except BadItem as exc:
+                    errors.setdefault(f"{where}.key", f"block {number}: {exc.message}")
+                    continue
+                if (item.kind, item.key) not in seen:
+                    seen.add((item.kind, item.key))
+                    found.append(item)
+        return found, errors
 
 
 # -- compiling -------------------------------------------------------------------------------
 
 
-def _target(kind: str, expr: str, where: str) -> Any:
-    if kind == "css":
-        try:
-            LexborHTMLParser("<p></p>").css(expr)
-        except Exception as exc:  # selectolax's own error type varies by version
-            raise InvalidRequest(
-                f"{where}: {expr!r} is not a CSS selector: {exc}", field=where
-            ) from None
-        return expr
-    if kind == "xpath":
-        try:
-            return etree.XPath(expr, smart_strings=False)
-        except etree.XPathError as exc:
-            raise InvalidRequest(f"{where}: {expr!r} is not an XPath: {exc}", field=where) from None
-    match = _JSONLD.match(expr)
-    if match is None:
-        raise InvalidRequest(
-            f"{where}: {expr!r} is not a JSON-LD path ([Type:]key.key.0.key)", field=where
-        )
-    return match.group(1), tuple(match.group(2).split("."))
-
-
-def _rule(name: str, raw: Any) -> Rule:
-    if name not in EXTRACTED_FIELDS:
-        raise InvalidRequest(
-            f"{name}: not a product field (one of {', '.join(EXTRACTED_FIELDS)})", field=name
-        )
+def _item_spec(index: int, raw: Any) -> ItemSpec:
+    where = f"{ITEMS}.{index}"
     if not isinstance(raw, dict):
-        raise InvalidRequest(f'{name}: a rule is an object like {{"css": "h1"}}', field=name)
-    kinds = [k for k in _KINDS if k in raw]
-    unknown = sorted(set(raw) - {*_KINDS, "attr", "all", "post"})
-    if unknown:
-        raise InvalidRequest(f"{name}: unknown key {unknown[0]!r}", field=f"{name}.{unknown[0]}")
-    if len(kinds) != 1:
-        raise InvalidRequest(f"{name}: give exactly one of css, xpath and jsonld", field=name)
-    kind, expr = kinds[0], raw[kinds[0]]
-    where = f"{name}.{kind}"
-    if not isinstance(expr, str) or not 0 < len(expr.strip()) <= MAX_EXPR:
-        raise InvalidRequest(f"{where}: must be a text of 1 to {MAX_EXPR} characters", field=where)
-    attr = raw.get("attr")
-    if attr is not None and (kind != "css" or not isinstance(attr, str) or not _ATTR.match(attr)):
-        raise InvalidRequest(f"{name}.attr: an attribute name, with css only", field=f"{name}.attr")
-    every = raw.get("all", False)
-    if not isinstance(every, bool):
-        raise InvalidRequest(f"{name}.all: must be true or false", field=f"{name}.all")
-    post = raw.get("post", [])
-    if not isinstance(post, list) or len(post) > MAX_STEPS:
         raise InvalidRequest(
-            f"{name}.post: a list of at most {MAX_STEPS} steps", field=f"{name}.post"
+            f'{where}: an item extractor is {{"kind", "each", "key", "fields"}}', field=where
         )
-    steps = tuple(_step(step, f"{name}.post.{i}") for i, step in enumerate(post))
-    return Rule(name, kind, expr, attr, every, steps, _target(kind, expr.strip(), where))
+    unknown = sorted(set(raw) - {"kind", "each", "key", "fields"})
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown key {unknown[0]!r}", field=f"{where}.{unknown[0]}")
+    kind = raw.get("kind")
+    if not isinstance(kind, str) or not _KIND.match(kind):
+        raise InvalidRequest(
+            f"{where}.kind: a name like ad or listing ({KIND})", field=f"{where}.kind"
+        )
+    each = raw.get("each")
+    kinds = [k for k in ("css", "xpath") if isinstance(each, dict) and k in each]
+    if not isinstance(each, dict) or len(kinds) != 1 or len(each) != 1:
+        raise InvalidRequest(
+            f'{where}.each: the blocks, one item each: {{"css": "…"}} or {{"xpath": "…"}}',
+            field=f"{where}.each",
+        )
+    expr = each[kinds[0]]
+    if not isinstance(expr, str) or not 0 < len(expr.strip()) <= MAX_EXPR:
+        raise InvalidRequest(
+            f"{where}.each.{kinds[0]}: must be a text of 1 to {MAX_EXPR} characters",
+            field=f"{where}.each.{kinds[0]}",
+        )
+    target = compile_target(kinds[0], expr.strip(), f"{where}.each.{kinds[0]}")
+    block = Rule("each", kinds[0], expr, None, True, (), target)
+    fields = raw.get("fields")
+    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_ITEM_FIELDS:
+        raise InvalidRequest(
+            f"{where}.fields: map 1 to {MAX_ITEM_FIELDS} field names to rules",
+            field=f"{where}.fields",
+        )
+    for name in fields:
+        if not isinstance(name, str) or not _ITEM_FIELD.match(name):
+            raise InvalidRequest(
+                f"{where}.fields: {name!r} is not a field name ({ITEM_FIELD})",
+                field=f"{where}.fields",
+            )
+    key = raw.get("key")
+    if not isinstance(key, str) or key not in fields:
+        raise InvalidRequest(
+            f"{where}.key: the name of the field that identifies an item (one of "
+            f"{', '.join(fields)})",
+            field=f"{where}.key",
+        )
+    rules = tuple(
+        compile_rule(f"{where}.fields.{name}", rule, item_of=kinds[0])
+        for name, rule in fields.items()
+    )
+    return ItemSpec(index, kind, block, key, rules)
 
 
 def compile_map(fields: Any, version: int = 0) -> SelectorMap:
     """The compiled map, or ``InvalidRequest`` naming the first bad rule and why."""
-    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_FIELDS:
+    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_FIELDS + 1:
         raise InvalidRequest(
-            f"fields: map 1 to {MAX_FIELDS} product fields to rules", field="fields"
+            f"fields: map 1 to {MAX_FIELDS} product fields to rules (and items)", field="fields"
         )
-    if "product_name" not in fields:
+    specs = fields.get(ITEMS)
+    product = {k: v for k, v in fields.items() if k != ITEMS}
+    if "product_name" not in product and (specs is None or product):
         raise InvalidRequest(
-            "fields: product_name needs a rule (a product has a name)", field="fields"
+            "fields: product_name needs a rule (a product has a name), unless the map only "
+            "reads items",
+            field="fields",
         )
     try:
-        rules = tuple(_rule(name, raw) for name, raw in fields.items())
+        rules = tuple(compile_rule(name, raw) for name, raw in product.items())
+        if specs is not None and (
+            not isinstance(specs, list) or not 1 <= len(specs) <= MAX_ITEM_SPECS
+        ):
+            raise InvalidRequest(
+                f"{ITEMS}: a list of 1 to {MAX_ITEM_SPECS} item extractors", field=ITEMS
+            )
+        items = tuple(_item_spec(i, raw) for i, raw in enumerate(specs or []))
     except InvalidRequest as exc:  # named from the request body's root
         raise InvalidRequest(f"fields.{exc.message}", field=f"fields.{exc.field}") from None
-    return SelectorMap(version, rules, fields)
+    return SelectorMap(version, rules, fields, items)
 
 
 _CACHE: OrderedDict[tuple[int, int], SelectorMap] = OrderedDict()

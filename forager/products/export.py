@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 from forager.db.engine import Database
@@ -50,7 +50,8 @@ async def records(
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _csv_value(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """A value as a safe CSV cell: empty for None, lists space-joined, formulas defused."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -62,13 +63,17 @@ def _csv_value(value: Any) -> Any:
     return value
 
 
-def _csv(rows: list[dict[str, Any]] | None) -> str:
+def _csv(
+    rows: list[dict[str, Any]] | None,
+    fields: Sequence[str] = CSV_FIELDS,
+    cell: Callable[[Any], Any] = csv_cell,
+) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     if rows is None:
-        writer.writerow(CSV_FIELDS)
+        writer.writerow(fields)
     else:
-        writer.writerows([_csv_value(row[f]) for f in CSV_FIELDS] for row in rows)
+        writer.writerows([cell(row[f]) for f in fields] for row in rows)
     return buffer.getvalue()
 
 
@@ -76,11 +81,22 @@ def _jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
-async def stream(
+async def encoded(
+    chunks: AsyncIterator[list[dict[str, Any]]],
+    fmt: Format,
+    fields: Sequence[str],
+    cell: Callable[[Any], Any] = csv_cell,
+) -> AsyncIterator[bytes]:
+    """Record chunks as an export body: JSON Lines, or CSV of ``fields`` (header first, each
+    value through ``cell``), one encoded chunk per database page."""
+    if fmt == "csv":
+        yield _csv(None, fields, cell).encode()
+    async for rows in chunks:
+        yield (_csv(rows, fields, cell) if fmt == "csv" else _jsonl(rows)).encode()
+
+
+def stream(
     db: Database, filters: ProductFilters, fmt: Format, chunk_rows: int = CHUNK_ROWS
 ) -> AsyncIterator[bytes]:
-    """The export body, one encoded chunk per database page (CSV starts with its header)."""
-    if fmt == "csv":
-        yield _csv(None).encode()
-    async for rows in records(db, filters, chunk_rows):
-        yield (_csv(rows) if fmt == "csv" else _jsonl(rows)).encode()
+    """The export body of the matching products."""
+    return encoded(records(db, filters, chunk_rows), fmt, CSV_FIELDS)

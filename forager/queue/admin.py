@@ -242,24 +242,30 @@ async def restart_parsing_bulk(
     """Reparse stored pages in bulk (after a parser version bump); returns the task ids.
 
     Picks finished tasks (completed / failed / cancelled) with a stored page, optionally of one
-    domain, whose product was read by an older parser: ``outdated`` means a version other than
-    the task's parser's current one, ``parser_version_below`` a version older than that.
+    domain, whose product (or, on a page without one, whose items) was read by an older parser:
+    ``outdated`` means a version other than the task's parser's current one,
+    ``parser_version_below`` a version older than that.
     ``parse_failures`` adds the tasks whose parse failed (``error_type`` parse: no product);
     given alone, it picks only those.
     """
-    from forager.db.models import Domain, Product
+    from forager.db.models import Domain, Item, Product
     from forager.parse.registry import get_parser, parser_names
     from forager.parse.selectors import SELECTOR
 
     current = {name: get_parser(name).version for name in parser_names()}
+
+    def item_read_by(column: Any) -> Any:  # the parser of the page's items (the first one's)
+        first = select(column).where(Item.crawl_task_id == CrawlTask.id).order_by(Item.id)
+        return first.limit(1).scalar_subquery()
+
     async with db.reader() as session:
         pick = (
             select(
                 CrawlTask.id,
                 func.coalesce(CrawlTask.parser_name, Domain.parser_name),
                 CrawlTask.html_path,
-                Product.parser_name,
-                Product.parser_version,
+                func.coalesce(Product.parser_name, item_read_by(Item.parser_name)),
+                func.coalesce(Product.parser_version, item_read_by(Item.parser_version)),
                 CrawlTask.status,
                 CrawlTask.error_type,
                 Domain.selector_version,

@@ -27,11 +27,26 @@ from forager.errors import NotFound, PageStoreError, Unauthorized
 from forager.web.live import Publisher
 
 STATIC = Path(__file__).parent / "static"
-PAGES = ("/", "/tasks", "/submit", "/domains", "/proxies", "/products", "/agents", "/events")
+PAGES = (
+    "/",
+    "/tasks",
+    "/submit",
+    "/domains",
+    "/proxies",
+    "/products",
+    "/items",
+    "/agents",
+    "/events",
+)
 MISSION_PAGES = ("/missions",)  # Mission Control (issue 16)
 MONITOR_PAGES = ("/monitors",)  # live monitors (issue 15)
 ALERT_PAGES = ("/alerts",)  # alert rules and deliveries (issue 17)
-DETAIL_PAGES = ("/tasks/{item_id}", "/products/{item_id}", "/domains/{item_id}/parser")
+DETAIL_PAGES = (
+    "/tasks/{item_id}",
+    "/products/{item_id}",
+    "/items/{item_id}",
+    "/domains/{item_id}/parser",
+)
 # The shell and its scripts come only from this server; nothing is loaded from elsewhere.
 SHELL_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

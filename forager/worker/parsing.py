@@ -30,6 +30,7 @@ from forager.fetch.base import FetchResponse
 from forager.parse import registry
 from forager.parse.base import ProductRecord
 from forager.parse.classify import classify
+from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
 from forager.parse.selectors import cached_map
 
@@ -60,11 +61,12 @@ class ParseJob:
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """What came of a job: a ban, or the gzipped page plus a record or an error."""
+    """What came of a job: a ban, or the gzipped page plus a record and items, or an error."""
 
     ban: tuple[str, str] | None = None  # error_type, message: a robot check served as a page
     page_gz: bytes | None = None
     record: ProductRecord | None = None
+    items: tuple[CheckedItem, ...] = ()
     error: tuple[str, str] | None = None  # error_type, message
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
 
@@ -84,22 +86,23 @@ def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
 
 
 def extract(job: ParseJob, text: str) -> Parsed:
-    """Second stage: the record, or the error that says why there is none."""
+    """Second stage: the record and items, or the error that says why there are none."""
     try:
         if job.selector is not None:
             selector_map = cached_map(*job.selector)
             if job.preview:
                 return Parsed(fields=_json_ready(*selector_map.extract(text, job.url)))
-            record = selector_map.parse(text, job.url)
+            result = selector_map.parse(text, job.url)
         else:
-            record = get_parser(job.parser_name).parse(text, job.url)
+            result = get_parser(job.parser_name).parse(text, job.url)
+        record, items = split(result)
     except ParseError as exc:
         return Parsed(error=(exc.error_type, exc.message))
     except ForagerError as exc:
         return Parsed(error=("internal", exc.message))
     except Exception as exc:  # a parser bug: the task fails, the process lives on
         return Parsed(error=("internal", f"{type(exc).__name__}: {exc}"))
-    return Parsed(record=record)
+    return Parsed(record=record, items=tuple(items))
 
 
 def _json_ready(
@@ -244,7 +247,11 @@ class ParsePool:
             raise
         await self._release(child)
         return Parsed(
-            page_gz=first.page_gz, record=second.record, error=second.error, fields=second.fields
+            page_gz=first.page_gz,
+            record=second.record,
+            items=second.items,
+            error=second.error,
+            fields=second.fields,
         )
 
     async def _discard(self, child: _Child) -> None:

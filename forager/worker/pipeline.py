@@ -24,6 +24,7 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
+from forager.items.persist import ItemBatch
 from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
 from forager.parse.selectors import SELECTOR
@@ -33,7 +34,7 @@ from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
-from forager.worker.parsing import ParseJob, ParsePool
+from forager.worker.parsing import Parsed, ParseJob, ParsePool
 from forager.worker.policy import FetchPolicy
 from forager.worker.writer import Finish, Writer
 
@@ -259,6 +260,7 @@ class Pipeline:
             ending,
             attempt,
             record=_stamped(parsed.record),
+            items=_provenance(parsed, task),
             proxy=proxy,
             answered_ms=response.elapsed_ms,
             open_gate=not gate.opened,
@@ -282,7 +284,12 @@ class Pipeline:
         error = (*parsed.error, None) if parsed.error else None
         ending = Ending(task, self.worker_id, [S.PARSING], error=error)
         return await self.writer.finish(
-            Finish(ending, parse_page=task.html_path, record=_stamped(parsed.record))
+            Finish(
+                ending,
+                parse_page=task.html_path,
+                record=_stamped(parsed.record),
+                items=_provenance(parsed, task),
+            )
         )
 
     async def _fail(
@@ -318,6 +325,19 @@ class Pipeline:
             "page_path": page_key,
             "page_bytes": page_bytes,
         }
+
+
+def _provenance(parsed: Parsed, task: ClaimedTask) -> ItemBatch | None:
+    """The page's items with where they were read and by which parser (None: no items)."""
+    if not parsed.items:
+        return None
+    if task.selector is not None:
+        name, version = SELECTOR, str(task.selector[1])
+    else:
+        name, version = task.parser_name, ""
+        with contextlib.suppress(UnknownParser):
+            version = get_parser(task.parser_name).version
+    return ItemBatch(parsed.items, task.url, name, version)
 
 
 def _stamped(record: ProductRecord | None) -> ProductRecord | None:

@@ -4,7 +4,8 @@ A task whose page is fetched, stored and parsed (or whose fetch or parse failed)
 ``Finish``; the writer gathers them for ``FORAGER_WRITER_INTERVAL_SECONDS`` or
 ``FORAGER_WRITER_BATCH_SIZE`` tasks and writes the group in one transaction: the tasks' moves
 (one locked compare-and-set read, one ``executemany``), attempts, audit events, products,
-images and price history as multi-row inserts, and the fetch-policy bookkeeping per domain.
+images, price history and items (with their versions) as multi-row inserts, and the
+fetch-policy bookkeeping per domain.
 A task taken away meanwhile (paused, cancelled, lease lost) is recorded as a ``discarded``
 attempt and its product is not written.
 
@@ -31,6 +32,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt
 from forager.db.types import utcnow
 from forager.errors import FetchError
+from forager.items.persist import ItemBatch, ItemInput, save_items
 from forager.parse.base import ProductRecord
 from forager.products.persist import ProductInput, save_products
 from forager.proxies.selection import ProxyChoice
@@ -74,6 +76,7 @@ class Finish:
     fetch_attempt: dict[str, Any] | None = None
     parse_page: str | None = None  # a parse attempt is written for this stored page
     record: ProductRecord | None = None
+    items: ItemBatch | None = None  # the page's items (None: it gave none)
     proxy: ProxyChoice | None = None
     fetch_error: FetchError | None = None
     answered_ms: int | None = None  # the site answered (a direct or proxied success)
@@ -229,6 +232,14 @@ class Writer:
                 )
                 for i in batch
                 if i.record is not None and statuses.get(i.ending.task.id) == S.COMPLETED
+            ],
+        )
+        await save_items(
+            session,
+            [
+                ItemInput(i.ending.task.domain_id, i.ending.task.id, i.items)
+                for i in batch
+                if i.items is not None and statuses.get(i.ending.task.id) == S.COMPLETED
             ],
         )
         return statuses

@@ -475,6 +475,28 @@ async def ads(request: Request) -> Response:
     return HTMLResponse(adlibrary.page_html(found, page, following))
 
 
+LISTING_ADS = 4  # ads per listing page
+
+
+async def listing(request: Request) -> Response:
+    """A classified-ads listing page: ``LISTING_ADS`` ads, ``n*10 .. n*10+3``, each priced as
+    product ``i`` is (``/__price/{i}`` changes it); a sold ad (``available`` false) says so."""
+    n: int = request.path_params["n"]
+    blocks = []
+    for i in range(n * 10, n * 10 + LISTING_ADS):
+        price, available = _state(request).price(i)
+        sold = "" if available else '<span class="sold">sold</span>'
+        blocks.append(
+            f'<article class="ad" data-id="ad-{i}"><h2 class="title">Bike {i}</h2>'
+            f'<a class="more" href="/ad/{i}">details</a><span class="price">$ {price}</span>'
+            f'<span class="seller">Seller {i % 3}</span>{sold}</article>'
+        )
+    return HTMLResponse(
+        f"<!doctype html><html><head><title>Ads, page {n}</title></head><body>"
+        f"<h1>Classified ads</h1><main>{''.join(blocks)}</main></body></html>"
+    )
+
+
 # --------------------------------------------------------------------------- control
 
 
@@ -552,6 +574,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/gallery/{n:int}", gallery),
         Route("/pics/{name}", picture),
         Route("/ads", ads),
+        Route("/listing/{n:int}", listing),
         Route("/__log", control_log),
         Route("/__reset", control_reset, methods=["POST"]),
         Route("/__price/{n:int}", control_price, methods=["POST"]),

@@ -8,6 +8,7 @@ import * as submit from "./pages/submit.js";
 import * as domains from "./pages/domains.js";
 import * as proxies from "./pages/proxies.js";
 import * as products from "./pages/products.js";
+import * as items from "./pages/items.js";
 import * as events from "./pages/events.js";
 import * as agents from "./pages/agents.js";
 import * as missions from "./pages/missions.js";
@@ -22,6 +23,7 @@ const PAGES = [
   ["/domains", "Domains", domains.render],
   ["/proxies", "Proxies", proxies.render],
   ["/products", "Products", products.render],
+  ["/items", "Items", items.render],
   ["/agents", "Agents", agents.render],
   ["/missions", "Missions", missions.render],
   ["/monitors", "Monitors", monitors.render],
@@ -31,6 +33,7 @@ const PAGES = [
 const DETAILS = [
   [/^\/tasks\/(\d+)$/, tasks.renderOne, "/tasks"],
   [/^\/products\/(\d+)$/, products.renderOne, "/products"],
+  [/^\/items\/(\d+)$/, items.renderOne, "/items"],
   [/^\/domains\/(\d+)\/parser$/, selectors.render, "/domains"],
 ];
 

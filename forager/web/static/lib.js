@@ -215,3 +215,11 @@ export function outLink(url) {
   if (!/^https?:\/\//i.test(url || "")) return h("span", {}, url || "—");
   return h("a", { href: url, rel: "noreferrer noopener", target: "_blank" }, url);
 }
+
+// "Export this filter: CSV · JSONL" for an API collection (`/api/products`) and its filter.
+export function exportLinks(collection, values) {
+  const name = collection.split("/").pop();
+  const one = (ext, label) => h("a", { href: `${collection}/export.${ext}${query(values)}`,
+    download: `${name}.${ext}` }, label);
+  return h("p", {}, "Export this filter: ", one("csv", "CSV"), " · ", one("jsonl", "JSONL"));
+}

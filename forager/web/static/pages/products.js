@@ -2,8 +2,8 @@
 // filter; a product's page with its images and price history chart.
 
 import {
-  api, field, formValues, go, h, link, lineChart, outLink, pager, params, query, select, table,
-  time,
+  api, exportLinks, field, formValues, go, h, link, lineChart, outLink, pager, params, query,
+  select, table, time,
 } from "../lib.js";
 
 const FILTERS = ["q", "brand", "category", "domain", "min_price", "max_price", "currency",
@@ -39,11 +39,7 @@ export async function render(view, _arg, current) {
       values.is_available || "")),
     h("button", { type: "submit", class: "primary" }, "Search"),
     h("a", { href: "/products", "data-link": true }, "Clear")),
-    h("p", {}, "Export this filter: ",
-      h("a", { href: `/api/products/export.csv${query(values)}`, download: "products.csv" }, "CSV"),
-      " · ",
-      h("a", { href: `/api/products/export.jsonl${query(values)}`, download: "products.jsonl" },
-        "JSONL")));
+    exportLinks("/api/products", values));
   const data = await api("GET", `/api/products${query({ ...values, limit: 50, offset })}`);
   const ids = data.items.map((x) => x.id);
   const previous = ids.length

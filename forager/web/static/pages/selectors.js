@@ -1,5 +1,6 @@
 // A domain's selector parser: edit the map (JSON), preview it live on a stored page of the
-// domain, save it as a new version, use an older one, reparse the stored pages.
+// domain — the product's fields and the items (ads, listings) its item extractors read —,
+// save it as a new version, use an older one, reparse the stored pages.
 
 import { api, errorText, field, h, isAdmin, link, table, time, toast } from "../lib.js";
 
@@ -7,11 +8,34 @@ const TEMPLATE = {
   product_name: { css: "h1" },
   price: { css: ".price", post: ["price"] },
 };
+// Items: one per block "each" matches; fields are read inside the block ({} = the block).
+const LISTING = {
+  kind: "ad",
+  each: { css: ".ad" },
+  key: "url",
+  fields: {
+    url: { css: "a", attr: "href" },
+    title: { css: "h2" },
+    price: { css: ".price", post: ["price"] },
+  },
+};
 const PREVIEW_DELAY_MS = 300;
 
 function shown(value) {
   if (value === null || value === undefined) return "—";
   return Array.isArray(value) ? value.join("\n") : String(value);
+}
+
+function itemsPreview(spec, index, data) {
+  const mine = data.items.filter((item) => item.kind === spec.kind);
+  const names = Object.keys(spec.fields || {});
+  const problems = Object.entries(data.errors).filter(([k]) => k.startsWith(`items.${index}.`));
+  return h("section", { "data-items": index },
+    h("h3", {}, `Items "${spec.kind}": ${mine.length} found`),
+    problems.length ? h("ul", { class: "muted" }, problems.map(([k, v]) => h("li", {}, `${k}: ${v}`))) : null,
+    table(["Key", ...names], mine.map((item) => h("tr", { "data-key": item.key },
+      h("td", {}, item.key), ...names.map((name) => h("td", { class: "value" },
+        shown(item.data[name]))))), { "aria-label": `Items ${spec.kind}` }));
 }
 
 export async function render(view, domainId, current) {
@@ -51,10 +75,13 @@ export async function render(view, domainId, current) {
       const data = await api("POST", `/api/domains/${domainId}/selector-parsers/preview`, body);
       if (mine !== asked || !current()) return;
       say(data.error || "");
-      const names = Object.keys(body.fields);
-      result.replaceChildren(table(["Field", "Value", "Problem"], names.map((name) => h("tr",
-        { "data-field": name }, h("td", {}, name), h("td", { class: "value" }, shown(data.values[name])),
-        h("td", { class: "muted" }, data.errors[name] || ""))), { "aria-label": "Preview" }));
+      const names = Object.keys(body.fields).filter((name) => name !== "items");
+      const specs = Array.isArray(body.fields.items) ? body.fields.items : [];
+      result.replaceChildren(
+        names.length ? table(["Field", "Value", "Problem"], names.map((name) => h("tr",
+          { "data-field": name }, h("td", {}, name), h("td", { class: "value" }, shown(data.values[name])),
+          h("td", { class: "muted" }, data.errors[name] || ""))), { "aria-label": "Preview" }) : null,
+        ...specs.map((spec, index) => itemsPreview(spec, index, data)));
     } catch (error) {
       if (mine !== asked) return;
       const errors = error.body && error.body.errors;
@@ -93,6 +120,13 @@ export async function render(view, domainId, current) {
       say(errors ? errors.map((e) => e.message).join("; ") : errorText(error));
     }
   };
+  const addListing = () => {
+    let map;
+    try { map = fields(); } catch (error) { say(error.message); return; }
+    map.items = [...(Array.isArray(map.items) ? map.items : []), LISTING];
+    rules.value = JSON.stringify(map, null, 2);
+    preview();
+  };
   const reparse = async () => {
     try {
       const done = await api("POST", "/api/tasks/restart-parsing", { domain_id: domainId, outdated: true });
@@ -102,10 +136,13 @@ export async function render(view, domainId, current) {
 
   view.append(
     h("h1", {}, `Selector parser · ${domain.domain_name}`),
-    h("p", { class: "muted" }, "Map product fields to CSS, XPath or JSON-LD rules; the preview runs on the ",
+    h("p", { class: "muted" }, "Map product fields to CSS, XPath or JSON-LD rules, and list items ",
+      "(ads, listings: one per block) under \"items\"; the preview runs on the ",
       "chosen stored page as you type. See docs/PARSERS.md. ",
       link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`, "The domain's tasks")),
-    h("div", { class: "card" }, field("Stored page", page), field("Rules (JSON)", rules), problem,
+    h("div", { class: "card" }, field("Stored page", page), field("Rules (JSON)", rules),
+      h("p", {}, h("button", { type: "button", onclick: addListing }, "Add an item extractor (ads, listings)")),
+      problem,
       isAdmin() ? h("p", {}, field("Note", note),
         h("button", { type: "button", class: "primary", onclick: save }, "Save as new version"), " ",
         h("button", { type: "button", onclick: reparse }, "Reparse stored pages")) : null),
