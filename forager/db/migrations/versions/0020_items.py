@@ -3,7 +3,7 @@ JSON: ``items`` holds each one's current data (unique per domain, kind and key),
 ``item_versions`` a row each time its canonical JSON changed.
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0019
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 import forager.db.types
 
 revision = "0020"
-down_revision = "0017"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
