@@ -8,23 +8,36 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
+from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.pages import paged
-from forager.api.schemas import Page, PricePoint, ProductDetail, ProductPublic
+from forager.api.schemas import (
+    Page,
+    PricePoint,
+    ProductDetail,
+    ProductPublic,
+    ProductsTagged,
+    ProductTagChange,
+    ProductUpdate,
+)
 from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product
 from forager.db.queries import page, page_and_total
 from forager.errors import NotFound
-from forager.products import export, search
+from forager.products import export, search, tags
 from forager.products.records import image_urls
 from forager.products.search import ProductFilters
 
 router = APIRouter(prefix="/api/products", tags=["products"])
 
 
-def _public(product: Product, images: list[str]) -> ProductPublic:
-    data = {c: getattr(product, c) for c in ProductPublic.model_fields if c != "image_urls"}
-    return ProductPublic(**data, image_urls=images)
+def _public(product: Product, images: list[str], tagged: list[str]) -> ProductPublic:
+    data = {
+        c: getattr(product, c)
+        for c in ProductPublic.model_fields
+        if c not in ("image_urls", "tags")
+    }
+    return ProductPublic(**data, image_urls=images, tags=tagged)
 
 
 def product_filters(
@@ -56,6 +69,10 @@ def product_filters(
             description="Full-text search over name, brand and description; ranks by relevance.",
         ),
     ] = None,
+    tag: Annotated[
+        str | None,
+        Query(pattern=tags.TAG_QUERY, max_length=50, description="Only products with this tag."),
+    ] = None,
 ) -> ProductFilters:
     return ProductFilters(
         min_price=min_price,
@@ -68,6 +85,7 @@ def product_filters(
         domain=domain,
         changed_since=changed_since,
         q=q,
+        tag=tag,
     )
 
 
@@ -91,8 +109,9 @@ async def list_products(
         total = await session.scalar(count) or 0
         products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
     images = await image_urls(session, [p.id for p in products])
+    tagged = await tags.of(session, [p.url_hash for p in products])
     return Page(
-        items=[_public(p, images[p.id]) for p in products],
+        items=[_public(p, images[p.id], tagged.get(p.url_hash, [])) for p in products],
         total=total,
         limit=paging.limit,
         offset=paging.offset,
@@ -156,12 +175,13 @@ async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductD
     """One product with its images and newest price points (oldest first among them)."""
     product = await _product_or_404(session, product_id)
     images = await image_urls(session, [product_id])
+    tagged = await tags.of(session, [product.url_hash])
     newest = (PriceHistory.recorded_at.desc(), PriceHistory.id.desc())
     history, total = await page(
         session, _history_of(product_id), *newest, limit=DETAIL_ROWS, offset=0
     )
     return ProductDetail(
-        **_public(product, images[product_id]).model_dump(),
+        **_public(product, images[product_id], tagged.get(product.url_hash, [])).model_dump(),
         price_history=[PricePoint.model_validate(h) for h in reversed(history)],
         price_history_total=total,
     )
@@ -177,3 +197,27 @@ async def list_price_history(
     await _product_or_404(session, product_id)
     oldest = (PriceHistory.recorded_at, PriceHistory.id)
     return await paged(session, _history_of(product_id), oldest, paging, PricePoint)
+
+
+@router.patch("/{product_id:int}", operation_id="update_product", responses=_NO_PRODUCT)
+async def update_product(
+    product_id: EntityId, body: ProductUpdate, runtime: RuntimeDep, _key: ApiKeyDep
+) -> ProductDetail:
+    """Set a product's tags (the whole list: ``[]`` removes them all)."""
+    await tags.replace(runtime.db, product_id, tags.clean(body.tags))
+    async with runtime.db.reader() as session:
+        return await get_product(product_id, session)
+
+
+@router.post("/tags", operation_id="tag_products")
+async def tag_products(
+    body: ProductTagChange, runtime: RuntimeDep, _key: ApiKeyDep
+) -> ProductsTagged:
+    """Add and remove tags on many products at once (ids that do not exist are skipped)."""
+    changed = await tags.change(
+        runtime.db,
+        body.product_ids,
+        add_tags=tags.clean(body.add, "add"),
+        remove=tags.clean(body.remove, "remove"),
+    )
+    return ProductsTagged(updated=len(changed), product_ids=changed)

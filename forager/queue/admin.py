@@ -9,7 +9,7 @@ next phase boundary.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -22,6 +22,7 @@ from forager.db.types import utcnow
 from forager.errors import LifecycleConflict, NotFound
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.store import transition
+from forager.queue.submit import check_recrawl, recrawl_columns
 from forager.store.pages import PageStore
 
 S = TaskStatus
@@ -160,6 +161,74 @@ async def set_priority(db: Database, task_id: int, priority: int, by: str = "api
         if not moved:  # its status changed between the two statements: report it
             raise LifecycleConflict(
                 f"task {task_id} changed while its priority was being set; try again",
+                current_status=task.status,
+            )
+        return task
+
+
+@dataclass(frozen=True, slots=True)
+class RecrawlChange:
+    """A change of a task's recrawl settings; ``None`` keeps the task's value (a bound sent as
+    null is ``reset_bounds``: back to the defaults)."""
+
+    is_recurring: bool | None = None
+    crawl_frequency_seconds: int | None = None
+    adaptive_recrawl: bool | None = None
+    min_crawl_frequency_seconds: int | None = None
+    max_crawl_frequency_seconds: int | None = None
+    reset_bounds: bool = False
+
+
+async def set_recrawl(
+    db: Database, task_id: int, change: RecrawlChange, by: str = "api"
+) -> CrawlTask:
+    """Change whether and how often a task is crawled again; the adaptive frequency starts over
+    from ``crawl_frequency_seconds``, and a finished recurring task's next crawl follows it."""
+    async with db.session() as session:
+        task = await _current(session, task_id)
+        recurring = task.is_recurring if change.is_recurring is None else change.is_recurring
+        adaptive = (
+            task.adaptive_recrawl and recurring  # no longer recurring: no longer adaptive
+            if change.adaptive_recrawl is None
+            else change.adaptive_recrawl
+        )
+        base = change.crawl_frequency_seconds or task.crawl_frequency_seconds
+        keep = task.adaptive_recrawl and not change.reset_bounds
+        low = change.min_crawl_frequency_seconds or (
+            task.min_crawl_frequency_seconds if keep else None
+        )
+        high = change.max_crawl_frequency_seconds or (
+            task.max_crawl_frequency_seconds if keep else None
+        )
+        if not adaptive:
+            low = high = None
+        check_recrawl(recurring, adaptive, low, high)
+        values = recrawl_columns(recurring, adaptive, base, low, high)
+        values |= {"is_recurring": recurring, "crawl_frequency_seconds": base}
+        if values["crawl_frequency_reason"] is not None:
+            values["crawl_frequency_reason"] = f"set by {by}: {values['crawl_frequency_reason']}"
+        if task.status in (S.COMPLETED, S.FAILED):
+            every = values["current_crawl_frequency_seconds"] or base
+            since = task.completed_at or utcnow()
+            values["next_crawl_at"] = since + timedelta(seconds=int(every)) if recurring else None
+        moved = await transition(
+            session,
+            task_id,
+            from_=[task.status],
+            to=task.status,
+            event="recrawl_changed",
+            details={
+                "by": by,
+                "is_recurring": recurring,
+                "crawl_frequency_seconds": base,
+                "adaptive_recrawl": adaptive,
+            },
+            **values,
+        )
+        task = await _current(session, task_id)
+        if not moved:
+            raise LifecycleConflict(
+                f"task {task_id} changed while its recrawl settings were being set; try again",
                 current_status=task.status,
             )
         return task
