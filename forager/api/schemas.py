@@ -12,7 +12,7 @@ from forager.api.wire import CRAWL_URL, MAX_JSON_ID, JsonBody, Shape, Timestamp,
 from forager.errors import InvalidURL
 from forager.parse.registry import parser_names
 from forager.products.tags import MAX_TAGS, TAG
-from forager.queue.submit import SubmitSpec
+from forager.queue.submit import SubmitSpec, check_recrawl
 from forager.queue.urls import normalize_url
 
 
@@ -107,6 +107,15 @@ class TaskOptions(JsonBody):
         if name is not None and name not in parser_names():
             raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
         return name
+
+    def check(self) -> None:
+        """Refuse adaptive settings that cannot hold, naming the field (``InvalidRequest``)."""
+        check_recrawl(
+            self.is_recurring,
+            self.adaptive_recrawl,
+            self.min_crawl_frequency_seconds,
+            self.max_crawl_frequency_seconds,
+        )
 
     def spec(self, url: str, created_by: str) -> SubmitSpec:
         """The submit path's request for ``url`` with these options (API and ``forager

@@ -56,6 +56,7 @@ async def submit_task(
     body: TaskCreate, runtime: RuntimeDep, response: Response, key: ApiKeyDep
 ) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
+    body.check()
     spec = body.spec(body.url, key.name)
     [outcome] = await submit_urls(runtime.db, runtime.settings, [spec])
     if outcome.result == "invalid" or outcome.task_id is None:
@@ -74,6 +75,7 @@ async def submit_tasks(
     body: TaskBatchCreate, runtime: RuntimeDep, key: ApiKeyDep
 ) -> BatchSubmitted:
     """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
+    body.check()
     specs = [body.spec(url, key.name) for url in body.urls]
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
@@ -330,9 +332,10 @@ async def set_task_recrawl(
         adaptive_recrawl=body.adaptive_recrawl,
         min_crawl_frequency_seconds=body.min_crawl_frequency_seconds,
         max_crawl_frequency_seconds=body.max_crawl_frequency_seconds,
-        reset_bounds=any(
-            name in sent and getattr(body, name) is None
+        reset=frozenset(
+            name
             for name in ("min_crawl_frequency_seconds", "max_crawl_frequency_seconds")
+            if name in sent and getattr(body, name) is None
         ),
     )
     return _moved(runtime, await admin.set_recrawl(runtime.db, task_id, change, by=key.name))

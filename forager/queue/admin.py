@@ -168,15 +168,15 @@ async def set_priority(db: Database, task_id: int, priority: int, by: str = "api
 
 @dataclass(frozen=True, slots=True)
 class RecrawlChange:
-    """A change of a task's recrawl settings; ``None`` keeps the task's value (a bound sent as
-    null is ``reset_bounds``: back to the defaults)."""
+    """A change of a task's recrawl settings; ``None`` keeps the task's value (a bound named in
+    ``reset`` goes back to its default)."""
 
     is_recurring: bool | None = None
     crawl_frequency_seconds: int | None = None
     adaptive_recrawl: bool | None = None
     min_crawl_frequency_seconds: int | None = None
     max_crawl_frequency_seconds: int | None = None
-    reset_bounds: bool = False
+    reset: frozenset[str] = frozenset()
 
 
 async def set_recrawl(
@@ -193,12 +193,10 @@ async def set_recrawl(
             else change.adaptive_recrawl
         )
         base = change.crawl_frequency_seconds or task.crawl_frequency_seconds
-        keep = task.adaptive_recrawl and not change.reset_bounds
-        low = change.min_crawl_frequency_seconds or (
-            task.min_crawl_frequency_seconds if keep else None
-        )
-        high = change.max_crawl_frequency_seconds or (
-            task.max_crawl_frequency_seconds if keep else None
+        low, high = (
+            getattr(change, name)
+            or (getattr(task, name) if task.adaptive_recrawl and name not in change.reset else None)
+            for name in ("min_crawl_frequency_seconds", "max_crawl_frequency_seconds")
         )
         if not adaptive:
             low = high = None
