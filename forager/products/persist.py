@@ -22,7 +22,7 @@ from forager.alerts.rules import Observation
 from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
-from forager.products.records import RECORD_FIELDS
+from forager.products.records import RECORD_FIELDS, image_urls
 from forager.queue import adaptive
 
 # Fields a product page can change; parser name/version are provenance, not content.
@@ -314,17 +314,7 @@ def _history_row(item: ProductInput, product_id: int, now: datetime) -> dict[str
 
 
 async def _images_of(session: AsyncSession, product_ids: list[int]) -> dict[int, list[str]]:
-    found: dict[int, list[str]] = {}
-    if not product_ids:
-        return found
-    rows = await session.execute(
-        select(ProductImage.product_id, ProductImage.image_url)
-        .where(ProductImage.product_id.in_(product_ids))
-        .order_by(ProductImage.product_id, ProductImage.position)
-    )
-    for product_id, url in rows:
-        found.setdefault(product_id, []).append(url)
-    return found
+    return dict(await image_urls(session, product_ids))  # only products that have images
 
 
 async def _replace_images(

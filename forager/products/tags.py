@@ -21,6 +21,7 @@ from forager.db.engine import Database
 from forager.db.models import TAG_PATTERN, Product, ProductTag
 from forager.db.types import utcnow
 from forager.errors import InvalidRequest, NotFound
+from forager.products.records import grouped
 from forager.queue.submit import SubmitOutcome, SubmitSpec
 
 TAG = TAG_PATTERN
@@ -80,18 +81,8 @@ async def tag_submitted(
 
 async def of(session: AsyncSession, url_hashes: Iterable[str]) -> dict[str, list[str]]:
     """The tags of each URL hash, sorted (a URL without tags is missing)."""
-    hashes = list(set(url_hashes))
-    found: dict[str, list[str]] = {}
-    if not hashes:
-        return found
-    rows = await session.execute(
-        select(ProductTag.url_hash, ProductTag.tag)
-        .where(ProductTag.url_hash.in_(hashes))
-        .order_by(ProductTag.url_hash, ProductTag.tag)
-    )
-    for url_hash, tag in rows:
-        found.setdefault(url_hash, []).append(tag)
-    return found
+    found = await grouped(session, ProductTag.url_hash, ProductTag.tag, url_hashes, ProductTag.tag)
+    return dict(found)
 
 
 async def _hashes(session: AsyncSession, product_ids: Sequence[int]) -> dict[int, str]:

@@ -144,26 +144,41 @@ async def restart_parsing(
     return await _apply(db, task_id, RESTART_PARSING, by, **values)
 
 
+async def _in_place(
+    session: AsyncSession,
+    task: CrawlTask,
+    event: str,
+    what: str,
+    details: dict[str, Any],
+    **values: Any,
+) -> CrawlTask:
+    """Change ``values`` of ``task`` in whatever status it is (compare-and-set on it)."""
+    moved = await transition(
+        session,
+        task.id,
+        from_=[task.status],
+        to=task.status,
+        event=event,
+        details=details,
+        **values,
+    )
+    task = await _current(session, task.id)
+    if not moved:  # its status changed between the two statements: report it
+        raise LifecycleConflict(
+            f"task {task.id} changed while its {what} was being set; try again",
+            current_status=task.status,
+        )
+    return task
+
+
 async def set_priority(db: Database, task_id: int, priority: int, by: str = "api") -> CrawlTask:
     """Change the priority; a pending task is claimed in its new order at once."""
     async with db.session() as session:
         task = await _current(session, task_id)
-        moved = await transition(
-            session,
-            task_id,
-            from_=[task.status],
-            to=task.status,
-            event="priority_changed",
-            details={"by": by, "from": task.priority, "priority": priority},
-            priority=priority,
+        details = {"by": by, "from": task.priority, "priority": priority}
+        return await _in_place(
+            session, task, "priority_changed", "priority", details, priority=priority
         )
-        task = await _current(session, task_id)
-        if not moved:  # its status changed between the two statements: report it
-            raise LifecycleConflict(
-                f"task {task_id} changed while its priority was being set; try again",
-                current_status=task.status,
-            )
-        return task
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,27 +224,15 @@ async def set_recrawl(
             every = values["current_crawl_frequency_seconds"] or base
             since = task.completed_at or utcnow()
             values["next_crawl_at"] = since + timedelta(seconds=int(every)) if recurring else None
-        moved = await transition(
-            session,
-            task_id,
-            from_=[task.status],
-            to=task.status,
-            event="recrawl_changed",
-            details={
-                "by": by,
-                "is_recurring": recurring,
-                "crawl_frequency_seconds": base,
-                "adaptive_recrawl": adaptive,
-            },
-            **values,
+        details = {
+            "by": by,
+            "is_recurring": recurring,
+            "crawl_frequency_seconds": base,
+            "adaptive_recrawl": adaptive,
+        }
+        return await _in_place(
+            session, task, "recrawl_changed", "recrawl settings", details, **values
         )
-        task = await _current(session, task_id)
-        if not moved:
-            raise LifecycleConflict(
-                f"task {task_id} changed while its recrawl settings were being set; try again",
-                current_status=task.status,
-            )
-        return task
 
 
 async def restart_failed(

@@ -340,7 +340,11 @@ def _ending_row(
 
 _ADAPT = (
     update(_TASKS)
-    .where(_TASKS.c.id == _param("b_id", Integer), _TASKS.c.status == S.COMPLETED)
+    .where(
+        _TASKS.c.id == _param("b_id", Integer),
+        _TASKS.c.status == S.COMPLETED,
+        _TASKS.c.adaptive_recrawl.is_(True),  # switched off by an operator meanwhile: not moved
+    )
     .values(
         current_crawl_frequency_seconds=_param("b_frequency", Integer),
         unchanged_crawls=_param("b_unchanged", Integer),

@@ -25,19 +25,22 @@ _TASK_COLUMNS = (
 )
 
 
+# Plain ADD / DROP COLUMN, never a batch (move and copy) on SQLite: recreating crawl_tasks would
+# drop the task counters' triggers (migration 0010).
 def upgrade() -> None:
-    with op.batch_alter_table("crawl_tasks", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("adaptive_recrawl", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
-        for name in _TASK_COLUMNS:
-            batch_op.add_column(sa.Column(name, sa.Integer(), nullable=True))
-        batch_op.add_column(
-            sa.Column("unchanged_crawls", sa.Integer(), nullable=False, server_default="0")
-        )
-        batch_op.add_column(
-            sa.Column("crawl_frequency_reason", sa.String(length=120), nullable=True)
-        )
+    op.add_column(
+        "crawl_tasks",
+        sa.Column("adaptive_recrawl", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
+    for name in _TASK_COLUMNS:
+        op.add_column("crawl_tasks", sa.Column(name, sa.Integer(), nullable=True))
+    op.add_column(
+        "crawl_tasks",
+        sa.Column("unchanged_crawls", sa.Integer(), nullable=False, server_default="0"),
+    )
+    op.add_column(
+        "crawl_tasks", sa.Column("crawl_frequency_reason", sa.String(length=120), nullable=True)
+    )
     op.create_table(
         "product_tags",
         sa.Column("url_hash", sa.String(length=64), nullable=False),
@@ -46,18 +49,17 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("url_hash", "tag"),
     )
     op.create_index("ix_product_tags_tag", "product_tags", ["tag", "url_hash"])
-    with op.batch_alter_table("alert_rules", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("tag", sa.String(length=50), nullable=True))
+    op.add_column("alert_rules", sa.Column("tag", sa.String(length=50), nullable=True))
+
+
+def _drop(table: str, column: str) -> None:
+    op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")  # SQLite 3.35+ and PostgreSQL
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("alert_rules", schema=None) as batch_op:
-        batch_op.drop_column("tag")
+    _drop("alert_rules", "tag")
     op.drop_index("ix_product_tags_tag", table_name="product_tags")
     op.drop_table("product_tags")
-    with op.batch_alter_table("crawl_tasks", schema=None) as batch_op:
-        batch_op.drop_column("crawl_frequency_reason")
-        batch_op.drop_column("unchanged_crawls")
-        for name in reversed(_TASK_COLUMNS):
-            batch_op.drop_column(name)
-        batch_op.drop_column("adaptive_recrawl")
+    for name in ("crawl_frequency_reason", "unchanged_crawls", *reversed(_TASK_COLUMNS)):
+        _drop("crawl_tasks", name)
+    _drop("crawl_tasks", "adaptive_recrawl")
