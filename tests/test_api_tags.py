@@ -16,6 +16,7 @@ from forager.api.deps import Runtime
 from forager.db.models import AlertDelivery, CrawlTask
 from forager.parse.base import ProductRecord
 from forager.products.persist import save_product
+from forager.queue.store import TaskQueue
 
 PROBLEM = "application/problem+json"
 HOOK = "https://hooks.example.com/forager"
@@ -141,6 +142,28 @@ async def test_alert_rules_scoped_to_a_tag(api: httpx.AsyncClient) -> None:
     async with runtime.db.reader() as session:
         fired = list(await session.scalars(select(AlertDelivery.payload)))
     assert [p["product"]["url"] for p in fired] == ["https://tags.test/kettle"]
+    # task_failed by tag: the failed task's URL carries the tag.
+    failing = await api.post(
+        "/api/alerts/rules",
+        json={"name": "f", "kind": "task_failed", "tag": "kettles", "webhook_url": HOOK},
+    )
+    assert failing.status_code == 201, failing.text
+    broken = await _submit(api, "https://gone.test/kettle", tags=["kettles"])
+    plain = await _submit(api, "https://gone.test/toaster")
+    queue = TaskQueue(runtime.db, runtime.settings)
+    claimed = await queue.claim("w", 5, start=True, domains=["gone.test"])
+    assert {t.id for t in claimed} == {broken["id"], plain["id"]}
+    for task in claimed:
+        async with runtime.db.session() as session:
+            status = await queue.fail(session, task, "w", error_type="http_4xx", message="404")
+        assert status == "failed"
+    async with runtime.db.reader() as session:
+        failed = list(
+            await session.scalars(
+                select(AlertDelivery.subject_id).where(AlertDelivery.event == "task_failed")
+            )
+        )
+    assert failed == [str(broken["id"])]
     refused = await api.post(
         "/api/alerts/rules",
         json={"name": "b", "kind": "breaker_opened", "tag": "kettles", "webhook_url": HOOK},
