@@ -12,43 +12,20 @@ import httpx
 from sqlalchemy import select
 
 from forager import bulk
-from forager.api.deps import Runtime
 from forager.db.models import AlertDelivery, CrawlTask
-from forager.parse.base import ProductRecord
-from forager.products.persist import save_product
 from forager.queue.store import TaskQueue
+from tests.support.products import runtime_of as _runtime
+from tests.support.products import save
 
 PROBLEM = "application/problem+json"
 HOOK = "https://hooks.example.com/forager"
 
 
-def _runtime(api: httpx.AsyncClient) -> Runtime:
-    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
-    return runtime
-
-
 async def _save(api: httpx.AsyncClient, task_id: int, price: str) -> int:
     """Save a product for the task the way the pipeline does; its id."""
-    runtime = _runtime(api)
-    async with runtime.db.session() as session:
-        task = await session.get_one(CrawlTask, task_id)
-        record = ProductRecord(
-            url=task.url,
-            product_name="Kettle",
-            price=Decimal(price),
-            currency="EUR",
-            parser_name="generic",
-            parser_version="1",
-        )
-        product_id, _ = await save_product(
-            session,
-            domain_id=task.domain_id,
-            task_id=task.id,
-            url=task.url,
-            url_hash=task.url_hash,
-            record=record,
-        )
-    return product_id
+    async with _runtime(api).db.reader() as session:
+        url = (await session.get_one(CrawlTask, task_id)).url
+    return await save(api, url, product_name="Kettle", price=Decimal(price), currency="EUR")
 
 
 async def _submit(api: httpx.AsyncClient, url: str, **options: Any) -> dict[str, Any]:
