@@ -49,7 +49,7 @@ def defaults(**options: Any) -> dict[str, Any]:
     """The options given on the command line, checked like an API body (``InvalidRequest``)."""
     given = {k: v for k, v in options.items() if v is not None}
     try:
-        TaskOptions.model_validate(given).check()
+        TaskOptions.model_validate(given)
     except ValidationError as exc:
         raise InvalidRequest(_why(exc), field="options") from exc
     return given

@@ -179,12 +179,8 @@ async def test_adaptive_recrawl_is_set_on_submission_and_edited(api: httpx.Async
         50_400,  # back to the default: 7 times the frequency
     )
     assert body["crawl_frequency_reason"].startswith("set by ")
-    refused = await api.post(
-        "/api/tasks",
-        json={"url": "https://tags.test/not-recurring", "adaptive_recrawl": True},
-    )
-    assert refused.status_code == 422, refused.text
-    assert "needs is_recurring" in refused.text
+    implied = await _submit(api, "https://tags.test/implied", adaptive_recrawl=True)
+    assert (implied["is_recurring"], implied["adaptive_recrawl"]) == (True, True)
     off = await api.patch(f"/api/tasks/{task['id']}/recrawl", json={"is_recurring": False})
     assert (off.json()["adaptive_recrawl"], off.json()["current_crawl_frequency_seconds"]) == (
         False,

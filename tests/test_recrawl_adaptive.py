@@ -10,7 +10,6 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from sqlalchemy import event, update
 
 from forager.config import Settings
@@ -76,7 +75,7 @@ async def _crawl(
             .values(next_crawl_at=utcnow() - timedelta(seconds=1))
         )
     await queue.requeue_due_recrawls()
-    [task] = await queue.claim("w", 1, start=True)
+    [task] = await queue.claim("w", 1, start=True, domains=["adapt.test"])
     writer = Writer(db, settings, None)
     try:
         await writer.finish(_finish(task, record, error))
@@ -211,17 +210,19 @@ async def test_tasks_that_are_not_adaptive_pay_no_extra_statement(
     assert not [s for s in seen if "FROM price_history" in s]
 
 
-async def test_recrawl_settings_are_checked_and_editable(db: Database, settings: Settings) -> None:
+async def test_recrawl_settings_are_lenient_and_editable(db: Database, settings: Settings) -> None:
     from forager.queue.submit import SubmitSpec, submit_urls
 
-    refused = await submit_urls(
+    # Nothing the schema allows is refused: adaptive makes a task recurring, bounds matter only
+    # for an adaptive task, a maximum below the minimum is raised to it.
+    lenient = await submit_urls(
         db,
         settings,
         [
-            SubmitSpec("https://adapt.test/a", adaptive_recrawl=True),
-            SubmitSpec("https://adapt.test/b", min_crawl_frequency_seconds=HOUR),
+            SubmitSpec("https://lenient.test/a", adaptive_recrawl=True),
+            SubmitSpec("https://lenient.test/b", min_crawl_frequency_seconds=HOUR),
             SubmitSpec(
-                "https://adapt.test/c",
+                "https://lenient.test/c",
                 is_recurring=True,
                 adaptive_recrawl=True,
                 min_crawl_frequency_seconds=DAY,
@@ -229,11 +230,16 @@ async def test_recrawl_settings_are_checked_and_editable(db: Database, settings:
             ),
         ],
     )
-    assert [o.error for o in refused] == [
-        "adaptive_recrawl needs is_recurring: only a recurring task is crawled again",
-        "min_crawl_frequency_seconds applies only with adaptive_recrawl",
-        "min_crawl_frequency_seconds must not exceed max_crawl_frequency_seconds",
-    ]
+    assert [o.result for o in lenient] == ["created"] * 3
+    rows = await tasks_by_id(db, [o.task_id for o in lenient if o.task_id is not None])
+    a, b, c = (rows[o.task_id] for o in lenient if o.task_id is not None)
+    assert (a.is_recurring, a.adaptive_recrawl) == (True, True)
+    assert (b.is_recurring, b.adaptive_recrawl, b.min_crawl_frequency_seconds) == (
+        False,
+        False,
+        None,
+    )
+    assert (c.min_crawl_frequency_seconds, c.max_crawl_frequency_seconds) == (DAY, DAY)
     [task_id] = await submit(db, settings, URL, is_recurring=True, crawl_frequency_seconds=DAY)
     await _crawl(db, settings, task_id, record=_record("80.00"))
     task = await admin.set_recrawl(
@@ -251,5 +257,5 @@ async def test_recrawl_settings_are_checked_and_editable(db: Database, settings:
     off = await admin.set_recrawl(db, task_id, admin.RecrawlChange(is_recurring=False))
     assert off.next_crawl_at is None and off.current_crawl_frequency_seconds is None
     assert (await entity_events(db, "task", task_id))[-1] == "recrawl_changed"
-    with pytest.raises(Exception, match="needs is_recurring"):
-        await admin.set_recrawl(db, task_id, admin.RecrawlChange(adaptive_recrawl=True))
+    on = await admin.set_recrawl(db, task_id, admin.RecrawlChange(adaptive_recrawl=True))
+    assert (on.is_recurring, on.adaptive_recrawl) == (True, True)

@@ -121,5 +121,3 @@ def test_submit_adaptive_recrawl_and_tags_from_the_command_line(
         "https://shop.example/kettle": ["kettles", "watch"],
         "https://shop.example/toaster": ["toasters"],
     }
-    bad = one_error_line(forager(tmp_path, env, "submit", str(urls), "--adaptive"))
-    assert "needs is_recurring" in bad

@@ -12,7 +12,7 @@ from forager.api.wire import CRAWL_URL, MAX_JSON_ID, JsonBody, Shape, Timestamp,
 from forager.errors import InvalidURL
 from forager.parse.registry import parser_names
 from forager.products.tags import MAX_TAGS, TAG
-from forager.queue.submit import SubmitSpec, check_recrawl
+from forager.queue.submit import SubmitSpec
 from forager.queue.urls import normalize_url
 
 
@@ -78,22 +78,24 @@ class TaskOptions(JsonBody):
     batch_name: str | None = Field(None, max_length=255)
     adaptive_recrawl: bool = Field(
         False,
-        description="With is_recurring: a price or availability change halves the current "
-        "frequency, an unchanged crawl makes it 1.5 times longer, within the min / max "
-        "below; a failed, blocked or partial crawl changes nothing (docs/ALERTS.md).",
+        description="Makes the task recurring with an adaptive frequency: a price or "
+        "availability change halves it, an unchanged crawl makes it 1.5 times longer, within "
+        "the min / max below; a failed, blocked or partial crawl changes nothing "
+        "(docs/ALERTS.md).",
     )
     min_crawl_frequency_seconds: int | None = Field(
         None,
         ge=60,
         le=31_536_000,
-        description="Shortest adaptive frequency; default a quarter of crawl_frequency_seconds "
-        "(at least 60).",
+        description="Shortest adaptive frequency (only with adaptive_recrawl); default a "
+        "quarter of crawl_frequency_seconds (at least 60).",
     )
     max_crawl_frequency_seconds: int | None = Field(
         None,
         ge=60,
         le=31_536_000,
-        description="Longest adaptive frequency; default 7 times crawl_frequency_seconds.",
+        description="Longest adaptive frequency (only with adaptive_recrawl; below the minimum: "
+        "raised to it); default 7 times crawl_frequency_seconds.",
     )
     tags: Tags = Field(
         default_factory=list,
@@ -107,15 +109,6 @@ class TaskOptions(JsonBody):
         if name is not None and name not in parser_names():
             raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
         return name
-
-    def check(self) -> None:
-        """Refuse adaptive settings that cannot hold, naming the field (``InvalidRequest``)."""
-        check_recrawl(
-            self.is_recurring,
-            self.adaptive_recrawl,
-            self.min_crawl_frequency_seconds,
-            self.max_crawl_frequency_seconds,
-        )
 
     def spec(self, url: str, created_by: str) -> SubmitSpec:
         """The submit path's request for ``url`` with these options (API and ``forager
@@ -202,8 +195,9 @@ class TaskRestart(JsonBody):
 
 
 class TaskRecrawl(JsonBody):
-    """New recrawl settings; fields left out keep their value. The adaptive frequency starts
-    over from crawl_frequency_seconds; a finished recurring task's next crawl follows it."""
+    """New recrawl settings; fields left out keep their value (adaptive_recrawl true makes the
+    task recurring). The adaptive frequency starts over from crawl_frequency_seconds; a finished
+    recurring task's next crawl follows it."""
 
     model_config = ConfigDict(extra="forbid")
 

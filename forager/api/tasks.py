@@ -56,7 +56,6 @@ async def submit_task(
     body: TaskCreate, runtime: RuntimeDep, response: Response, key: ApiKeyDep
 ) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
-    body.check()
     spec = body.spec(body.url, key.name)
     [outcome] = await submit_urls(runtime.db, runtime.settings, [spec])
     if outcome.result == "invalid" or outcome.task_id is None:
@@ -75,7 +74,6 @@ async def submit_tasks(
     body: TaskBatchCreate, runtime: RuntimeDep, key: ApiKeyDep
 ) -> BatchSubmitted:
     """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
-    body.check()
     specs = [body.spec(url, key.name) for url in body.urls]
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)

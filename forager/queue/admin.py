@@ -22,7 +22,7 @@ from forager.db.types import utcnow
 from forager.errors import LifecycleConflict, NotFound
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.store import transition
-from forager.queue.submit import check_recrawl, recrawl_columns
+from forager.queue.submit import recrawl_columns
 from forager.store.pages import PageStore
 
 S = TaskStatus
@@ -213,11 +213,9 @@ async def set_recrawl(
             or (getattr(task, name) if task.adaptive_recrawl and name not in change.reset else None)
             for name in ("min_crawl_frequency_seconds", "max_crawl_frequency_seconds")
         )
-        if not adaptive:
-            low = high = None
-        check_recrawl(recurring, adaptive, low, high)
         values = recrawl_columns(recurring, adaptive, base, low, high)
-        values |= {"is_recurring": recurring, "crawl_frequency_seconds": base}
+        recurring = values["is_recurring"]
+        values["crawl_frequency_seconds"] = base
         if values["crawl_frequency_reason"] is not None:
             values["crawl_frequency_reason"] = f"set by {by}: {values['crawl_frequency_reason']}"
         if task.status in (S.COMPLETED, S.FAILED):

@@ -18,7 +18,7 @@ from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.errors import ForagerError, InvalidRequest
 from forager.parse.registry import get_parser, parser_name_for_host
-from forager.queue.adaptive import MAX_SECONDS, MIN_SECONDS, default_bounds, start
+from forager.queue.adaptive import default_bounds, start
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.urls import NormalizedURL, normalize_url
 
@@ -70,47 +70,19 @@ def _check(spec: SubmitSpec) -> NormalizedURL:
         raise InvalidRequest(
             "crawl_frequency_seconds must be at least 60", field="crawl_frequency_seconds"
         )
-    check_recrawl(
-        spec.is_recurring,
-        spec.adaptive_recrawl,
-        spec.min_crawl_frequency_seconds,
-        spec.max_crawl_frequency_seconds,
-    )
     return normalize_url(spec.url)
-
-
-def check_recrawl(recurring: bool, adaptive: bool, low: int | None, high: int | None) -> None:
-    """Refuse adaptive settings that cannot hold (``InvalidRequest`` naming the field)."""
-    if adaptive and not recurring:
-        raise InvalidRequest(
-            "adaptive_recrawl needs is_recurring: only a recurring task is crawled again",
-            field="adaptive_recrawl",
-        )
-    if not adaptive and (low is not None or high is not None):
-        field = "min_crawl_frequency_seconds" if low is not None else "max_crawl_frequency_seconds"
-        raise InvalidRequest(f"{field} applies only with adaptive_recrawl", field=field)
-    for field, value in (
-        ("min_crawl_frequency_seconds", low),
-        ("max_crawl_frequency_seconds", high),
-    ):
-        if value is not None and not MIN_SECONDS <= value <= MAX_SECONDS:
-            raise InvalidRequest(
-                f"{field} must be between {MIN_SECONDS} and {MAX_SECONDS}", field=field
-            )
-    if low is not None and high is not None and low > high:
-        raise InvalidRequest(
-            "min_crawl_frequency_seconds must not exceed max_crawl_frequency_seconds",
-            field="min_crawl_frequency_seconds",
-        )
 
 
 def recrawl_columns(
     recurring: bool, adaptive: bool, base: int, low: int | None, high: int | None
 ) -> dict[str, Any]:
-    """The adaptive columns of a task (all cleared when it is not adaptive)."""
-    if not (recurring and adaptive):
+    """A task's recurrence columns. Nothing the schema allows is refused (as for monitors'
+    bounds): an adaptive task is recurring whatever ``recurring`` says, bounds matter only
+    for an adaptive task, and a maximum below the minimum is raised to it."""
+    if not adaptive:
         return {
-            "adaptive_recrawl": adaptive,
+            "is_recurring": recurring,
+            "adaptive_recrawl": False,
             "min_crawl_frequency_seconds": None,
             "max_crawl_frequency_seconds": None,
             "current_crawl_frequency_seconds": None,
@@ -119,10 +91,10 @@ def recrawl_columns(
         }
     default_low, default_high = default_bounds(base)
     low = default_low if low is None else low
-    high = max(low, default_high) if high is None else high
-    low = min(low, high)
+    high = max(low, default_high if high is None else high)
     current, reason = start(base, low, high)
     return {
+        "is_recurring": True,
         "adaptive_recrawl": True,
         "min_crawl_frequency_seconds": low,
         "max_crawl_frequency_seconds": high,
@@ -235,7 +207,6 @@ async def _insert_tasks(
                 "max_retries": (
                     spec.max_retries if spec.max_retries is not None else settings.max_retries
                 ),
-                "is_recurring": spec.is_recurring,
                 "crawl_frequency_seconds": base,
                 **recrawl_columns(
                     spec.is_recurring,
