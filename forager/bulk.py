@@ -2,9 +2,11 @@
 
 Each line is a URL, or a JSON object with a ``url`` and the options the API's
 ``POST /api/tasks`` takes (``priority``, ``is_recurring``, ``crawl_frequency_seconds``,
-``max_retries``, ``scheduled_at``, ``parser_name``, ``batch_name``), validated by the same
-schema. Blank lines and ``#`` comments are skipped. Lines go to ``queue.submit.submit_urls``
-in batches (one transaction each), so a load of millions of lines never holds them all.
+``adaptive_recrawl`` and its ``min_`` / ``max_crawl_frequency_seconds``, ``max_retries``,
+``scheduled_at``, ``parser_name``, ``batch_name``, ``tags``), validated by the same schema.
+Blank lines and ``#`` comments are skipped. Lines go to ``queue.submit.submit_urls`` in batches
+(one transaction each; their tags in one more), so a load of millions of lines never holds them
+all.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from forager.api.schemas import TaskCreate, TaskOptions
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.errors import InvalidRequest
+from forager.products import tags
 from forager.queue.submit import SubmitSpec, submit_urls
 
 BATCH = 1000  # lines per transaction
@@ -63,7 +66,9 @@ def parse_line(text: str, options: dict[str, Any]) -> SubmitSpec | str:
     """One line's task, or why it is not one. A plain URL's own problems are reported by the
     submit path (the API's wording); a JSON line is checked by the API's schema first."""
     if not text.startswith("{"):  # ``options`` were checked by ``defaults``
-        return SubmitSpec(url=text, created_by="cli", **options)
+        return SubmitSpec(
+            url=text, created_by="cli", **{**options, "tags": tuple(options.get("tags", ()))}
+        )
     try:
         given = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -101,7 +106,9 @@ async def submit_lines(
     read = 0
 
     async def flush() -> None:
-        outcomes = await submit_urls(db, settings, [spec for _, spec in batch])
+        specs = [spec for _, spec in batch]
+        outcomes = await submit_urls(db, settings, specs)
+        await tags.tag_submitted(db, specs, outcomes)
         for (line, _), outcome in zip(batch, outcomes, strict=True):
             totals.count(outcome.result, line, outcome.error)
         batch.clear()

@@ -307,6 +307,29 @@ def submit(
         str | None, typer.Option(help="Batch name of lines that set none.")
     ] = None,
     parser: Annotated[str | None, typer.Option(help="Parser of lines that set none.")] = None,
+    recurring: Annotated[
+        bool | None, typer.Option("--recurring", help="Crawl again every --frequency seconds.")
+    ] = None,
+    frequency: Annotated[
+        int | None, typer.Option(help="Recrawl period in seconds (default: the domain's).")
+    ] = None,
+    adaptive: Annotated[
+        bool | None,
+        typer.Option(
+            "--adaptive",
+            help="With --recurring: crawl sooner after a price or availability change, less "
+            "often while nothing changes (docs/ALERTS.md).",
+        ),
+    ] = None,
+    min_frequency: Annotated[
+        int | None, typer.Option(help="Shortest adaptive frequency (default: a quarter).")
+    ] = None,
+    max_frequency: Annotated[
+        int | None, typer.Option(help="Longest adaptive frequency (default: 7 times).")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option(help="Tag of the lines' products (repeatable).")
+    ] = None,
 ) -> None:
     """Submit many URLs without the API, with a progress bar; prints created / duplicate /
     invalid counts (each invalid line on stderr, and exit status 1 when there is one)."""
@@ -316,7 +339,17 @@ def submit(
     from forager import bulk
 
     settings = _settings(quiet=True)
-    options = bulk.defaults(priority=priority, batch_name=batch_name, parser_name=parser)
+    options = bulk.defaults(
+        priority=priority,
+        batch_name=batch_name,
+        parser_name=parser,
+        is_recurring=recurring,
+        crawl_frequency_seconds=frequency,
+        adaptive_recrawl=adaptive,
+        min_crawl_frequency_seconds=min_frequency,
+        max_crawl_frequency_seconds=max_frequency,
+        tags=tag or None,
+    )
     source = sys.stdin if file == "-" else _open_text(Path(file))
     total = None if file == "-" else Path(file).stat().st_size
     console = Console(stderr=True)

@@ -482,6 +482,12 @@ class Settings(BaseSettings):
         le=7 * 86400,
         description="Longest wait between two tries of an alert delivery.",
     )
+    alert_ca_file: Path | None = Field(
+        None,
+        description="PEM file of extra certificate authorities that HTTPS webhook targets may "
+        "present certificates from, besides the default ones (certifi's): a receiver behind a "
+        "private CA. An untrusted certificate fails the try with the TLS error recorded.",
+    )
     alert_max_attempts: int = Field(
         8,
         ge=1,

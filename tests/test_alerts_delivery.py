@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -22,6 +24,7 @@ from forager.db.engine import Database
 from forager.db.models import AlertAttempt, AlertDelivery
 from forager.db.types import utcnow
 from tests.support.receiver import Receiver
+from tests.support.socks import make_certificates
 from tests.support.waiting import eventually
 
 FAST = {"alert_retry_base_seconds": 0.05, "alert_retry_max_seconds": 0.2, "alert_max_attempts": 3}
@@ -144,6 +147,47 @@ async def test_a_private_webhook_target_follows_the_egress_policy(make_settings:
         _, tries = await _state(db, delivery_id)
         assert "FORAGER_PRIVATE_TARGETS=none" in (tries[0].error or "")
     finally:
+        await deliverer.aclose()
+        await db.dispose()
+
+
+async def test_an_https_receiver_is_trusted_through_the_alert_ca_file_only(
+    make_settings: Any, tmp_path: Path
+) -> None:
+    """A receiver whose certificate comes from a CA made here: refused (the TLS error recorded,
+    nothing received) until FORAGER_ALERT_CA_FILE names that CA; then delivered, signed."""
+    ca_file, cert_file, key_file = make_certificates(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert_file, key_file)
+    from forager.runtime import open_database
+
+    untrusting = make_settings(**FAST)
+    trusting = make_settings(**FAST, alert_ca_file=ca_file)
+    db = await open_database(trusting)
+    refusing = Deliverer(db, untrusting, SecretBox(untrusting))
+    deliverer = Deliverer(db, trusting, SecretBox(trusting))
+    try:
+        async with Receiver(ssl=server_tls) as receiver:
+            assert receiver.url.startswith("https://127.0.0.1:")
+            refused, _ = await _queued(db, trusting, webhook_url=receiver.url)
+            failed = await _run_until(refusing, db, refused, "failed")
+            assert failed.last_status_code is None and receiver.requests == []
+            assert "CERTIFICATE_VERIFY_FAILED" in (failed.last_error or ""), failed.last_error
+            _, tries = await _state(db, refused)
+            assert len(tries) == 3 and all("ConnectError" in (t.error or "") for t in tries)
+
+            delivery_id, secret = await _queued(db, trusting, webhook_url=receiver.url)
+            delivered = await _run_until(deliverer, db, delivery_id, "delivered")
+            assert delivered.attempts == 1 and delivered.last_status_code == 200
+            [received] = receiver.requests
+            assert secret is not None
+            stamp = received.headers["x-forager-timestamp"]
+            assert received.headers["x-forager-signature"] == signature(
+                secret, stamp, received.body
+            )
+            assert json.loads(received.body)["delivery_id"] == delivery_id
+    finally:
+        await refusing.aclose()
         await deliverer.aclose()
         await db.dispose()
 

@@ -13,9 +13,8 @@ import httpx
 import pytest
 from sqlalchemy import delete, select, text, update
 
-from forager.api.deps import Runtime
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Product, ProductImage
+from forager.db.models import Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
 from forager.products import export, search
@@ -23,33 +22,10 @@ from forager.products.export import CSV_FIELDS
 from forager.products.persist import save_product
 from forager.products.records import product_record
 from forager.products.search import ProductFilters, fts5_query
-from forager.queue.submit import SubmitSpec, submit_urls
+from tests.support.products import runtime_of as _runtime
+from tests.support.products import save as _save
 
 PROBLEM = "application/problem+json"
-
-
-def _runtime(api: httpx.AsyncClient) -> Runtime:
-    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
-    return runtime
-
-
-async def _save(api: httpx.AsyncClient, url: str, **fields: Any) -> int:
-    """Submit ``url`` and save ``fields`` as its product the way the pipeline does."""
-    runtime = _runtime(api)
-    [outcome] = await submit_urls(runtime.db, runtime.settings, [SubmitSpec(url=url)])
-    assert outcome.task_id is not None
-    async with runtime.db.session() as session:
-        task = await session.get_one(CrawlTask, outcome.task_id)
-        record = ProductRecord(url=task.url, parser_name="generic", parser_version="1", **fields)
-        product_id, _ = await save_product(
-            session,
-            domain_id=task.domain_id,
-            task_id=task.id,
-            url=task.url,
-            url_hash=task.url_hash,
-            record=record,
-        )
-    return product_id
 
 
 async def _resave(api: httpx.AsyncClient, product_id: int, **fields: Any) -> None:

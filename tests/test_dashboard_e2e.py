@@ -405,6 +405,40 @@ def test_switch_image_downloads_on_and_see_the_stored_images(admin: Any, server:
         restore = {"download_images": False}
         assert server.api.patch(f"/api/domains/{domain['id']}", json=restore).status_code == 200
 
+def test_adaptive_recrawl_and_tags_on_the_dashboard(admin: Any, server: Server) -> None:
+    """A real recrawl that sees a new price shortens an adaptive task's frequency, and the task
+    page says so and why; its product carries the submitted tag, filters by it and edits it."""
+    from playwright.sync_api import expect
+
+    task = server.task(
+        server.site.url("/product/91"),
+        is_recurring=True,
+        crawl_frequency_seconds=86_400,
+        adaptive_recrawl=True,
+        tags=["kettles"],
+    )
+    server.wait_task(task["id"], lambda t: t["status"] == "completed")
+    httpx.post(server.site.url("/__price/91"), json={"price": "55.00"}).raise_for_status()
+    server.api.post(f"/api/tasks/{task['id']}/restart")
+    done = server.wait_task(
+        task["id"],
+        lambda t: t["status"] == "completed" and t["current_crawl_frequency_seconds"] == 43_200,
+    )
+    assert done["crawl_frequency_reason"] == "price changed → 12 h"
+
+    go(admin, f"/tasks/{task['id']}")
+    expect(admin.get_by_test_id("recrawl")).to_contain_text("price changed → 12 h")
+    go(admin, "/products?tag=kettles")
+    found = admin.get_by_role("link", name="Test Product 91")
+    expect(found).to_be_visible()
+    expect(admin.locator("tr", has=found).get_by_role("link", name="kettles")).to_be_visible()
+    found.click()
+    admin.get_by_label("Tags (comma-separated)").fill("kettles, sale")
+    admin.get_by_role("button", name="Save tags").click()
+    expect(admin.get_by_text("Tags saved")).to_be_visible()
+    product = server.api.get("/api/products", params={"tag": "sale"}).json()["items"]
+    assert [p["product_name"] for p in product] == ["Test Product 91"]
+
 
 def test_read_only_key_sees_but_cannot_act(browser: Any, server: Server) -> None:
     from playwright.sync_api import expect

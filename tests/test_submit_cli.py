@@ -78,3 +78,46 @@ def test_submit_refuses_bad_options_and_missing_files(
     assert "priority" in bad
     missing = one_error_line(forager(tmp_path, cli_env, "submit", str(tmp_path / "nope.txt")))
     assert "cannot read" in missing and "nope.txt" in missing
+
+
+def test_submit_adaptive_recrawl_and_tags_from_the_command_line(
+    tmp_path: Path, cli_env: dict[str, str], db_url: str, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings()
+    env = {**cli_env, "FORAGER_DATABASE_URL": db_url}
+    lines = [
+        "https://shop.example/kettle",
+        json.dumps({"url": "https://shop.example/toaster", "tags": ["toasters"]}),
+    ]
+    urls = tmp_path / "urls.txt"
+    urls.write_text("\n".join(lines) + "\n")
+    done = forager(
+        tmp_path,
+        env,
+        "submit",
+        str(urls),
+        *("--recurring", "--frequency", "86400", "--adaptive", "--min-frequency", "3600"),
+        *("--tag", "kettles", "--tag", "watch"),
+    )
+    assert done.returncode == 0, done.stderr
+    tasks = _tasks(settings)
+    kettle = tasks["https://shop.example/kettle"]
+    assert (kettle.adaptive_recrawl, kettle.min_crawl_frequency_seconds) == (True, 3600)
+    assert kettle.current_crawl_frequency_seconds == 86_400
+
+    async def tags() -> dict[str, list[str]]:
+        from forager.products import tags as product_tags
+
+        db = await open_database(settings)
+        try:
+            async with db.reader() as session:
+                found = await product_tags.of(session, [t.url_hash for t in tasks.values()])
+        finally:
+            await db.dispose()
+        return {t.url: found.get(t.url_hash, []) for t in tasks.values()}
+
+    # A JSON line's own tags replace the command line's, like every other option.
+    assert asyncio.run(tags()) == {
+        "https://shop.example/kettle": ["kettles", "watch"],
+        "https://shop.example/toaster": ["toasters"],
+    }

@@ -7,6 +7,7 @@ encrypted and shown back only masked.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from forager.alerts.rules import KINDS, PRICE_KINDS, PRODUCT_KINDS
 from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
-from forager.db.models import AlertAttempt, AlertDelivery, AlertRule, Domain, Product
+from forager.db.models import TAG_PATTERN, AlertAttempt, AlertDelivery, AlertRule, Domain, Product
 from forager.db.types import utcnow
 from forager.errors import InvalidRequest, NotFound
 
@@ -29,6 +30,8 @@ PERCENT_KINDS = ("price_drop", "price_rise")
 # Which scopes each kind can have: products belong to a domain (and their task to a batch).
 DOMAIN_KINDS = (*PRODUCT_KINDS, "task_failed", "breaker_opened")
 BATCH_KINDS = (*PRODUCT_KINDS, "task_failed")
+# A tag belongs to a product URL, which is also its task's URL.
+TAG_KINDS = BATCH_KINDS
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
 
 
@@ -46,6 +49,7 @@ class RuleSpec:
     product_id: int | None = None
     domain_id: int | None = None
     batch_name: str | None = None
+    tag: str | None = None
     enabled: bool = True
 
 
@@ -83,6 +87,13 @@ def check(spec: RuleSpec) -> None:
         raise InvalidRequest(
             "batch_name is only for product rules and task_failed", field="batch_name"
         )
+    if spec.tag is not None:
+        if spec.kind not in TAG_KINDS:
+            raise InvalidRequest("tag is only for product rules and task_failed", field="tag")
+        if not re.search(TAG_PATTERN, spec.tag):
+            raise InvalidRequest(
+                "tag must be 1-50 lowercase letters, digits, -, _, . or :", field="tag"
+            )
 
 
 async def create_rule(db: Database, box: SecretBox, spec: RuleSpec) -> tuple[AlertRule, str | None]:
@@ -106,6 +117,7 @@ async def create_rule(db: Database, box: SecretBox, spec: RuleSpec) -> tuple[Ale
             product_id=spec.product_id,
             domain_id=spec.domain_id,
             batch_name=spec.batch_name,
+            tag=spec.tag,
             channel="webhook" if spec.webhook_url is not None else "apprise",
             target_enc=box.encrypt(target),
             target_display=people.mask(target),

@@ -30,6 +30,7 @@ from forager.db.models import AlertAttempt, AlertDelivery, AlertRule
 from forager.db.types import utcnow
 from forager.errors import ConfigError
 from forager.fetch.egress import Resolver
+from forager.fetch.gateway import trusting
 
 log = logging.getLogger(__name__)
 _BATCH = 32
@@ -151,7 +152,11 @@ class Deliverer:
         if rule.channel == "apprise":
             return await people.notify(target, delivery.payload, seconds=timeout)
         if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
+            self._client = httpx.AsyncClient(
+                follow_redirects=False,
+                trust_env=False,
+                verify=trusting(self.settings.alert_ca_file),
+            )
         return await webhook.post(
             self._client,
             self.resolver,

@@ -25,7 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.alerts.rules import AUDIT_KINDS, PRODUCT_KINDS, Observation, change_pct, fires
 from forager.db import audit
-from forager.db.models import AlertDelivery, AlertRule, CrawlTask, PriceHistory
+from forager.db.models import (
+    AlertDelivery,
+    AlertRule,
+    CrawlTask,
+    PriceHistory,
+    Product,
+    ProductTag,
+)
 from forager.db.types import utcnow
 
 
@@ -45,13 +52,34 @@ async def _batches(session: AsyncSession, task_ids: set[int]) -> dict[int, str |
     return {row.id: row.batch_name for row in rows}
 
 
+async def _tags(session: AsyncSession, model: Any, ids: set[int]) -> dict[int, set[str]]:
+    """The tags of products or tasks (``model``) by id, through their URL's hash."""
+    found: dict[int, set[str]] = {}
+    if not ids:
+        return found
+    rows = await session.execute(
+        select(model.id, ProductTag.tag)
+        .join(ProductTag, ProductTag.url_hash == model.url_hash)
+        .where(model.id.in_(ids))
+    )
+    for entity_id, tag in rows:
+        found.setdefault(entity_id, set()).add(tag)
+    return found
+
+
 def _in_scope(
-    rule: AlertRule, *, product_id: int | None, domain_id: int | None, batch: str | None
+    rule: AlertRule,
+    *,
+    product_id: int | None,
+    domain_id: int | None,
+    batch: str | None,
+    tags: set[str] | frozenset[str] = frozenset(),
 ) -> bool:
     return (
         (rule.product_id is None or rule.product_id == product_id)
         and (rule.domain_id is None or rule.domain_id == domain_id)
         and (rule.batch_name is None or rule.batch_name == batch)
+        and (rule.tag is None or rule.tag in tags)
     )
 
 
@@ -115,29 +143,38 @@ def _replace(o: Observation, **values: Any) -> Observation:
     return Observation(**fields)
 
 
-async def products(session: AsyncSession, observations: Sequence[Observation]) -> int:
+async def products(
+    session: AsyncSession, observations: Sequence[Observation], *, filled: bool = False
+) -> int:
     """Queue a delivery for every enabled product rule ``observations`` fire; how many.
 
-    Call before the new price history rows are inserted (``last_good`` reads the history).
+    Call before the new price history rows are inserted (``last_good`` reads the history);
+    ``filled``: the caller already passed them through ``last_good``.
     """
     if not observations:
         return 0
     rules = await _rules(session, PRODUCT_KINDS)
     if not rules:
         return 0
-    seen = await last_good(session, observations)
+    seen = list(observations) if filled else await last_good(session, observations)
     batches = (
         await _batches(session, {o.task_id for o in seen if o.task_id is not None})
         if any(r.batch_name is not None for r in rules)
+        else {}
+    )
+    tagged = (
+        await _tags(session, Product, {o.product_id for o in seen})
+        if any(r.tag is not None for r in rules)
         else {}
     )
     now = utcnow()
     rows = []
     for o in seen:
         batch = batches.get(o.task_id) if o.task_id is not None else None
+        tags = tagged.get(o.product_id, set())
         for rule in rules:
             if _in_scope(
-                rule, product_id=o.product_id, domain_id=o.domain_id, batch=batch
+                rule, product_id=o.product_id, domain_id=o.domain_id, batch=batch, tags=tags
             ) and fires(rule, o):
                 rows.append(_delivery(rule, "product", o.product_id, _product_data(o), now))
     if rows:
@@ -200,6 +237,9 @@ async def events(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
             ).where(CrawlTask.id.in_(task_ids))
         ):
             tasks[task_row.id] = task_row
+    tagged = (
+        await _tags(session, CrawlTask, task_ids) if any(r.tag is not None for r in rules) else {}
+    )
     now = utcnow()
     deliveries = []
     for kind, row in found:
@@ -208,7 +248,9 @@ async def events(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
         data.update(row["details"] or {})
         domain_id: int | None = None
         batch: str | None = None
+        tags: set[str] = set()
         if kind == "task_failed":
+            tags = tagged.get(int(entity_id), set())
             failed = tasks.get(int(entity_id))
             if failed is not None:
                 domain_id, batch = failed.domain_id, failed.batch_name
@@ -223,7 +265,7 @@ async def events(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
         for rule in rules:
             # A rule scoped to a product, or a domain for an agent event, never matches here.
             if rule.kind == kind and _in_scope(
-                rule, product_id=None, domain_id=domain_id, batch=batch
+                rule, product_id=None, domain_id=domain_id, batch=batch, tags=tags
             ):
                 deliveries.append(_delivery(rule, row["entity_type"], entity_id, data, now))
     if deliveries:

@@ -8,9 +8,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from forager.alerts.admin import BATCH_KINDS, DOMAIN_KINDS, PERCENT_KINDS, THRESHOLD_KINDS
+from forager.alerts.admin import (
+    BATCH_KINDS,
+    DOMAIN_KINDS,
+    PERCENT_KINDS,
+    TAG_KINDS,
+    THRESHOLD_KINDS,
+)
 from forager.alerts.rules import PRICE_KINDS, PRODUCT_KINDS
-from forager.api.schemas import CrawlURL
+from forager.api.schemas import CrawlURL, Tag
 from forager.api.wire import MAX_JSON_ID, BodyMoney, JsonBody, Shape, without_null
 
 AlertKind = Literal[
@@ -64,6 +70,7 @@ _RULES = [
     _only_for("product_id", PRODUCT_KINDS),
     _only_for("domain_id", DOMAIN_KINDS),
     _only_for("batch_name", BATCH_KINDS),
+    _only_for("tag", TAG_KINDS),
 ]
 
 
@@ -77,6 +84,7 @@ _OPTIONAL = (
     "product_id",
     "domain_id",
     "batch_name",
+    "tag",
 )
 
 
@@ -124,6 +132,9 @@ class AlertRuleCreate(JsonBody):
     batch_name: Annotated[str, Field(min_length=1, max_length=255)] | None = Field(
         None, description="Only products (or tasks) of tasks submitted with this batch name."
     )
+    tag: Tag | None = Field(
+        None, description="Only products (or tasks) whose URL has this tag (product tags)."
+    )
     enabled: bool = True
 
     @field_validator(*_OPTIONAL, mode="before")
@@ -155,6 +166,7 @@ class AlertRulePublic(BaseModel):
     product_id: int | None
     domain_id: int | None
     batch_name: str | None
+    tag: str | None = None
     channel: Literal["webhook", "apprise"]
     target: str = Field(description="The target URL, masked (its secrets are never shown).")
     signed: bool = Field(description="Deliveries carry X-Forager-Signature.")

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import select
 
+from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.downloads import described, download
 from forager.api.pages import paged
@@ -17,21 +18,28 @@ from forager.api.schemas import (
     ProductDetail,
     ProductImagePublic,
     ProductPublic,
+    ProductsTagged,
+    ProductTagChange,
+    ProductUpdate,
 )
 from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.queries import page
 from forager.errors import NotFound, PageStoreError
-from forager.products import export, images, search
+from forager.products import export, images, search, tags
 from forager.products.records import image_urls
 from forager.products.search import ProductFilters
 
 router = APIRouter(prefix="/api/products", tags=["products"])
 
 
-def _public(product: Product, images: list[str]) -> ProductPublic:
-    data = {c: getattr(product, c) for c in ProductPublic.model_fields if c != "image_urls"}
-    return ProductPublic(**data, image_urls=images)
+def _public(product: Product, images: list[str], tagged: list[str]) -> ProductPublic:
+    data = {
+        c: getattr(product, c)
+        for c in ProductPublic.model_fields
+        if c not in ("image_urls", "tags")
+    }
+    return ProductPublic(**data, image_urls=images, tags=tagged)
 
 
 def product_filters(
@@ -68,6 +76,10 @@ def product_filters(
             ),
         ),
     ] = None,
+    tag: Annotated[
+        str | None,
+        Query(pattern=tags.TAG_QUERY, max_length=50, description="Only products with this tag."),
+    ] = None,
 ) -> ProductFilters:
     return ProductFilters(
         min_price=min_price,
@@ -80,6 +92,7 @@ def product_filters(
         domain=domain,
         changed_since=changed_since,
         q=q,
+        tag=tag,
     )
 
 
@@ -102,8 +115,9 @@ async def list_products(
         total = await session.scalar(count) or 0
         products = list(await session.scalars(query.limit(paging.limit).offset(paging.offset)))
     images = await image_urls(session, [p.id for p in products])
+    tagged = await tags.of(session, [p.url_hash for p in products])
     return Page(
-        items=[_public(p, images[p.id]) for p in products],
+        items=[_public(p, images[p.id], tagged.get(p.url_hash, [])) for p in products],
         total=total,
         limit=paging.limit,
         offset=paging.offset,
@@ -154,12 +168,13 @@ async def get_product(product_id: EntityId, session: ReadSessionDep) -> ProductD
     """One product with its images and newest price points (oldest first among them)."""
     product = await _product_or_404(session, product_id)
     images = await image_urls(session, [product_id])
+    tagged = await tags.of(session, [product.url_hash])
     newest = (PriceHistory.recorded_at.desc(), PriceHistory.id.desc())
     history, total = await page(
         session, _history_of(product_id), *newest, limit=DETAIL_ROWS, offset=0
     )
     return ProductDetail(
-        **_public(product, images[product_id]).model_dump(),
+        **_public(product, images[product_id], tagged.get(product.url_hash, [])).model_dump(),
         price_history=[PricePoint.model_validate(h) for h in reversed(history)],
         price_history_total=total,
     )
@@ -239,3 +254,27 @@ async def get_product_image_content(
         raise NotFound(f"the stored copy of image {image_id} cannot be read") from exc
     headers = {**_IMAGE_HEADERS, "ETag": f'"{image.content_hash}"'}
     return Response(body, media_type=image.content_type, headers=headers)
+
+
+@router.patch("/{product_id:int}", operation_id="update_product", responses=_NO_PRODUCT)
+async def update_product(
+    product_id: EntityId, body: ProductUpdate, runtime: RuntimeDep, _key: ApiKeyDep
+) -> ProductDetail:
+    """Set a product's tags (the whole list: ``[]`` removes them all)."""
+    await tags.replace(runtime.db, product_id, tags.clean(body.tags))
+    async with runtime.db.reader() as session:
+        return await get_product(product_id, session)
+
+
+@router.post("/tags", operation_id="tag_products")
+async def tag_products(
+    body: ProductTagChange, runtime: RuntimeDep, _key: ApiKeyDep
+) -> ProductsTagged:
+    """Add and remove tags on many products at once (ids that do not exist are skipped)."""
+    changed = await tags.change(
+        runtime.db,
+        body.product_ids,
+        add_tags=tags.clean(body.add, "add"),
+        remove=tags.clean(body.remove, "remove"),
+    )
+    return ProductsTagged(updated=len(changed), product_ids=changed)

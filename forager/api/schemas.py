@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from forager.api.wire import CRAWL_URL, MAX_JSON_ID, JsonBody, Shape, Timestamp, choice_of
 from forager.errors import InvalidURL
 from forager.parse.registry import parser_names
+from forager.products.tags import MAX_TAGS, TAG
 from forager.queue.submit import SubmitSpec
 from forager.queue.urls import normalize_url
 
@@ -33,6 +34,15 @@ CrawlURL = Annotated[
         explain=_why_not_crawlable,
     ),
 ]
+Tag = Annotated[
+    str,
+    Shape(
+        TAG,
+        "a tag: 1-50 lowercase letters, digits, -, _, . or :, starting with a letter or digit",
+        50,
+    ),
+]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 VersionText = Annotated[str, Shape(r"^[A-Za-z0-9_.-]+(?![\s\S])", "a version like 2.1", 50)]
 
 T = TypeVar("T")
@@ -74,6 +84,32 @@ class TaskOptions(JsonBody):
         json_schema_extra=choice_of(parser_names),
     )
     batch_name: str | None = Field(None, max_length=255)
+    adaptive_recrawl: bool = Field(
+        False,
+        description="Makes the task recurring with an adaptive frequency: a price or "
+        "availability change halves it, an unchanged crawl makes it 1.5 times longer, within "
+        "the min / max below; a failed, blocked or partial crawl changes nothing "
+        "(docs/ALERTS.md).",
+    )
+    min_crawl_frequency_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=31_536_000,
+        description="Shortest adaptive frequency (only with adaptive_recrawl); default a "
+        "quarter of crawl_frequency_seconds (at least 60).",
+    )
+    max_crawl_frequency_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=31_536_000,
+        description="Longest adaptive frequency (only with adaptive_recrawl; below the minimum: "
+        "raised to it); default 7 times crawl_frequency_seconds.",
+    )
+    tags: Tags = Field(
+        default_factory=list,
+        description="Tags of the URL's product (added to those it has; a duplicate URL gets "
+        "them too): filter products and scope alert rules by them.",
+    )
 
     @field_validator("parser_name")
     @classmethod
@@ -95,6 +131,10 @@ class TaskOptions(JsonBody):
             parser_name=self.parser_name,
             batch_name=self.batch_name,
             created_by=created_by,
+            adaptive_recrawl=self.adaptive_recrawl,
+            min_crawl_frequency_seconds=self.min_crawl_frequency_seconds,
+            max_crawl_frequency_seconds=self.max_crawl_frequency_seconds,
+            tags=tuple(dict.fromkeys(self.tags)),
         )
 
 
@@ -123,9 +163,22 @@ class TaskPublic(BaseModel):
     error_type: str | None
     error_message: str | None
     is_recurring: bool
-    crawl_frequency_seconds: int
+    crawl_frequency_seconds: int = Field(
+        description="The recrawl period set (an adaptive task's starting frequency)."
+    )
     next_crawl_at: datetime | None
     recrawl_count: int
+    adaptive_recrawl: bool
+    min_crawl_frequency_seconds: int | None = Field(description="Adaptive tasks' bounds.")
+    max_crawl_frequency_seconds: int | None
+    current_crawl_frequency_seconds: int | None = Field(
+        description="An adaptive task's frequency now (null when not adaptive)."
+    )
+    crawl_frequency_reason: str | None = Field(
+        description='Why the adaptive frequency is what it is, e.g. "price changed → 6 h", '
+        '"unchanged 3 times → 3.4 d".'
+    )
+    unchanged_crawls: int = Field(description="Adaptive: completed crawls in a row unchanged.")
     html_path: str | None
     http_status_code: int | None
     response_time_ms: int | None
@@ -147,6 +200,24 @@ class TaskRestart(JsonBody):
     reset_retry_count: bool = Field(True, description="Start again with retry_count 0.")
     priority: int | None = Field(None, ge=1, le=10, description="New priority (1 highest).")
     scheduled_at: Timestamp | None = Field(None, description="Not before this time.")
+
+
+class TaskRecrawl(JsonBody):
+    """New recrawl settings; fields left out keep their value (adaptive_recrawl true makes the
+    task recurring). The adaptive frequency starts over from crawl_frequency_seconds; a finished
+    recurring task's next crawl follows it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    is_recurring: bool | None = None
+    crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
+    adaptive_recrawl: bool | None = None
+    min_crawl_frequency_seconds: int | None = Field(
+        None, ge=60, le=31_536_000, description="null: back to the default bound."
+    )
+    max_crawl_frequency_seconds: int | None = Field(
+        None, ge=60, le=31_536_000, description="null: back to the default bound."
+    )
 
 
 class TaskRestartParsing(JsonBody):
@@ -307,6 +378,30 @@ class ProductPublic(BaseModel):
     last_crawled_at: datetime
     created_at: datetime
     updated_at: datetime
+    tags: list[str] = Field(default_factory=list, description="The product URL's tags, sorted.")
+
+
+class ProductUpdate(JsonBody):
+    model_config = ConfigDict(extra="forbid")
+
+    tags: Tags = Field(description="The product's tags from now on (the whole list).")
+
+
+class ProductTagChange(JsonBody):
+    """Tags added to and removed from many products at once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    product_ids: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID)]] = Field(
+        min_length=1, max_length=10_000
+    )
+    add: Tags = Field(default_factory=list)
+    remove: Tags = Field(default_factory=list)
+
+
+class ProductsTagged(BaseModel):
+    updated: int = Field(description="Products found and changed.")
+    product_ids: list[int]
 
 
 class ProductImagePublic(BaseModel):

@@ -26,6 +26,7 @@ from forager.api.schemas import (
     TaskDetail,
     TaskPriority,
     TaskPublic,
+    TaskRecrawl,
     TaskRestart,
     TaskRestartParsing,
     TaskStats,
@@ -37,6 +38,7 @@ from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.db.queries import page, page_and_total
 from forager.db.types import utcnow
 from forager.errors import InvalidURL, NotFound
+from forager.products import tags
 from forager.queue import admin, counts
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.submit import submit_urls
@@ -54,9 +56,11 @@ async def submit_task(
     body: TaskCreate, runtime: RuntimeDep, response: Response, key: ApiKeyDep
 ) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
-    [outcome] = await submit_urls(runtime.db, runtime.settings, [body.spec(body.url, key.name)])
+    spec = body.spec(body.url, key.name)
+    [outcome] = await submit_urls(runtime.db, runtime.settings, [spec])
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
+    await tags.tag_submitted(runtime.db, [spec], [outcome])
     runtime.wake()
     async with runtime.db.reader() as session:
         task = await session.get(CrawlTask, outcome.task_id)
@@ -70,9 +74,9 @@ async def submit_tasks(
     body: TaskBatchCreate, runtime: RuntimeDep, key: ApiKeyDep
 ) -> BatchSubmitted:
     """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
-    outcomes = await submit_urls(
-        runtime.db, runtime.settings, [body.spec(url, key.name) for url in body.urls]
-    )
+    specs = [body.spec(url, key.name) for url in body.urls]
+    outcomes = await submit_urls(runtime.db, runtime.settings, specs)
+    await tags.tag_submitted(runtime.db, specs, outcomes)
     runtime.wake()
     results = [
         SubmitResult(
@@ -309,3 +313,25 @@ async def set_task_priority(
     """Change a task's priority; pending tasks are claimed in the new order at once."""
     task = await admin.set_priority(runtime.db, task_id, body.priority, by=key.name)
     return _moved(runtime, task)
+
+
+@router.patch("/{task_id:int}/recrawl", operation_id="set_task_recrawl", responses=_REFUSALS)
+async def set_task_recrawl(
+    task_id: EntityId, body: TaskRecrawl, runtime: RuntimeDep, key: ApiKeyDep
+) -> TaskPublic:
+    """Change whether and how often a task is crawled again, adaptive or not (fields left out
+    keep their value; a bound sent as null goes back to its default)."""
+    sent = body.model_fields_set
+    change = admin.RecrawlChange(
+        is_recurring=body.is_recurring,
+        crawl_frequency_seconds=body.crawl_frequency_seconds,
+        adaptive_recrawl=body.adaptive_recrawl,
+        min_crawl_frequency_seconds=body.min_crawl_frequency_seconds,
+        max_crawl_frequency_seconds=body.max_crawl_frequency_seconds,
+        reset=frozenset(
+            name
+            for name in ("min_crawl_frequency_seconds", "max_crawl_frequency_seconds")
+            if name in sent and getattr(body, name) is None
+        ),
+    )
+    return _moved(runtime, await admin.set_recrawl(runtime.db, task_id, change, by=key.name))

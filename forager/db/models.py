@@ -122,6 +122,15 @@ class CrawlTask(Timestamped, Base):
     created_by: Mapped[str] = mapped_column(String(100), default="api", index=True)
     lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Adaptive recrawl (migration 0021, issue 17): crawl_frequency_seconds is where it starts;
+    # a price or availability change shortens the current frequency, an unchanged crawl
+    # lengthens it, within [min, max] (forager.queue.adaptive). NULL when not adaptive.
+    adaptive_recrawl: Mapped[bool] = mapped_column(Boolean, default=False)
+    min_crawl_frequency_seconds: Mapped[int | None] = mapped_column(Integer)
+    max_crawl_frequency_seconds: Mapped[int | None] = mapped_column(Integer)
+    current_crawl_frequency_seconds: Mapped[int | None] = mapped_column(Integer)
+    unchanged_crawls: Mapped[int] = mapped_column(Integer, default=0)
+    crawl_frequency_reason: Mapped[str | None] = mapped_column(String(120))
 
     domain: Mapped[Domain] = relationship(lazy="raise")
 
@@ -236,6 +245,22 @@ class ProductImage(Base):
     fetch_after: Mapped[datetime | None] = mapped_column(UTCDateTime)
     fetch_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
+
+
+# A tag: lowercase letters, digits and - _ . : (safe in a query string and a CSV cell).
+TAG_PATTERN = r"^[a-z0-9][a-z0-9_.:-]{0,49}(?![\s\S])"
+
+
+class ProductTag(Base):
+    """A tag of a product URL (migration 0021): keyed by the URL's hash, so a URL submitted with
+    tags has them before its product exists, and its product has them when it appears."""
+
+    __tablename__ = "product_tags"
+    __table_args__ = (Index("ix_product_tags_tag", "tag", "url_hash"),)
+
+    url_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(50), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class PriceHistory(Base):
@@ -818,7 +843,7 @@ class AlertRule(Timestamped, Base):
     min_change_abs: Mapped[Decimal | None] = mapped_column(Money)
     min_change_pct: Mapped[float | None] = mapped_column(Float)
     fire_on_first: Mapped[bool] = mapped_column(Boolean, default=False)
-    # Scope (all NULL: everything): one product, a domain, a batch of tasks.
+    # Scope (all NULL: everything): one product, a domain, a batch of tasks, a tag.
     product_id: Mapped[int | None] = mapped_column(
         ForeignKey("products.id", ondelete="CASCADE"), index=True
     )
@@ -826,6 +851,7 @@ class AlertRule(Timestamped, Base):
         ForeignKey("domains.id", ondelete="CASCADE"), index=True
     )
     batch_name: Mapped[str | None] = mapped_column(String(255))
+    tag: Mapped[str | None] = mapped_column(String(50))  # products with this tag (0021)
     channel: Mapped[str] = mapped_column(String(10), default="webhook")
     target_enc: Mapped[str] = mapped_column(Text)
     target_display: Mapped[str] = mapped_column(String(300))

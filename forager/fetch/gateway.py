@@ -19,6 +19,7 @@ import ipaddress
 import secrets
 import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import certifi
@@ -46,12 +47,17 @@ class Grant:
     refusals: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
+def trusting(ca_file: Path | None) -> ssl.SSLContext:
+    """Certificate checking against certifi's authorities plus those in ``ca_file``."""
+    context = ssl.create_default_context(cafile=certifi.where())
+    if ca_file is not None:
+        context.load_verify_locations(cafile=str(ca_file))
+    return context
+
+
 def tls_context(settings: Settings) -> ssl.SSLContext:
     """Certificate checking for TLS to a proxy: certifi plus ``FORAGER_CA_BUNDLE_FILE``."""
-    context = ssl.create_default_context(cafile=certifi.where())
-    if settings.ca_bundle_file is not None:
-        context.load_verify_locations(cafile=str(settings.ca_bundle_file))
-    return context
+    return trusting(settings.ca_bundle_file)
 
 
 class Gateway:

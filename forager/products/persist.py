@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple, cast
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,6 +23,7 @@ from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
 from forager.products.records import RECORD_FIELDS
+from forager.queue import adaptive
 
 # Fields a product page can change; parser name/version are provenance, not content.
 _CONTENT_FIELDS = (*(f for f in RECORD_FIELDS if f != "url"), "image_urls")
@@ -75,13 +76,25 @@ def _columns(record: ProductRecord) -> dict[str, object]:
 
 @dataclass(frozen=True, slots=True)
 class ProductInput:
-    """One extracted record to save, and where it came from."""
+    """One extracted record to save, and where it came from; ``watch``: say what this crawl
+    changed (``Saved.signal``, for an adaptive recrawl)."""
 
     domain_id: int
     task_id: int | None
     url: str
     url_hash: str
     record: ProductRecord
+    watch: bool = False
+
+
+class Saved(NamedTuple):
+    """One saved item: its product, what the save did, and for a watched item what the crawl
+    changed (``forager.queue.adaptive`` signals: ``changed:price`` …, unchanged, partial,
+    first)."""
+
+    product_id: int
+    result: SaveResult
+    signal: str | None = None
 
 
 def _columns_names() -> tuple[str, ...]:
@@ -125,13 +138,11 @@ async def save_product(
     [saved] = await save_products(
         session, [ProductInput(domain_id, task_id, url, url_hash, record)]
     )
-    return saved
+    return saved.product_id, saved.result
 
 
-async def save_products(
-    session: AsyncSession, items: Sequence[ProductInput]
-) -> list[tuple[int, SaveResult]]:
-    """Upsert every item (distinct ``url_hash``es); ``(product id, result)`` in item order.
+async def save_products(session: AsyncSession, items: Sequence[ProductInput]) -> list[Saved]:
+    """Upsert every item (distinct ``url_hash``es); one ``Saved`` per item, in item order.
 
     Content is the extracted fields (``content_hash``). When only the parser's provenance moved
     (a new parser version read the same values), just those columns are updated; unchanged
@@ -204,20 +215,59 @@ async def save_products(
     if touched:
         await session.execute(_TOUCH, touched)
     await _replace_images(session, images, old_images, now)
+    observed = {
+        i: _observation(items[i], product_id, existing.get(items[i].url_hash))
+        for i, product_id in history
+    }
+    watched = [i for i, item in enumerate(items) if item.watch and item.url_hash in existing]
+    for i in watched:
+        if i not in observed:
+            saved = results[i]
+            assert saved is not None
+            observed[i] = _observation(items[i], saved[0], existing[items[i].url_hash])
+    filled = False
+    if any(_gap(observed[i]) for i in watched):
+        # The last good values, read once for the alerts and the watched items alike.
+        filled_in = await detect.last_good(session, list(observed.values()))
+        observed = dict(zip(list(observed), filled_in, strict=True))
+        filled = True
     if history:
         # Alerts first: they read the history before this change (the last good values).
-        await detect.products(
-            session,
-            [
-                _observation(items[i], product_id, existing.get(items[i].url_hash))
-                for i, product_id in history
-            ],
-        )
+        await detect.products(session, [observed[i] for i, _ in history], filled=filled)
         await session.execute(
             insert(PriceHistory),
             [_history_row(items[i], product_id, now) for i, product_id in history],
         )
-    return [r for r in results if r is not None]
+    signals = {i: _signal(observed[i]) for i in watched}
+    for i, item in enumerate(items):
+        if item.watch and i not in signals:
+            signals[i] = adaptive.FIRST
+    return [Saved(r[0], r[1], signals.get(i)) for i, r in enumerate(results) if r is not None]
+
+
+def _gap(o: Observation) -> bool:
+    return o.old_price is None or o.old_available is None
+
+
+def _signal(o: Observation) -> str:
+    """What a watched crawl changed, from the same observation the alerts judge (its old values
+    the last good ones): a value read now that differs from the last good one is a change; a
+    value known before and missing now makes the record partial."""
+    moved = [
+        name
+        for name, new, old in (
+            ("price", o.price, o.old_price),
+            ("availability", o.available, o.old_available),
+        )
+        if new is not None and old is not None and new != old
+    ]
+    if moved:
+        return adaptive.changed(" and ".join(moved))
+    if (o.price is None and o.old_price is not None) or (
+        o.available is None and o.old_available is not None
+    ):
+        return adaptive.PARTIAL
+    return adaptive.UNCHANGED
 
 
 def _new_row(item: ProductInput, now: datetime) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -30,15 +30,24 @@ def product_record(product: Product, image_urls: list[str]) -> dict[str, Any]:
     return record
 
 
+async def grouped(
+    session: AsyncSession, key: Any, value: Any, keys: Iterable[Any], *order: Any
+) -> defaultdict[Any, list[Any]]:
+    """``{key: [value, …]}`` of the rows whose ``key`` is one of ``keys``, each list in
+    ``order`` (one query for all of them; an empty list for a key without rows)."""
+    found: defaultdict[Any, list[Any]] = defaultdict(list)
+    wanted = list(set(keys))
+    if wanted:
+        rows = await session.execute(
+            select(key, value).where(key.in_(wanted)).order_by(key, *order)
+        )
+        for k, v in rows:
+            found[k].append(v)
+    return found
+
+
 async def image_urls(session: AsyncSession, product_ids: Sequence[int]) -> dict[int, list[str]]:
     """Each product's image URLs, main image first (one query for all of them)."""
-    images: dict[int, list[str]] = defaultdict(list)
-    if product_ids:
-        rows = await session.execute(
-            select(ProductImage.product_id, ProductImage.image_url)
-            .where(ProductImage.product_id.in_(list(product_ids)))
-            .order_by(ProductImage.product_id, ProductImage.position)
-        )
-        for product_id, url in rows:
-            images[product_id].append(url)
-    return images
+    return await grouped(
+        session, ProductImage.product_id, ProductImage.image_url, product_ids, ProductImage.position
+    )

@@ -22,6 +22,7 @@ from sqlalchemy.sql import column, table
 
 from forager.db.models import Domain, Product
 from forager.db.search_schema import FTS_TABLE
+from forager.products import tags
 
 # The stored tsvector ('simple': no stemming and no stop words, any language).
 PG_DOCUMENT_SQL = "products.search_document"
@@ -62,6 +63,7 @@ class ProductFilters:
     domain: str | None = None
     changed_since: datetime | None = None
     q: str | None = None
+    tag: str | None = None
 
     @property
     def searching(self) -> bool:
@@ -91,6 +93,8 @@ def _conditions(filters: ProductFilters) -> list[ColumnElement[bool]]:
         where.append(Product.domain_id == domain_id)
     if filters.changed_since is not None:
         where.append(Product.updated_at >= filters.changed_since)
+    if filters.tag is not None:
+        where.append(tags.having(filters.tag.strip().lower()))
     return where
 
 

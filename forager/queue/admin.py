@@ -9,7 +9,7 @@ next phase boundary.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -22,6 +22,7 @@ from forager.db.types import utcnow
 from forager.errors import LifecycleConflict, NotFound
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.store import transition
+from forager.queue.submit import recrawl_columns
 from forager.store.pages import PageStore
 
 S = TaskStatus
@@ -143,26 +144,93 @@ async def restart_parsing(
     return await _apply(db, task_id, RESTART_PARSING, by, **values)
 
 
+async def _in_place(
+    session: AsyncSession,
+    task: CrawlTask,
+    event: str,
+    what: str,
+    details: dict[str, Any],
+    **values: Any,
+) -> CrawlTask:
+    """Change ``values`` of ``task`` in whatever status it is (compare-and-set on it)."""
+    moved = await transition(
+        session,
+        task.id,
+        from_=[task.status],
+        to=task.status,
+        event=event,
+        details=details,
+        **values,
+    )
+    task = await _current(session, task.id)
+    if not moved:  # its status changed between the two statements: report it
+        raise LifecycleConflict(
+            f"task {task.id} changed while its {what} was being set; try again",
+            current_status=task.status,
+        )
+    return task
+
+
 async def set_priority(db: Database, task_id: int, priority: int, by: str = "api") -> CrawlTask:
     """Change the priority; a pending task is claimed in its new order at once."""
     async with db.session() as session:
         task = await _current(session, task_id)
-        moved = await transition(
-            session,
-            task_id,
-            from_=[task.status],
-            to=task.status,
-            event="priority_changed",
-            details={"by": by, "from": task.priority, "priority": priority},
-            priority=priority,
+        details = {"by": by, "from": task.priority, "priority": priority}
+        return await _in_place(
+            session, task, "priority_changed", "priority", details, priority=priority
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RecrawlChange:
+    """A change of a task's recrawl settings; ``None`` keeps the task's value (a bound named in
+    ``reset`` goes back to its default)."""
+
+    is_recurring: bool | None = None
+    crawl_frequency_seconds: int | None = None
+    adaptive_recrawl: bool | None = None
+    min_crawl_frequency_seconds: int | None = None
+    max_crawl_frequency_seconds: int | None = None
+    reset: frozenset[str] = frozenset()
+
+
+async def set_recrawl(
+    db: Database, task_id: int, change: RecrawlChange, by: str = "api"
+) -> CrawlTask:
+    """Change whether and how often a task is crawled again; the adaptive frequency starts over
+    from ``crawl_frequency_seconds``, and a finished recurring task's next crawl follows it."""
+    async with db.session() as session:
         task = await _current(session, task_id)
-        if not moved:  # its status changed between the two statements: report it
-            raise LifecycleConflict(
-                f"task {task_id} changed while its priority was being set; try again",
-                current_status=task.status,
-            )
-        return task
+        recurring = task.is_recurring if change.is_recurring is None else change.is_recurring
+        adaptive = (
+            task.adaptive_recrawl and recurring  # no longer recurring: no longer adaptive
+            if change.adaptive_recrawl is None
+            else change.adaptive_recrawl
+        )
+        base = change.crawl_frequency_seconds or task.crawl_frequency_seconds
+        low, high = (
+            getattr(change, name)
+            or (getattr(task, name) if task.adaptive_recrawl and name not in change.reset else None)
+            for name in ("min_crawl_frequency_seconds", "max_crawl_frequency_seconds")
+        )
+        values = recrawl_columns(recurring, adaptive, base, low, high)
+        recurring = values["is_recurring"]
+        values["crawl_frequency_seconds"] = base
+        if values["crawl_frequency_reason"] is not None:
+            values["crawl_frequency_reason"] = f"set by {by}: {values['crawl_frequency_reason']}"
+        if task.status in (S.COMPLETED, S.FAILED):
+            every = values["current_crawl_frequency_seconds"] or base
+            since = task.completed_at or utcnow()
+            values["next_crawl_at"] = since + timedelta(seconds=int(every)) if recurring else None
+        details = {
+            "by": by,
+            "is_recurring": recurring,
+            "crawl_frequency_seconds": base,
+            "adaptive_recrawl": adaptive,
+        }
+        return await _in_place(
+            session, task, "recrawl_changed", "recrawl settings", details, **values
+        )
 
 
 async def restart_failed(

@@ -29,6 +29,7 @@ from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorParser
 from forager.fetch import breakers
 from forager.fetch.throttle import effective_delay
 from forager.parse.selectors import SELECTOR
+from forager.queue.adaptive import Adaptive
 from forager.queue.lifecycle import FETCHING, TaskStatus
 from forager.queue.tasks import ClaimedTask
 
@@ -48,6 +49,11 @@ _TASK_COLUMNS = (
     CrawlTask.html_path,
     CrawlTask.is_recurring,
     CrawlTask.crawl_frequency_seconds,
+    CrawlTask.adaptive_recrawl,
+    CrawlTask.current_crawl_frequency_seconds,
+    CrawlTask.min_crawl_frequency_seconds,
+    CrawlTask.max_crawl_frequency_seconds,
+    CrawlTask.unchanged_crawls,
 )
 _SELECTOR_FIELDS = (
     select(SelectorParser.fields)
@@ -82,6 +88,16 @@ def _claimed(row: Any, domain: Any) -> ClaimedTask:
     selector = None
     if parser_name == SELECTOR and domain.selector_fields is not None:
         selector = (domain.id, domain.selector_version, domain.selector_fields)
+    adaptive = None
+    frequency = row.crawl_frequency_seconds
+    if row.adaptive_recrawl and row.is_recurring:
+        frequency = row.current_crawl_frequency_seconds or frequency
+        adaptive = Adaptive(
+            frequency,
+            row.min_crawl_frequency_seconds or frequency,
+            row.max_crawl_frequency_seconds or frequency,
+            row.unchanged_crawls,
+        )
     return ClaimedTask(
         id=row.id,
         url=row.url,
@@ -98,13 +114,14 @@ def _claimed(row: Any, domain: Any) -> ClaimedTask:
         max_retries=row.max_retries,
         html_path=row.html_path,
         is_recurring=row.is_recurring,
-        crawl_frequency_seconds=row.crawl_frequency_seconds,
+        crawl_frequency_seconds=frequency,
         fetcher=domain.fetcher,
         wait_for_selector=domain.wait_for_selector,
         uses_proxies=bool(domain.uses_proxies),
         ignore_robots=bool(domain.ignore_robots),
         robots_fetched_at=domain.robots_txt_last_fetched,
         selector=selector,
+        adaptive=adaptive,
     )
 
 

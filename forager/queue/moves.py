@@ -7,7 +7,9 @@ still holds the lease, so a worker whose lease expired, or whose task an operato
 cancelled, changes nothing.
 
 ``settle`` ends many tasks at once (the worker's writer): one locked read says which of them the
-worker still holds, one ``executemany`` writes their new rows.
+worker still holds, one ``executemany`` writes their new rows. ``adapt`` then moves the adaptive
+recrawl frequency of those that completed with a product record (``queue/adaptive.py``): one more
+``executemany`` in the same transaction, only when the group holds such tasks.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from forager.db import audit
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import UTCDateTime, utcnow
 from forager.errors import RETRYABLE_ERROR_TYPES
+from forager.queue import adaptive
 from forager.queue.lifecycle import LEASED, PARSE_LEASED, TaskStatus
 from forager.queue.tasks import ClaimedTask
 
@@ -366,3 +369,54 @@ def _ending_row(
         return row, "retry_scheduled", {"to": S.PENDING, **details}
     row["b_status"] = S.FAILED
     return row, S.FAILED, {"to": S.FAILED, **details, "error_type": error_type}
+
+
+_ADAPT = (
+    update(_TASKS)
+    .where(
+        _TASKS.c.id == _param("b_id", Integer),
+        _TASKS.c.status == S.COMPLETED,
+        _TASKS.c.adaptive_recrawl.is_(True),  # switched off by an operator meanwhile: not moved
+    )
+    .values(
+        current_crawl_frequency_seconds=_param("b_frequency", Integer),
+        unchanged_crawls=_param("b_unchanged", Integer),
+        crawl_frequency_reason=_param("b_reason", String),
+        # Moved: from now at the new frequency; else settle's value (the same frequency) stands.
+        next_crawl_at=case(
+            (_param("b_moved", Boolean), _param("b_next_crawl_at", UTCDateTime)),
+            else_=_TASKS.c.next_crawl_at,
+        ),
+    )
+)
+
+
+async def adapt(session: AsyncSession, signals: Sequence[tuple[ClaimedTask, str]]) -> None:
+    """Move the frequency of adaptive tasks just completed by ``settle`` (same transaction)
+    after what their crawl saw (``adaptive.step``); their ``next_crawl_at`` follows it."""
+    rows = []
+    now = utcnow()
+    for task, signal in signals:
+        if task.adaptive is None:
+            continue
+        after = adaptive.step(task.adaptive, signal)
+        rows.append(
+            {
+                "b_id": task.id,
+                "b_frequency": after.frequency,
+                "b_unchanged": after.unchanged,
+                "b_reason": after.reason,
+                "b_moved": after.moved,
+                "b_next_crawl_at": now + timedelta(seconds=after.frequency),
+            }
+        )
+        if after.moved:
+            audit.record(
+                session,
+                "task",
+                [task.id],
+                "recrawl_adapted",
+                {"frequency_seconds": after.frequency, "reason": after.reason},
+            )
+    if rows:
+        await session.execute(_ADAPT, rows)

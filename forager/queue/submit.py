@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,6 +18,7 @@ from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.errors import ForagerError, InvalidRequest
 from forager.parse.registry import get_parser, parser_name_for_host
+from forager.queue.adaptive import default_bounds, start
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.urls import NormalizedURL, normalize_url
 
@@ -37,6 +38,11 @@ class SubmitSpec:
     parser_name: str | None = None
     batch_name: str | None = None
     created_by: str = "api"
+    # Adaptive recrawl (queue/adaptive.py): bounds default to a quarter and 7× the frequency.
+    adaptive_recrawl: bool = False
+    min_crawl_frequency_seconds: int | None = None
+    max_crawl_frequency_seconds: int | None = None
+    tags: tuple[str, ...] = ()  # written by forager.products.tags after the submit
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +53,7 @@ class SubmitOutcome:
     url: str | None = None
     status: str | None = None
     error: str | None = None
+    url_hash: str | None = None
 
 
 def _check(spec: SubmitSpec) -> NormalizedURL:
@@ -64,6 +71,37 @@ def _check(spec: SubmitSpec) -> NormalizedURL:
             "crawl_frequency_seconds must be at least 60", field="crawl_frequency_seconds"
         )
     return normalize_url(spec.url)
+
+
+def recrawl_columns(
+    recurring: bool, adaptive: bool, base: int, low: int | None, high: int | None
+) -> dict[str, Any]:
+    """A task's recurrence columns. Nothing the schema allows is refused (as for monitors'
+    bounds): an adaptive task is recurring whatever ``recurring`` says, bounds matter only
+    for an adaptive task, and a maximum below the minimum is raised to it."""
+    if not adaptive:
+        return {
+            "is_recurring": recurring,
+            "adaptive_recrawl": False,
+            "min_crawl_frequency_seconds": None,
+            "max_crawl_frequency_seconds": None,
+            "current_crawl_frequency_seconds": None,
+            "unchanged_crawls": 0,
+            "crawl_frequency_reason": None,
+        }
+    default_low, default_high = default_bounds(base)
+    low = default_low if low is None else low
+    high = max(low, default_high if high is None else high)
+    current, reason = start(base, low, high)
+    return {
+        "is_recurring": True,
+        "adaptive_recrawl": True,
+        "min_crawl_frequency_seconds": low,
+        "max_crawl_frequency_seconds": high,
+        "current_crawl_frequency_seconds": current,
+        "unchanged_crawls": 0,
+        "crawl_frequency_reason": reason,
+    }
 
 
 async def _domains_for(
@@ -135,7 +173,12 @@ async def submit_urls(
         first_seen.add(n.url_hash)
         outcomes.append(
             SubmitOutcome(
-                spec.url, "created" if fresh else "duplicate", task_id, n.url, status=status
+                spec.url,
+                "created" if fresh else "duplicate",
+                task_id,
+                n.url,
+                status=status,
+                url_hash=n.url_hash,
             )
         )
     return outcomes
@@ -151,6 +194,7 @@ async def _insert_tasks(
     rows: dict[str, dict[str, object]] = {}
     for spec, n in chunk:
         domain = domains[n.host]
+        base = spec.crawl_frequency_seconds or domain.default_crawl_frequency_seconds
         rows.setdefault(
             n.url_hash,
             {
@@ -163,9 +207,14 @@ async def _insert_tasks(
                 "max_retries": (
                     spec.max_retries if spec.max_retries is not None else settings.max_retries
                 ),
-                "is_recurring": spec.is_recurring,
-                "crawl_frequency_seconds": spec.crawl_frequency_seconds
-                or domain.default_crawl_frequency_seconds,
+                "crawl_frequency_seconds": base,
+                **recrawl_columns(
+                    spec.is_recurring,
+                    spec.adaptive_recrawl,
+                    base,
+                    spec.min_crawl_frequency_seconds,
+                    spec.max_crawl_frequency_seconds,
+                ),
                 "parser_name": spec.parser_name,
                 "batch_name": spec.batch_name,
                 "created_by": spec.created_by,

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from forager.queue.adaptive import Adaptive
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimedTask:
@@ -39,3 +41,6 @@ class ClaimedTask:
     # The domain's selector map (domain id, version, fields) when the task's parser is
     # "selector" and the domain has one in use.
     selector: tuple[int, int, dict[str, Any]] | None = None
+    # A recurring task with an adaptive frequency (crawl_frequency_seconds is then its current
+    # one); None for every other task.
+    adaptive: Adaptive | None = None

@@ -37,7 +37,7 @@ from forager.parse.base import ProductRecord
 from forager.products.persist import ProductInput, save_products
 from forager.proxies.selection import ProxyChoice
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.moves import Ending, open_gate
+from forager.queue.moves import Ending, adapt, open_gate
 from forager.queue.store import TaskQueue
 from forager.worker.policy import FetchPolicy
 
@@ -220,7 +220,12 @@ class Writer:
         attempts = [row for item in batch for row in self._attempts(item, statuses)]
         if attempts:
             await session.execute(insert(CrawlAttempt), attempts)
-        await save_products(
+        saving = [
+            i
+            for i in batch
+            if i.record is not None and statuses.get(i.ending.task.id) == S.COMPLETED
+        ]
+        saved = await save_products(
             session,
             [
                 ProductInput(
@@ -229,11 +234,20 @@ class Writer:
                     i.ending.task.url,
                     i.ending.task.url_hash,
                     i.record,
+                    # A fetch of an adaptive task says what changed; a reparse saw nothing new.
+                    watch=i.ending.task.adaptive is not None and i.ending.fetched is not None,
                 )
-                for i in batch
-                if i.record is not None and statuses.get(i.ending.task.id) == S.COMPLETED
+                for i in saving
+                if i.record is not None
             ],
         )
+        signals = [
+            (item.ending.task, result.signal)
+            for item, result in zip(saving, saved, strict=True)
+            if result.signal is not None
+        ]
+        if signals:
+            await adapt(session, signals)
         await save_items(
             session,
             [

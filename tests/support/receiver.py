@@ -1,9 +1,11 @@
 """A real HTTP receiver on loopback for webhook tests: records every request and answers with
-the next scripted status (200 when the script is empty), optionally after a delay."""
+the next scripted status (200 when the script is empty), optionally after a delay; over TLS
+when given an ``ssl`` server context."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl as _ssl
 from dataclasses import dataclass, field
 
 
@@ -20,15 +22,16 @@ class Receiver:
     requests: list[Received] = field(default_factory=list)
     server: asyncio.Server | None = None
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    ssl: _ssl.SSLContext | None = None
 
     @property
     def url(self) -> str:
         assert self.server is not None
         port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/hook"
+        return f"{'https' if self.ssl else 'http'}://127.0.0.1:{port}/hook"
 
     async def __aenter__(self) -> Receiver:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl)
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
@@ -53,7 +56,7 @@ class Receiver:
                 f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
             )
             await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, _ssl.SSLError):
             pass
         finally:
             writer.close()

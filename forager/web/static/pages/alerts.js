@@ -37,6 +37,8 @@ function createForm(notice, reload) {
   const domain = input("domain_id", { type: "number", min: 1 });
   const product = input("product_id", { type: "number", min: 1 });
   const batch = input("batch_name", { maxlength: 255 });
+  const tag = input("tag", { maxlength: 50, pattern: "[a-z0-9][a-z0-9_.:\\-]{0,49}",
+    placeholder: "kettles" });
   const channel = select("channel", [["webhook_url", "Webhook"], ["apprise_url", "Apprise"]],
     "webhook_url");
   const target = input("target", { required: true, maxlength: 2000,
@@ -54,6 +56,7 @@ function createForm(notice, reload) {
     if (domain.value) body.domain_id = Number(domain.value);
     if (product.value) body.product_id = Number(product.value);
     if (batch.value.trim()) body.batch_name = batch.value.trim();
+    if (tag.value.trim()) body.tag = tag.value.trim();
     try {
       const rule = await api("POST", "/api/alerts/rules", body);
       notice.replaceChildren(rule.secret ? secretNotice(rule) : "");
@@ -65,7 +68,7 @@ function createForm(notice, reload) {
   h("div", { class: "row" }, field("Name", name), field("When", kind), field("Amount", amount),
     field("Ignore moves under", noise), field("Fire on first sight", first)),
   h("div", { class: "row" }, field("Domain id", domain), field("Product id", product),
-    field("Batch", batch)),
+    field("Batch", batch), field("Product tag", tag)),
   h("div", { class: "row" }, field("Send by", channel), field("Target URL", target)),
   h("button", { type: "submit", class: "primary" }, "Create rule"));
 }
@@ -78,7 +81,8 @@ function condition(rule) {
   if (rule.min_change_pct !== null) parts.push(`moves ≥ ${rule.min_change_pct} %`);
   if (rule.fire_on_first) parts.push("first sight too");
   const scope = [rule.product_id && `product ${rule.product_id}`,
-    rule.domain_id && `domain ${rule.domain_id}`, rule.batch_name && `batch ${rule.batch_name}`];
+    rule.domain_id && `domain ${rule.domain_id}`, rule.batch_name && `batch ${rule.batch_name}`,
+    rule.tag && `tag ${rule.tag}`];
   return [...parts, ...scope.filter(Boolean)].join(", ") || (PRODUCT.includes(rule.kind)
     ? "any product" : "any");
 }

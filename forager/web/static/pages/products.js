@@ -2,12 +2,12 @@
 // filter; a product's page with its images and price history chart.
 
 import {
-  api, exportLinks, field, formValues, go, h, link, lineChart, outLink, pager, params, query,
-  select, table, time,
+  api, errorText, exportLinks, field, formValues, go, h, isAdmin, link, lineChart, outLink,
+  pager, params, query, select, table, time, toast,
 } from "../lib.js";
 
-const FILTERS = ["q", "brand", "category", "domain", "min_price", "max_price", "currency",
-  "is_available"];
+const FILTERS = ["q", "tag", "brand", "category", "domain", "min_price", "max_price",
+  "currency", "is_available"];
 
 function arrow(price, previous) {
   if (previous === undefined || previous === null || price === null) return "";
@@ -30,6 +30,7 @@ export async function render(view, _arg, current) {
         go(`/products${query(formValues(event.target))}`);
       } },
     input("q", "Search", { type: "search", size: 24 }),
+    input("tag", "Tag", { size: 10 }),
     input("brand", "Brand", { size: 10 }), input("category", "Category", { size: 10 }),
     input("domain", "Domain", { size: 12 }),
     input("min_price", "Price from", { type: "number", step: "0.01", min: 0 }),
@@ -45,12 +46,14 @@ export async function render(view, _arg, current) {
   const previous = ids.length
     ? (await api("GET", `/ui/products/previous-prices?ids=${ids.join(",")}`)).previous : {};
   if (!current()) return;
-  view.append(table(["Product", "Price", "Brand", "Available", "Updated"],
+  view.append(table(["Product", "Price", "Brand", "Tags", "Available", "Updated"],
     data.items.map((x) => h("tr", { "data-product-id": x.id },
       h("td", {}, link(`/products/${x.id}`, x.product_name)),
       h("td", { class: "num" }, x.price === null ? "—" : `${x.price} ${x.currency || ""}`,
         arrow(x.price, previous[String(x.id)])),
       h("td", {}, x.brand || ""),
+      h("td", {}, x.tags.map((t) => link(`/products${query({ tag: t })}`, t))
+        .flatMap((a, i) => (i ? [" ", a] : [a]))),
       h("td", {}, x.is_available === null ? "?" : x.is_available ? "yes" : "no"),
       h("td", {}, time(x.updated_at)))), { "aria-label": "Products" }),
   pager(data, (o) => go(`/products${query({ ...values, offset: o })}`)));
@@ -70,6 +73,18 @@ function imageList(images) {
           `${i.width}×${i.height} ${i.content_type}, ${i.file_size} bytes · `, outLink(i.image_url)))
         : h("span", {}, outLink(i.image_url),
           i.error ? h("span", { class: "muted" }, ` — not stored: ${i.error}`) : null))));
+
+function tagEditor(x) {
+  const tags = h("input", { name: "tags", value: x.tags.join(", "), size: 40 });
+  return h("form", { class: "row", "aria-label": "Product tags", onsubmit: async (event) => {
+    event.preventDefault();
+    const list = tags.value.split(",").map((t) => t.trim()).filter(Boolean);
+    try {
+      const saved = await api("PATCH", `/api/products/${x.id}`, { tags: list });
+      tags.value = saved.tags.join(", ");
+      toast("Tags saved");
+    } catch (error) { toast(errorText(error), "error"); }
+  } }, field("Tags (comma-separated)", tags), h("button", { type: "submit" }, "Save tags"));
 }
 
 export async function renderOne(view, id) {
@@ -90,6 +105,7 @@ export async function renderOne(view, id) {
       ["Parser", `${x.parser_name} ${x.parser_version}`],
       ["Last crawled", time(x.last_crawled_at)],
     ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    isAdmin() ? tagEditor(x) : h("p", {}, `Tags: ${x.tags.join(", ") || "none"}`),
     h("h2", {}, "Price history"),
     h("div", { class: "card", "data-testid": "price-chart" },
       lineChart(points, `Price history of ${x.product_name}`)),

@@ -24,6 +24,8 @@ export async function render(view) {
   const recurring = h("input", { type: "checkbox", name: "is_recurring" });
   const frequency = h("input", { type: "number", name: "crawl_frequency_seconds", min: 60,
     placeholder: "domain default" });
+  const adaptive = h("input", { type: "checkbox", name: "adaptive_recrawl" });
+  const tags = h("input", { name: "tags", placeholder: "kettles, black-friday" });
   const priority = h("input", { type: "number", name: "priority", min: 1, max: 10, value: 5 });
   const batch = h("input", { name: "batch_name", maxlength: 255 });
   const results = h("div", { "aria-live": "polite" });
@@ -34,6 +36,9 @@ export async function render(view) {
     const options = { priority: Number(priority.value || 5), is_recurring: recurring.checked };
     if (frequency.value) options.crawl_frequency_seconds = Number(frequency.value);
     if (batch.value.trim()) options.batch_name = batch.value.trim();
+    if (adaptive.checked) options.adaptive_recrawl = true;
+    const tagList = tags.value.split(",").map((t) => t.trim()).filter(Boolean);
+    if (tagList.length) options.tags = tagList;
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
     const all = { created: 0, duplicate: 0, invalid: 0, results: [] };
@@ -64,6 +69,9 @@ export async function render(view) {
     field("Priority (1 highest)", priority),
     h("label", { class: "inline" }, recurring, "Recurring"),
     field("Every (seconds)", frequency),
+    h("label", { class: "inline", title: "Sooner after a price or availability change, "
+      + "less often while nothing changes" }, adaptive, "Adaptive"),
+    field("Tags (comma-separated)", tags),
     field("Batch name", batch),
     h("button", { type: "submit", class: "primary" }, "Submit")));
   view.append(form, results);

@@ -196,6 +196,35 @@ function timeline(events) {
     e.details ? h("span", { class: "muted" }, ` ${JSON.stringify(e.details)}`) : null)));
 }
 
+function recurrence(task) {
+  if (!task.is_recurring) return "no";
+  if (!task.adaptive_recrawl) return `every ${task.crawl_frequency_seconds} s`;
+  return h("span", { "data-testid": "recrawl" },
+    `adaptive: every ${task.current_crawl_frequency_seconds} s — ${task.crawl_frequency_reason}`,
+    h("span", { class: "muted" }, ` (from ${task.crawl_frequency_seconds} s, between `
+      + `${task.min_crawl_frequency_seconds} and ${task.max_crawl_frequency_seconds} s)`));
+}
+
+function recrawlForm(task, reload) {
+  const recurring = h("input", { type: "checkbox", checked: task.is_recurring });
+  const adaptive = h("input", { type: "checkbox", checked: task.adaptive_recrawl });
+  const every = h("input", { type: "number", min: 60, value: task.crawl_frequency_seconds,
+    id: "task-frequency" });
+  return h("div", { class: "row", role: "group", "aria-label": "Recrawl" },
+    h("label", { class: "inline" }, recurring, "Recurring"),
+    field("Every (seconds)", every),
+    h("label", { class: "inline" }, adaptive, "Adaptive"),
+    h("button", { type: "button", onclick: async () => {
+      try {
+        await api("PATCH", `/api/tasks/${task.id}/recrawl`, { is_recurring: recurring.checked,
+          adaptive_recrawl: adaptive.checked && recurring.checked,
+          crawl_frequency_seconds: Number(every.value) });
+        toast("Recrawl settings changed");
+      } catch (error) { toast(errorText(error), "error"); }
+      reload();
+    } }, "Set recrawl"));
+}
+
 function taskActions(task, reload) {
   if (!isAdmin()) return null;
   const allowed = {
@@ -238,13 +267,15 @@ export async function renderOne(view, id, current) {
     body.replaceChildren(
       h("h1", {}, `Task #${task.id} `, statusBadge(task.status)),
       taskActions(task, load),
+      isAdmin() ? recrawlForm(task, load) : null,
       h("dl", { class: "facts card" },
         ...[["URL", outLink(task.url)],
         ["Priority", String(task.priority)], ["Retries", `${task.retry_count} / ${task.max_retries}`],
         ["Scheduled", time(task.scheduled_at)], ["Started", time(task.started_at)],
         ["Completed", time(task.completed_at)], ["HTTP status", task.http_status_code ?? "—"],
         ["Error", task.error_type ? `${task.error_type}: ${task.error_message}` : "—"],
-        ["Recurring", task.is_recurring ? `every ${task.crawl_frequency_seconds} s` : "no"],
+        ["Recurring", recurrence(task)],
+        ["Next crawl", time(task.next_crawl_at)],
         ["Batch", task.batch_name || "—"], ["Created by", task.created_by],
         ["Created", time(task.created_at)], ["Updated", time(task.updated_at)]]
           .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
