@@ -405,6 +405,7 @@ def test_switch_image_downloads_on_and_see_the_stored_images(admin: Any, server:
         restore = {"download_images": False}
         assert server.api.patch(f"/api/domains/{domain['id']}", json=restore).status_code == 200
 
+
 def test_adaptive_recrawl_and_tags_on_the_dashboard(admin: Any, server: Server) -> None:
     """A real recrawl that sees a new price shortens an adaptive task's frequency, and the task
     page says so and why; its product carries the submitted tag, filters by it and edits it."""
