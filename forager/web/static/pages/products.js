@@ -73,6 +73,7 @@ function imageList(images) {
           `${i.width}×${i.height} ${i.content_type}, ${i.file_size} bytes · `, outLink(i.image_url)))
         : h("span", {}, outLink(i.image_url),
           i.error ? h("span", { class: "muted" }, ` — not stored: ${i.error}`) : null))));
+}
 
 function tagEditor(x) {
   const tags = h("input", { name: "tags", value: x.tags.join(", "), size: 40 });
