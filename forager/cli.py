@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
 
@@ -202,6 +202,76 @@ def worker(
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "forager.cli", *sys.argv[1:]])  # noqa: S606
+
+
+@app.command("celery-worker")
+def celery_worker(
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Tasks in flight at once (default 8).")
+    ] = None,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--queue",
+            "-Q",
+            help="Consume only this queue (priority_queue, crawl_queue, parse_queue); "
+            "repeat it for several. Default: all three.",
+        ),
+    ] = None,
+) -> None:
+    """Run a Celery worker (FORAGER_DISPATCH=celery): run the task ids RabbitMQ delivers with
+    the same pipeline as `forager worker`, until SIGTERM."""
+    import contextlib
+
+    from forager.queue.dispatch import QUEUES
+    from forager.runtime import Runtime
+    from forager.worker.consumer import CeleryWorker
+    from forager.worker.pool import WorkerPool, new_worker_id
+
+    settings = _settings()
+    if settings.dispatch != "celery":
+        raise ConfigError("`forager celery-worker` needs FORAGER_DISPATCH=celery")
+    unknown = sorted(set(queue or ()) - set(QUEUES))
+    if unknown:
+        raise ConfigError(f"unknown queue {unknown[0]!r}: choose from {', '.join(QUEUES)}")
+    slots = concurrency or settings.worker_concurrency
+
+    @contextlib.asynccontextmanager
+    async def open_pool() -> AsyncIterator[WorkerPool]:
+        runtime = await Runtime.open(settings)
+        try:
+            yield runtime.worker_pool(
+                slots, worker_id=new_worker_id("celery"), kind="celery", run_scheduler=False
+            )
+        finally:
+            await runtime.aclose()
+
+    CeleryWorker(settings, open_pool, concurrency=slots, queues=queue).run()
+
+
+@app.command()
+def relay() -> None:
+    """Run the relay of Celery dispatch on its own: claim due tasks into the outbox and
+    publish them to RabbitMQ, with the scheduler (expired leases, due recrawls), until SIGTERM."""
+    from forager.runtime import Runtime
+    from forager.worker.pool import new_worker_id
+
+    settings = _settings()
+    if settings.dispatch != "celery":
+        raise ConfigError("`forager relay` needs FORAGER_DISPATCH=celery")
+
+    async def _run() -> None:
+        runtime = await Runtime.open(settings)
+        try:
+            pool = runtime.worker_pool(1, worker_id=new_worker_id("relay"), kind="relay")
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, pool.stop)
+            await pool.run()
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(_run())
 
 
 @app.command()

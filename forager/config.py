@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -114,6 +114,31 @@ class Settings(BaseSettings):
     )
     lease_seconds: float = Field(
         60.0, gt=0, description="How long a claimed task stays leased without a heartbeat."
+    )
+    dispatch: Literal["database", "celery"] = Field(
+        "database",
+        description="How claimed tasks reach workers: `database` (workers claim them) or "
+        "`celery` (the relay claims them into an outbox and publishes their ids to RabbitMQ; "
+        "`forager celery-worker` processes run them).",
+    )
+    celery_broker_url: SecretStr = Field(
+        SecretStr("amqp://guest:guest@127.0.0.1:5672//"),
+        description="RabbitMQ URL of Celery dispatch; never logged (it may hold a password).",
+    )
+    celery_queue_prefix: str = Field(
+        "",
+        max_length=100,
+        pattern=r"^[A-Za-z0-9_.:-]*$",
+        description="Prefix of the three queue names (`priority_queue`, `crawl_queue`, "
+        "`parse_queue`), so several Forager installations can share one RabbitMQ vhost.",
+    )
+    celery_max_queued: int = Field(
+        64,
+        ge=1,
+        le=100_000,
+        description="Celery dispatch: most tasks claimed into RabbitMQ and not yet taken by a "
+        "worker. A task waits there under its lease: keep it below what the Celery workers "
+        "start within FORAGER_LEASE_SECONDS.",
     )
     heartbeat_seconds: float = Field(
         10.0, gt=0, description="How often a worker renews the leases of its in-flight tasks."

@@ -858,6 +858,24 @@ class AlertRule(Timestamped, Base):
     secret_enc: Mapped[str | None] = mapped_column(Text)
 
 
+class DispatchOutbox(Base):
+    """Celery dispatch's outbox: one claimed task id to publish to RabbitMQ, written in the
+    claim's transaction; the relay publishes it and stamps ``sent_at`` (unsent rows are replayed
+    after a crash, so a claim is never stranded between commit and publish)."""
+
+    __tablename__ = "dispatch_outbox"
+    __table_args__ = (Index("ix_dispatch_outbox_unsent", "sent_at", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    task_id: Mapped[int] = mapped_column(
+        ForeignKey("crawl_tasks.id", ondelete="CASCADE"), index=True
+    )
+    queue: Mapped[str] = mapped_column(String(20))  # priority_queue, crawl_queue, parse_queue
+    lease_owner: Mapped[str] = mapped_column(String(255))  # the claim's owner, sent along
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
 class AlertDelivery(Base):
     """The outbox: one notification of one rule, written in the transaction of its change and
     sent (and retried) by the delivery loop; ``next_attempt_at`` doubles as its lease."""

@@ -37,7 +37,7 @@ S = TaskStatus
 # Candidate domains looked at per claim; more only matters when many are saturated at once.
 _CANDIDATE_DOMAINS = 16
 
-_TASK_COLUMNS = (
+TASK_COLUMNS = (
     CrawlTask.id,
     CrawlTask.url,
     CrawlTask.url_hash,
@@ -63,7 +63,7 @@ _SELECTOR_FIELDS = (
 )
 _MAPPED = exists().where(DomainProxy.domain_id == Domain.id, DomainProxy.source == "admin")
 # What a claim needs of a domain (not its robots.txt text).
-_DOMAIN_COLUMNS = (
+DOMAIN_COLUMNS = (
     Domain.id,
     Domain.domain_name,
     Domain.parser_name,
@@ -83,7 +83,8 @@ _DOMAIN_COLUMNS = (
 )
 
 
-def _claimed(row: Any, domain: Any) -> ClaimedTask:
+def as_claimed(row: Any, domain: Any) -> ClaimedTask:
+    """A leased row (``TASK_COLUMNS``) and its domain (``DOMAIN_COLUMNS``), as a worker holds it."""
     parser_name = row.parser_name or domain.parser_name
     selector = None
     if parser_name == SELECTOR and domain.selector_fields is not None:
@@ -185,7 +186,7 @@ async def claim_from_domain(
     """Lease up to ``limit`` of one domain's due tasks, within its politeness budget."""
     domain = (
         await session.execute(
-            select(*_DOMAIN_COLUMNS)
+            select(*DOMAIN_COLUMNS)
             .where(Domain.id == domain_id, *_gate_open(now, settings))
             .with_for_update(skip_locked=True, of=Domain)
         )
@@ -228,10 +229,10 @@ async def claim_from_domain(
             updated_at=now,
             **({"started_at": now} if start else {}),
         )
-        .returning(*_TASK_COLUMNS)
+        .returning(*TASK_COLUMNS)
         .execution_options(synchronize_session=False)
     )
-    tasks = [_claimed(row, domain) for row in rows]
+    tasks = [as_claimed(row, domain) for row in rows]
     if delay > 0:
         # Closed until the request is really on the wire (see ``moves.open_gate``); a worker
         # that dies before sending leaves it closed only until its lease runs out.
@@ -272,17 +273,17 @@ async def claim_parse(
                 lease_expires_at=lease_until,
                 updated_at=now,
             )
-            .returning(*_TASK_COLUMNS)
+            .returning(*TASK_COLUMNS)
             .execution_options(synchronize_session=False)
         )
     ).all()
     domains = {
         d.id: d
         for d in await session.execute(
-            select(*_DOMAIN_COLUMNS).where(Domain.id.in_({r.domain_id for r in rows}))
+            select(*DOMAIN_COLUMNS).where(Domain.id.in_({r.domain_id for r in rows}))
         )
     }
-    tasks = [_claimed(row, domains[row.domain_id]) for row in rows]
+    tasks = [as_claimed(row, domains[row.domain_id]) for row in rows]
     audit.record(
         session,
         "task",

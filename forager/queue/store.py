@@ -8,7 +8,7 @@ a ``session`` runs inside the caller's transaction; one that does not opens exac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,11 +17,14 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.queue import claim as claiming
-from forager.queue import moves, scheduler
+from forager.queue import dispatch, moves, scheduler
+from forager.queue.dispatch import Message
 from forager.queue.moves import Ending, transition
 from forager.queue.tasks import ClaimedTask
 
-__all__ = ["ClaimedTask", "Ending", "TaskQueue", "transition"]
+__all__ = ["ClaimedTask", "Ending", "Message", "TaskQueue", "transition"]
+# Sent outbox rows are kept this long (for a look when debugging), then deleted.
+_SENT_KEPT = timedelta(hours=1)
 
 
 class TaskQueue:
@@ -81,6 +84,44 @@ class TaskQueue:
         async with self.db.session() as session:
             return await claiming.claim_parse(
                 session, worker_id, now, limit, self._lease_until(now)
+            )
+
+    # -- Celery dispatch (queue/dispatch.py) ------------------------------------------------
+
+    async def claim_into_outbox(self, owner: str) -> int:
+        """Claim due work under the relay's ``owner`` into the outbox, up to
+        ``celery_max_queued`` tasks waiting for a Celery worker; returns how many."""
+        now = utcnow()
+        async with self.db.session() as session:
+            room = self.settings.celery_max_queued - await dispatch.waiting(session)
+            if room <= 0:
+                return 0
+            return await dispatch.claim_into_outbox(
+                session, self.settings, owner, now, room, self._lease_until(now)
+            )
+
+    async def publish_outbox(
+        self, send: Callable[[list[Message]], Awaitable[None]], limit: int = 500
+    ) -> int:
+        """Hand the oldest unsent outbox rows to ``send`` and mark them sent once it returns
+        (rows stay locked meanwhile); returns how many. A crash before the commit leaves them
+        unsent: they are sent again, and the second delivery finds nothing to take."""
+        async with self.db.session() as session:
+            messages = await dispatch.unsent(session, limit)
+            if not messages:
+                return 0
+            await send(messages)
+            now = utcnow()
+            await dispatch.mark_sent(session, [m.id for m in messages], now)
+            await dispatch.forget_sent(session, now - _SENT_KEPT)
+            return len(messages)
+
+    async def take(self, task_id: int, owner: str, worker_id: str) -> ClaimedTask | None:
+        """A Celery worker takes a task the relay claimed (None: not waiting under ``owner``)."""
+        now = utcnow()
+        async with self.db.session() as session:
+            return await dispatch.take(
+                session, task_id, owner, worker_id, now, self._lease_until(now)
             )
 
     async def next_gate_opening(self) -> datetime | None:

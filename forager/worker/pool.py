@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from forager.alerts.deliver import Deliverer
+from forager.broker.relay import Relay
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
@@ -88,6 +89,10 @@ class WorkerPool:
             db, settings, parts.box, parts.fetchers, parts.pages, self.worker_id
         )
         self.run_scheduler = run_scheduler
+        # Celery dispatch: the relay claims, Celery delivers (``run_delivered``); the pool's
+        # own claim loop then claims nothing.
+        self.celery = settings.dispatch == "celery"
+        self.relay = Relay(db, settings) if self.celery and run_scheduler else None
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
@@ -132,6 +137,8 @@ class WorkerPool:
             side.append(
                 self._supervise("images", self._download_images, self.settings.image_poll_seconds)
             )
+        if self.relay is not None:
+            side.append(self._supervise("relay", self._relay, self.settings.poll_seconds))
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
@@ -147,6 +154,8 @@ class WorkerPool:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
             await self.alerts.aclose()
+            if self.relay is not None:
+                self.relay.close()
             if self._owns_parts:
                 await self.parts.aclose()
             with contextlib.suppress(Exception):  # the database may be what stopped us
@@ -154,6 +163,8 @@ class WorkerPool:
             log.info("worker %s stopped after %d tasks", self.worker_id, self.processed)
 
     def _may_claim(self, free: int) -> bool:
+        if self.celery:
+            return False
         # Claim in batches while busy: one claim transaction per slot would cost more than
         # the work it hands out.
         return free >= self._batch or (free > 0 and not self.jobs)
@@ -166,6 +177,17 @@ class WorkerPool:
 
     async def _hand_out(self, task: ClaimedTask) -> None:
         self._start(task)
+
+    async def run_delivered(self, task_id: int, owner: str) -> str | None:
+        """Celery dispatch: take a task the relay claimed under ``owner`` and run it as one of
+        this pool's jobs (heartbeats, graceful stop); the status it ended in, or None when
+        there was nothing to take (a duplicate or stale message, a paused task)."""
+        task = await self.queue.take(task_id, owner, self.worker_id)
+        if task is None:
+            log.info("task %s: nothing to take (already taken, moved or expired)", task_id)
+            return None
+        self._start(task)
+        return await self.jobs[task.id]
 
     async def _next_gate(self) -> float | None:
         """Nothing was due: wake when the next politeness gate opens, if before the poll."""
@@ -249,6 +271,11 @@ class WorkerPool:
     async def _download_images(self) -> None:
         """Store the due product images of the domains that download them (usually: none)."""
         await self.images.step()
+
+    async def _relay(self) -> None:
+        """Celery dispatch: claim due work into the outbox and publish it to RabbitMQ."""
+        if self.relay is not None:
+            await self.relay.step()
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""
