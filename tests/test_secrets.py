@@ -18,6 +18,9 @@ from sqlalchemy import select
 
 from forager.api.deps import Runtime
 from forager.db.models import Base
+from forager.items.persist import ItemBatch, ItemInput, save_items
+from forager.parse.base import ItemRecord
+from forager.parse.items import check_item
 from tests.support.crawling import crawl
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
@@ -149,7 +152,16 @@ async def _use_every_secret(
     deliveries = _ok(await api.get("/api/alerts/deliveries"))["items"]
     selector = {"fields": {"product_name": {"css": "h1"}}, "use": False}
     version = _ok(await api.post(f"/api/domains/{domain_id}/selector-parsers", json=selector), 201)
+    # An item, as a parser that reads ads would leave it.
+    ad = check_item(ItemRecord("ad", "a1", {"title": "Bike", "price": "10.00"}), 0)
+    async with _runtime(api).db.session() as session:
+        batch = ItemBatch((ad,), url, "test", "1")
+        await save_items(session, [ItemInput(domain_id, task_id, batch)])
+    items = _ok(await api.get("/api/items"))["items"]
+    images = _ok(await api.get(f"/api/products/{products[0]['id']}/images"))
     return {
+        "item_id": items[0]["id"],
+        "image_id": images[0]["id"],
         "rule_id": hook["id"],
         "delivery_id": deliveries[0]["id"],
         "version": version["version"],
@@ -176,7 +188,12 @@ async def _read_everything(api: httpx.AsyncClient, ids: dict[str, int]) -> list[
         response = await api.get(concrete)
         # A monitor nobody has polled yet has no data to show (409), and with no process to run
         # it /health says down (503, its body read like any other); every other read is 200.
-        expected = {"/api/monitors/{monitor_id}/data": 409, "/health": 503}.get(path, 200)
+        # The product's images are not downloaded (its domain does not ask for it): no content.
+        expected = {
+            "/api/monitors/{monitor_id}/data": 409,
+            "/health": 503,
+            "/api/products/{product_id}/images/{image_id}/content": 404,
+        }.get(path, 200)
         assert response.status_code == expected, f"{concrete}: {response.text[:300]}"
         responses.append(response)
     # A wrong key is refused without being echoed back.
