@@ -46,9 +46,11 @@ serve: $(STAMP)
 # the databases, so a third worker fills the gaps (about 1.5 min less than two); each has its own
 # PostgreSQL template, SQLite template and test site. Multi-process tests are grouped on one
 # worker (see tests/conftest.py).
+# Bytecode caching on for the run (some machines set PYTHONDONTWRITEBYTECODE): the suite starts
+# hundreds of forager processes, and each would compile every module it imports again.
 TEST_WORKERS ?= 3
 test: $(STAMP) chromium prometheus
-	$(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
+	env -u PYTHONDONTWRITEBYTECODE $(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(RUN)/ruff check forager tests bench

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
-from PIL import Image, UnidentifiedImageError
+# Pillow is imported where an image is read (only processes that download images pay for it).
 
 # The formats kept, as (MIME type, file extension). SVG is not among them: it is a document
 # that can run scripts, and Pillow cannot read its size.
@@ -36,6 +36,8 @@ FORMATS = {
 @cache
 def _openable() -> list[str]:
     """The kept formats this Pillow can open (MPO opens through JPEG; AVIF may be missing)."""
+    from PIL import Image
+
     Image.init()
     return [name for name in FORMATS if name in Image.OPEN]
 
@@ -57,6 +59,8 @@ class ImageFile:
 def inspect(data: bytes, declared_type: str, max_pixels: int) -> ImageFile:
     """The image in ``data``, served as ``declared_type``; ``NotAnImage`` when the header or the
     bytes are not an image of a kept format, or it has more than ``max_pixels`` pixels."""
+    from PIL import Image, UnidentifiedImageError
+
     declared = declared_type.split(";", 1)[0].strip().lower()
     if not declared.startswith("image/"):
         raise NotAnImage(f"served as {declared or 'no content type'}, not an image")

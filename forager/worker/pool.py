@@ -16,9 +16,9 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from forager.alerts.deliver import Deliverer
-from forager.broker.relay import Relay
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
@@ -32,6 +32,9 @@ from forager.worker.claiming import ClaimLoop
 from forager.worker.images import ImageDownloader
 from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from forager.broker.relay import Relay
 
 log = logging.getLogger(__name__)
 # How long a side task (heartbeat, scheduler, re-test) may take to finish its step at shutdown.
@@ -92,7 +95,11 @@ class WorkerPool:
         # Celery dispatch: the relay claims, Celery delivers (``run_delivered``); the pool's
         # own claim loop then claims nothing.
         self.celery = settings.dispatch == "celery"
-        self.relay = Relay(db, settings) if self.celery and run_scheduler else None
+        self.relay: Relay | None = None
+        if self.celery and run_scheduler:
+            from forager.broker.relay import Relay  # Celery is imported by its users only
+
+            self.relay = Relay(db, settings)
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
