@@ -18,6 +18,7 @@ from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
 from tests.support.cli import clean_env
+from tests.support.rabbit import RABBIT, delete_queues, rabbit_up
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 from tests.support.site import SiteProcess, TestSite
 
@@ -36,6 +37,7 @@ PROCESS_MODULES = frozenset(
         "test_agent_processes",
         "test_worker_processes",
         "test_chaos",
+        "test_celery_processes",
         "test_monitor_processes",
         "test_package",
     }
@@ -197,6 +199,17 @@ def page_store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[
         "s3_access_key_id": ACCESS_KEY,
         "s3_secret_access_key": SECRET_KEY,
     }
+
+
+@pytest.fixture
+def queue_prefix() -> Iterator[str]:
+    """RabbitMQ queue names of the test's own (parallel tests share one vhost); the queues are
+    deleted afterwards."""
+    if not rabbit_up():
+        service_missing("RabbitMQ", f"nothing listens on {RABBIT[0]}:{RABBIT[1]}")
+    prefix = f"forager-test-{uuid.uuid4().hex[:12]}."
+    yield prefix
+    delete_queues(prefix)
 
 
 @pytest.fixture(scope="session")

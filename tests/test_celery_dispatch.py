@@ -7,11 +7,7 @@ publishing to the real RabbitMQ run in-process on both engines.
 from __future__ import annotations
 
 import json
-import socket
-import uuid
-from collections.abc import AsyncIterator
 
-import pytest
 from kombu import Connection
 from sqlalchemy import select
 
@@ -23,34 +19,10 @@ from forager.queue import dispatch
 from forager.queue.admin import pause, restart_parsing
 from forager.queue.store import TaskQueue
 from forager.store.backend import open_page_store
-from tests.conftest import SettingsFactory, service_missing
+from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit
+from tests.support.rabbit import RABBIT_URL
 from tests.support.site import TestSite
-
-RABBIT = ("127.0.0.1", 5672)
-RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672//"
-
-
-def _rabbit_up() -> bool:
-    try:
-        with socket.create_connection(RABBIT, timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def queue_prefix() -> AsyncIterator[str] | str:
-    """A queue-name prefix of the test's own (parallel workers share one RabbitMQ vhost); the
-    queues are deleted afterwards."""
-    if not _rabbit_up():
-        service_missing("RabbitMQ", f"nothing listens on {RABBIT[0]}:{RABBIT[1]}")
-    prefix = f"forager-test-{uuid.uuid4().hex[:12]}."
-    yield prefix
-    with Connection(RABBIT_URL, connect_timeout=5) as conn:
-        channel = conn.default_channel
-        for name in dispatch.QUEUES:
-            channel.queue_delete(prefix + name)
 
 
 async def _outbox(db: Database) -> list[DispatchOutbox]:

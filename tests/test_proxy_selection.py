@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -20,7 +21,12 @@ from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import EgressDenied, FetchError
 from forager.fetch import breakers
-from forager.proxies.health import record_mapping_health, record_proxy_health, verdict
+from forager.proxies.health import (
+    record_mapping_health,
+    record_proxy_health,
+    record_verdict,
+    verdict,
+)
 from forager.proxies.selection import (
     DomainPolicy,
     NoProxyAvailable,
@@ -30,6 +36,7 @@ from forager.proxies.selection import (
 )
 from forager.runtime import open_database
 from forager.worker.policy import FetchPolicy
+from tests.support.waiting import eventually
 
 
 async def _domain(db: Database, name: str = "shop.test", **values: Any) -> int:
@@ -446,3 +453,64 @@ async def test_two_processes_never_hold_the_same_exclusive_proxy(
     assert all(int(held) == 60 for held, _ in results)
     async with db.reader() as session:
         assert set(await session.scalars(select(Proxy.lease_owner))) == {None}
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # SQLite has no row locks
+async def test_a_verdict_and_a_pick_of_the_same_proxy_do_not_deadlock(
+    db: Database, settings: Settings
+) -> None:
+    """A fetch's verdict and another fetch's pick lock the proxy row, then its mapping: in
+    the other order they deadlock (the verdict would hold the mapping and wait for the proxy
+    while the pick holds the proxy and waits for the mapping)."""
+    domain_id = await _domain(db)
+    [proxy_id] = await _proxies(db, 1, map_to=domain_id)
+    async with db.session() as pick:
+        # The pick's statements (``choose_proxy``): lock the proxy ...
+        await pick.execute(select(Proxy.id).where(Proxy.id == proxy_id).with_for_update())
+        pid = await pick.scalar(text("SELECT pg_backend_pid()"))
+
+        async def record() -> None:
+            async with db.session() as session:
+                await record_verdict(
+                    session,
+                    proxy_id,
+                    "ok",
+                    domain_id=domain_id,
+                    response_ms=20,
+                    settings=settings,
+                )
+
+        recording = asyncio.create_task(record())
+
+        async def blocked() -> bool:  # the verdict waits for a lock the pick holds
+            async with db.reader() as session:
+                waiting = await session.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_locks"
+                        " WHERE NOT granted AND :pid = ANY(pg_blocking_pids(pid))"
+                    ),
+                    {"pid": pid},
+                )
+                return bool(waiting)
+
+        await eventually(blocked, "the verdict to wait for the pick")
+        # ... then update its mapping: with the verdict holding the mapping, a deadlock.
+        await pick.execute(
+            update(DomainProxy)
+            .where(DomainProxy.domain_id == domain_id, DomainProxy.proxy_id == proxy_id)
+            .values(last_used_at=utcnow())
+        )
+    await recording  # the pick committed; the verdict went through after it
+    assert (await _mapping(db, domain_id, proxy_id)).success_count == 1
+    assert (await _get(db, Proxy, proxy_id)).success_count == 1
+
+
+async def _mapping(db: Database, domain_id: int, proxy_id: int) -> DomainProxy:
+    async with db.reader() as session:
+        row = await session.scalar(
+            select(DomainProxy).where(
+                DomainProxy.domain_id == domain_id, DomainProxy.proxy_id == proxy_id
+            )
+        )
+        assert row is not None
+        return row

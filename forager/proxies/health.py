@@ -70,17 +70,21 @@ async def record_verdict(
     response_ms: int | None,
     settings: Settings,
 ) -> None:
-    """Count ``outcome`` on the proxy and (with ``domain_id``) on the domain's mapping."""
+    """Count ``outcome`` on the proxy and (with ``domain_id``) on the domain's mapping.
+
+    Rows are locked proxy first, then mapping: the order ``choose_proxy`` takes them in, so a
+    fetch's verdict and another fetch's pick of the same proxy cannot deadlock on PostgreSQL.
+    """
     if outcome == "none" or (outcome == "ban" and domain_id is None):
         return
     ok = outcome == "ok"
-    if domain_id is not None:
-        await record_mapping_health(
-            session, domain_id, proxy_id, ok=ok, response_ms=response_ms, settings=settings
-        )
     if outcome != "ban":
         await record_proxy_health(
             session, proxy_id, ok=ok, response_ms=response_ms, settings=settings
+        )
+    if domain_id is not None:
+        await record_mapping_health(
+            session, domain_id, proxy_id, ok=ok, response_ms=response_ms, settings=settings
         )
 
 

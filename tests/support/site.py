@@ -280,6 +280,9 @@ def _status_response(code: int) -> Response:
 
 
 async def product(request: Request) -> Response:
+    ms = _query_num(request, "ms", 0)  # a slow product page: fetches are caught in flight
+    if ms > 0:
+        await asyncio.sleep(min(ms, 60_000) / 1000)
     return _product_response(request, request.path_params["n"])
 
 
@@ -326,7 +329,8 @@ async def slow(request: Request) -> Response:
 
 
 async def hold(request: Request) -> Response:
-    """Wait until the test releases ``key`` (or the site resets or stops), then a product page."""
+    """Wait until the test releases ``key`` (or the site resets or stops), then a product page
+    (product ``?n=``, by default the key's length)."""
     key: str = request.path_params["key"]
     state, closing = _state(request), _closing(request)
     generation = state.hold(key)
@@ -336,7 +340,7 @@ async def hold(request: Request) -> Response:
                 await asyncio.wait_for(closing.wait(), 0.01)
     finally:
         state.unhold(key)
-    return _product_response(request, len(key))
+    return _product_response(request, int(_query_num(request, "n", len(key))))
 
 
 async def status(request: Request) -> Response:

@@ -30,6 +30,20 @@ def start_worker(
     ``wrap`` prefixes the command (``ip netns exec NS``: it execs, so the pid is the worker's);
     ``extra_env`` adds or overrides settings (another host's database address, a page store).
     """
+    args = ["worker", "--concurrency", str(concurrency)]
+    return start_forager(settings, log_dir, name, args, wrap=wrap, extra_env=extra_env)
+
+
+def start_forager(
+    settings: Settings,
+    log_dir: Path,
+    name: str,
+    args: Sequence[str],
+    *,
+    wrap: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``forager ARGS…`` (``worker``, ``relay``, ``celery-worker``) as ``start_worker`` runs it."""
     env = {
         **os.environ,
         "FORAGER_DATABASE_URL": settings.resolved_database_url,
@@ -47,15 +61,7 @@ def start_worker(
     }
     with (log_dir / f"{name}.log").open("ab") as log:  # the child keeps its own copy
         return subprocess.Popen(
-            [
-                *wrap,
-                sys.executable,
-                "-m",
-                "forager.cli",
-                "worker",
-                "--concurrency",
-                str(concurrency),
-            ],
+            [*wrap, sys.executable, "-m", "forager.cli", *args],
             env=env,
             cwd=log_dir,
             stdout=log,
@@ -99,21 +105,21 @@ async def count_tasks(db: Database, *statuses: str) -> int:
         return int(n or 0)
 
 
-async def leased_by(db: Database, proc: subprocess.Popen[bytes]) -> set[int]:
-    """The tasks whose lease the worker process ``proc`` holds (its id is host:pid:…)."""
+async def leased_by(db: Database, proc: subprocess.Popen[bytes], kind: str = "worker") -> set[int]:
+    """The tasks whose lease the process ``proc`` holds (its id is host:pid:kind:…)."""
     async with db.reader() as session:
         rows = await session.scalars(
-            select(CrawlTask.id).where(CrawlTask.lease_owner.like(f"%:{proc.pid}:worker:%"))
+            select(CrawlTask.id).where(CrawlTask.lease_owner.like(f"%:{proc.pid}:{kind}:%"))
         )
         return set(rows)
 
 
-async def registered(db: Database, proc: subprocess.Popen[bytes]) -> bool:
+async def registered(db: Database, proc: subprocess.Popen[bytes], kind: str = "worker") -> bool:
     """Whether the worker process ``proc`` is up: its pool has reported itself."""
     async with db.reader() as session:
         n = await session.scalar(
             select(func.count())
             .select_from(Worker)
-            .where(Worker.id.like(f"%:{proc.pid}:worker:%"), Worker.stopped_at.is_(None))
+            .where(Worker.id.like(f"%:{proc.pid}:{kind}:%"), Worker.stopped_at.is_(None))
         )
         return bool(n)
