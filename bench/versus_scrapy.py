@@ -345,7 +345,11 @@ async def _wait_done(database: str, total: int, procs: list[subprocess.Popen[Any
         await conn.close()
 
 
-def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) -> dict[str, Any]:
+def run_workers(
+    tmp: Path, urls_file: Path, processes: int, concurrency: int, dispatch: str = "database"
+) -> dict[str, Any]:
+    """``processes`` × ``forager worker`` — or, with ``dispatch="celery"``, one ``forager relay``
+    and ``processes`` × ``forager celery-worker`` on the machine's RabbitMQ."""
     name = f"forager_vs_{os.getpid()}"
     asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
@@ -353,6 +357,16 @@ def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) ->
     data = tmp / "worker-data"
     shutil.rmtree(data, ignore_errors=True)
     env = forager_env(data, FORAGER_DATABASE_URL=database, FORAGER_POLL_SECONDS="0.2")
+    command = ["worker"]
+    if dispatch == "celery":
+        prefix = f"forager-bench-{os.getpid()}."
+        env |= {
+            "FORAGER_DISPATCH": "celery",
+            "FORAGER_CELERY_QUEUE_PREFIX": prefix,
+            # Room for every worker's slots and the next round of them.
+            "FORAGER_CELERY_MAX_QUEUED": str(2 * processes * concurrency),
+        }
+        command = ["celery-worker"]
     try:
         subprocess.run(
             [sys.executable, "-m", "bench.versus_scrapy", "submit", str(urls_file)],
@@ -363,15 +377,18 @@ def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) ->
         total = len(urls_file.read_text().split())
         tree = TreeCpu(f"workers-{processes}-{concurrency}")
         started = time.perf_counter()
+        argvs = [[*command, "--concurrency", str(concurrency)] for _ in range(processes)]
+        if dispatch == "celery":
+            argvs.append(["relay"])
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "forager.cli", "worker", "--concurrency", str(concurrency)],
+                [sys.executable, "-m", "forager.cli", *argv],
                 env=env,
                 cwd=tmp,
                 stderr=(tmp / f"worker{i}.log").open("wb"),
                 preexec_fn=tree.join,
             )
-            for i in range(processes)
+            for i, argv in enumerate(argvs)
         ]
         try:
             ok = asyncio.run(_wait_done(database, total, procs))
@@ -383,6 +400,8 @@ def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) ->
             runs = [_measured(p, started) for p in procs]
     finally:
         asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if dispatch == "celery":
+            _delete_queues(env["FORAGER_CELERY_QUEUE_PREFIX"])
     result = _result(
         ok,
         wall,
@@ -390,8 +409,20 @@ def run_workers(tmp: Path, urls_file: Path, processes: int, concurrency: int) ->
         max(r["peak_rss_mb"] for r in runs),
         processes=processes,
         concurrency=concurrency,
+        dispatch=dispatch,
     )
     return _tree_cpu(result, tree)
+
+
+def _delete_queues(prefix: str) -> None:
+    from kombu import Connection
+
+    from forager.config import get_settings
+    from forager.queue.dispatch import QUEUES
+
+    with Connection(get_settings().celery_broker_url.get_secret_value()) as conn:
+        for queue in QUEUES:
+            conn.default_channel.queue_delete(prefix + queue)
 
 
 def submit_main(urls_file: str) -> None:
@@ -465,6 +496,11 @@ def main() -> None:
                         "workers4",
                         "4 forager workers (PostgreSQL)",
                         lambda f=urls_file: run_workers(tmp, f, 4, 16),
+                    ),
+                    (
+                        "celery",
+                        "2 Celery workers + relay (PostgreSQL, RabbitMQ)",
+                        lambda f=urls_file: run_workers(tmp, f, 2, 32, dispatch="celery"),
                     ),
                 ]
                 if layout == "1 host":

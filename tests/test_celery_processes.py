@@ -16,15 +16,16 @@ import pytest
 from sqlalchemy import func, select
 
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, DispatchOutbox, Event, Product
+from forager.db.models import CrawlTask, DispatchOutbox
 from forager.queue.dispatch import OWNER_PREFIX
 from tests.conftest import SettingsFactory
 from tests.support.crawling import submit
 from tests.support.forward import Forwarder
 from tests.support.rabbit import RABBIT
 from tests.support.site import SiteProcess
-from tests.support.waiting import completions, eventually
+from tests.support.waiting import eventually
 from tests.support.workers import (
+    assert_each_done_once,
     count_tasks,
     kill_worker,
     leased_by,
@@ -149,28 +150,12 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
             codes = [stop_worker(p) for p in (relay, *workers)]
     assert codes == [0, 0, 0], logs(tmp_path)
 
-    done = await completions(db)
-    assert set(done) == {str(i) for i in ids} and set(done.values()) == {1}
+    await assert_each_done_once(db, ids)
     async with db.reader() as session:
-        products = (
-            await session.execute(
-                select(func.count(), func.count(func.distinct(Product.crawl_task_id))).select_from(
-                    Product
-                )
-            )
-        ).one()
-        leased = await session.scalar(
-            select(func.count()).select_from(CrawlTask).where(CrawlTask.lease_owner.is_not(None))
-        )
-        expired = await session.scalar(
-            select(func.count()).select_from(Event).where(Event.event == "lease_expired")
-        )
         unsent = await session.scalar(
             select(func.count()).select_from(DispatchOutbox).where(DispatchOutbox.sent_at.is_(None))
         )
-    assert tuple(products) == (len(ids), len(ids))  # one product per task
-    assert leased == 0 and unsent == 0
-    assert expired and expired > 0  # the kill did strand leases, and they were recovered
+    assert unsent == 0  # the dead relay's outbox was published by the next one
     # Politeness held across processes and restarts: the site saw at most PER_DOMAIN requests
     # at once per host.
     concurrency = site.log()["max_concurrency"]

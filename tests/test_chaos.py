@@ -12,15 +12,14 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from sqlalchemy import func, select
 
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Event, Product
 from tests.conftest import PG_ADMIN_DB, PG_HOST, PG_USER, SettingsFactory
 from tests.support.crawling import submit
 from tests.support.site import SiteProcess
-from tests.support.waiting import completions, eventually
+from tests.support.waiting import eventually
 from tests.support.workers import (
+    assert_each_done_once,
     count_tasks,
     kill_worker,
     leased_by,
@@ -89,25 +88,7 @@ async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(
         codes = [stop_worker(w) for w in workers]
     assert codes == [0, 0], logs(tmp_path)
 
-    done = await completions(db)
-    assert set(done) == {str(i) for i in ids} and set(done.values()) == {1}
-    async with db.reader() as session:
-        products = (
-            await session.execute(
-                select(func.count(), func.count(func.distinct(Product.crawl_task_id))).select_from(
-                    Product
-                )
-            )
-        ).one()
-        leased = await session.scalar(
-            select(func.count()).select_from(CrawlTask).where(CrawlTask.lease_owner.is_not(None))
-        )
-        expired = await session.scalar(
-            select(func.count()).select_from(Event).where(Event.event == "lease_expired")
-        )
-    assert tuple(products) == (TOTAL, TOTAL)  # one product per task
-    assert leased == 0
-    assert expired and expired > 0  # the kills did strand leases, and they were recovered
+    await assert_each_done_once(db, ids)
 
 
 async def _terminate_connections(db: Database) -> int:

@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Worker
+from forager.db.models import CrawlTask, Event, Product, Worker
+from tests.support.waiting import completions
 
 
 def start_worker(
@@ -123,3 +124,27 @@ async def registered(db: Database, proc: subprocess.Popen[bytes], kind: str = "w
             .where(Worker.id.like(f"%:{proc.pid}:{kind}:%"), Worker.stopped_at.is_(None))
         )
         return bool(n)
+
+
+async def assert_each_done_once(db: Database, ids: Sequence[int]) -> None:
+    """Every task of ``ids`` completed exactly once, with one product, no lease left behind,
+    and (the run killed something) leases that expired and were recovered."""
+    done = await completions(db)
+    assert set(done) == {str(i) for i in ids} and set(done.values()) == {1}
+    async with db.reader() as session:
+        products = (
+            await session.execute(
+                select(func.count(), func.count(func.distinct(Product.crawl_task_id))).select_from(
+                    Product
+                )
+            )
+        ).one()
+        leased = await session.scalar(
+            select(func.count()).select_from(CrawlTask).where(CrawlTask.lease_owner.is_not(None))
+        )
+        expired = await session.scalar(
+            select(func.count()).select_from(Event).where(Event.event == "lease_expired")
+        )
+    assert tuple(products) == (len(ids), len(ids))  # one product per task
+    assert leased == 0
+    assert expired and expired > 0  # the kills did strand leases, and they were recovered
