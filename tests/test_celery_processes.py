@@ -9,6 +9,7 @@ the outbox fully published, the per-domain concurrency limit held throughout.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -45,6 +46,15 @@ PER_DOMAIN = 3  # max_concurrent_requests of every domain
 WAIT = 240  # a safety net for a loaded machine, never the thing tested
 
 
+# PostgreSQL only in the suite: Celery dispatch is how a site with several hosts runs, and they
+# share PostgreSQL; the queue side of Celery dispatch runs on both engines in
+# tests/test_celery_dispatch.py. FORAGER_CELERY_SQLITE=1 runs this one on SQLite as well.
+ENGINES = (
+    ["postgresql", "sqlite"] if os.environ.get("FORAGER_CELERY_SQLITE") == "1" else ["postgresql"]
+)
+
+
+@pytest.mark.parametrize("db_url", ENGINES, indirect=True)
 async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
     db: Database,
     make_settings: SettingsFactory,
