@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import Domain, Product, ProductImage
+from forager.db.models import Domain, Product, ProductImage, Proxy
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
 from forager.products.imagefile import NotAnImage, inspect
@@ -136,7 +136,11 @@ async def test_images_go_through_the_domains_proxy(
             await _crawl_gallery(db, settings, site, 13, submitted=ids)
             through = list(proxy.requests)
         assert site.url("/gallery/13") in through
-        assert site.url("/pics/photo.png") in through and site.url("/pics/snap.jpg") in through
+        images = await _images(db)
+        errors = {name: (row.error, row.fetch_attempts) for name, row in images.items()}
+        assert site.url("/pics/photo.png") in through and site.url("/pics/snap.jpg") in through, (
+            errors
+        )
         images = await _images(db)
         assert images["photo.png"].image_path is not None
         assert images["snap.jpg"].image_path is not None
@@ -358,3 +362,50 @@ async def test_api_lists_and_serves_stored_images(api: httpx.AsyncClient, site: 
     size = len(files["photo.png"][0]) + len(files["snap.jpg"][0])
     assert "forager_stored_images 2\n" in metrics
     assert f"forager_stored_image_bytes {size}\n" in metrics
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # row locks: PostgreSQL's
+async def test_a_busy_proxy_delays_images_without_spending_their_tries(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """While the domain's one proxy is locked by another fetch's bookkeeping (here: held), the
+    images wait for it; none is given up as tried."""
+    settings = make_settings(**IMAGE_SETTINGS)
+    db = await open_database(settings)
+    try:
+        [task_id] = await submit(db, settings, site.url("/gallery/13"))
+        async with db.reader() as session:
+            domain_id = await session.scalar(select(Domain.id))
+        assert domain_id is not None
+        with TestProxy(username="crawler", password="img-secret") as proxy:
+            proxy_id = await add_proxy(db, settings, proxy, domain_id)
+            await crawl(db, settings, [task_id])  # the page, images not yet asked for
+            await _download_images(db, "127.0.0.1")
+            async with db.session() as holder:
+                await holder.execute(select(Proxy.id).where(Proxy.id == proxy_id).with_for_update())
+                pool = WorkerPool(db, settings, concurrency=2)
+                runner = asyncio.create_task(pool.run())
+                try:
+
+                    async def waiting() -> list[ProductImage]:
+                        rows = (await _images(db)).values()
+                        return [r for r in rows if (r.error or "").startswith("proxy:")]
+
+                    postponed = await eventually(waiting, "an image to wait for the proxy")
+                    assert all(r.fetch_attempts == 0 and r.fetched_at is None for r in postponed)
+                    await holder.commit()  # the proxy is free again
+
+                    async def all_tried() -> bool:
+                        rows = (await _images(db)).values()
+                        return all(row.fetched_at is not None for row in rows)
+
+                    await eventually(all_tried, "every image tried", timeout=30)
+                finally:
+                    pool.stop()
+                    await runner
+        images = await _images(db)
+        assert images["photo.png"].image_path is not None
+        assert images["snap.jpg"].image_path is not None
+        assert (images["photo.png"].fetch_attempts, images["photo.png"].error) == (1, None)
+    finally:
+        await db.dispose()

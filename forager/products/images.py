@@ -148,6 +148,16 @@ async def failed(session: AsyncSession, image_id: int, error: str, retry_in: flo
     )
 
 
+async def postpone(session: AsyncSession, image_id: int, reason: str, seconds: float) -> None:
+    """Not tried (no proxy free now): due again in ``seconds``, no attempt spent."""
+    await session.execute(
+        update(ProductImage)
+        .where(ProductImage.id == image_id, ProductImage.fetched_at.is_(None))
+        .values(error=reason[:2000], fetch_after=utcnow() + timedelta(seconds=seconds))
+        .execution_options(synchronize_session=False)
+    )
+
+
 async def of_product(session: AsyncSession, product_id: int) -> list[ProductImage]:
     """A product's images, main image first."""
     return list(

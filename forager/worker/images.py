@@ -183,7 +183,13 @@ class ImageDownloader:
                     )
             except NoProxyAvailable as exc:
                 await reopen()
-                await self._failed(image, f"proxy: {exc.message}", exc.retry_in is not None)
+                if exc.retry_in is None:  # no usable proxy at all
+                    await self._failed(image, f"proxy: {exc.message}", False)
+                    return
+                # Busy or over its hourly budget now (or its row locked by another fetch's
+                # bookkeeping for a moment): not a try of this image; it waits, as a page does.
+                async with self.db.session() as session:
+                    await images.postpone(session, image.id, f"proxy: {exc.message}", exc.retry_in)
                 return
             await self._fetch(domain, image, job, proxy, reopen)
         finally:
