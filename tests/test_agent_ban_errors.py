@@ -99,11 +99,11 @@ async def test_a_403_block_page_blocks_the_agent_until_reset(
             )
         assert response.status_code == 200 and response.json()["status"] == "connected"
         await eventually(lambda: _all(db, later, "completed"), "the tasks after the reset")
+        await _counted(db, agent.id, completed=2, failed=1)
     finally:
         await _stop(client, runner)
     events = await entity_events(db, "agent", agent.id)
     assert events[:5] == ["created", "connected", "busy", "blocked", "reset"]
-    assert (await _agent(db, agent.id)).tasks_completed_count == 2
 
 
 async def test_a_plain_404_does_not_block_the_agent(
@@ -118,13 +118,13 @@ async def test_a_plain_404_does_not_block_the_agent(
         await eventually(lambda: _all(db, [missing_id], "failed"), "the 404 to fail")
         [after_id] = await submit(db, settings, site.url("/product/3"))
         await eventually(lambda: _all(db, [after_id], "completed"), "the next task")
+        await _counted(db, agent.id, completed=1, failed=1)
     finally:
         await _stop(client, runner)
     task = (await tasks_by_id(db, [missing_id]))[missing_id]
     assert (task.error_type, task.http_status_code, task.retry_count) == ("http_4xx", 404, 0)
     row = await _agent(db, agent.id)
     assert row.blocked_reason is None
-    assert (row.tasks_completed_count, row.tasks_failed_count) == (1, 1)
     assert "blocked" not in await entity_events(db, "agent", agent.id)
 
 
@@ -210,3 +210,15 @@ async def _error_result(ws: ClientConnection, task_id: int, body: bytes | None) 
     if body:
         await ws.send(protocol.frame(task_id, zlib.compress(body, 6, 31)))
         await ws.send(json.dumps(protocol.message("body_end", task_id=task_id)))
+
+
+async def _counted(db: Database, agent_id: int, *, completed: int, failed: int) -> None:
+    """The agent's counters reach these (they follow each task's own write), and stay there."""
+
+    async def reached() -> bool:
+        row = await _agent(db, agent_id)
+        return row.tasks_completed_count + row.tasks_failed_count >= completed + failed
+
+    await eventually(reached, "the agent's task counters")
+    row = await _agent(db, agent_id)
+    assert (row.tasks_completed_count, row.tasks_failed_count) == (completed, failed)

@@ -354,6 +354,11 @@ async def test_agent_reconnects_after_the_server_restarts(
         later = await submit(db, settings, *products(site, 400, 3))
         serve.start()
         await wait_for(lambda: _all(db, later, "completed"), "tasks after restart", [proc, serve])
+
+        async def counted() -> bool:  # the agent's counter follows each task's own write
+            return (await agent_row(db, agent.id)).tasks_completed_count >= 5
+
+        await wait_for(counted, "the agent's completed count", [proc, serve])
         assert proc.proc.poll() is None  # the same process all along
     finally:
         assert await proc.astop() == 0
