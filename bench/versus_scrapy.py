@@ -357,16 +357,16 @@ def run_workers(
     data = tmp / "worker-data"
     shutil.rmtree(data, ignore_errors=True)
     env = forager_env(data, FORAGER_DATABASE_URL=database, FORAGER_POLL_SECONDS="0.2")
-    command = ["worker"]
-    if dispatch == "celery":
-        prefix = f"forager-bench-{os.getpid()}."
+    celery = dispatch == "celery"
+    worker = ["celery-worker" if celery else "worker", "--concurrency", str(concurrency)]
+    argvs = [worker] * processes + ([["relay"]] if celery else [])
+    if celery:
         env |= {
             "FORAGER_DISPATCH": "celery",
-            "FORAGER_CELERY_QUEUE_PREFIX": prefix,
+            "FORAGER_CELERY_QUEUE_PREFIX": f"forager-bench-{os.getpid()}.",
             # Room for every worker's slots and the next round of them.
             "FORAGER_CELERY_MAX_QUEUED": str(2 * processes * concurrency),
         }
-        command = ["celery-worker"]
     try:
         subprocess.run(
             [sys.executable, "-m", "bench.versus_scrapy", "submit", str(urls_file)],
@@ -377,9 +377,6 @@ def run_workers(
         total = len(urls_file.read_text().split())
         tree = TreeCpu(f"workers-{processes}-{concurrency}")
         started = time.perf_counter()
-        argvs = [[*command, "--concurrency", str(concurrency)] for _ in range(processes)]
-        if dispatch == "celery":
-            argvs.append(["relay"])
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "forager.cli", *argv],
@@ -400,7 +397,7 @@ def run_workers(
             runs = [_measured(p, started) for p in procs]
     finally:
         asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        if dispatch == "celery":
+        if celery:
             _delete_queues(env["FORAGER_CELERY_QUEUE_PREFIX"])
     result = _result(
         ok,

@@ -72,15 +72,9 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
             heartbeat_seconds=1.0,
             max_retries=10,
             fetch_timeout_seconds=30.0,
-            default_max_concurrent_requests=PER_DOMAIN,
+            celery_max_queued=12,
+            default_max_concurrent_requests=PER_DOMAIN,  # the domains submit creates
         )
-        env = {
-            "FORAGER_DISPATCH": "celery",
-            "FORAGER_CELERY_BROKER_URL": broker,
-            "FORAGER_CELERY_QUEUE_PREFIX": queue_prefix,
-            "FORAGER_CELERY_MAX_QUEUED": "12",
-            "FORAGER_DEFAULT_MAX_CONCURRENT_REQUESTS": str(PER_DOMAIN),
-        }
         # Slow pages (150 ms): every strike finds fetches in flight.
         urls = [
             site.url(f"/product/{n}?kb=2&ms=150", host=SITE_HOSTS[n % len(SITE_HOSTS)])
@@ -89,7 +83,7 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
         ids = await submit(db, settings, *urls)
 
         def start(name: str, *args: str) -> subprocess.Popen[bytes]:
-            return start_forager(settings, tmp_path, name, args, extra_env=env)
+            return start_forager(settings, tmp_path, name, args)
 
         def celery_worker(name: str) -> subprocess.Popen[bytes]:
             return start(name, "celery-worker", "--concurrency", str(CONCURRENCY))

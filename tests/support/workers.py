@@ -58,6 +58,11 @@ def start_forager(
         "FORAGER_RETRY_BASE_SECONDS": "0.05",
         "FORAGER_RETRY_MAX_SECONDS": "0.5",
         "FORAGER_LOG_LEVEL": "WARNING",
+        # How tasks reach the process (Celery dispatch: the relay and celery-workers).
+        "FORAGER_DISPATCH": settings.dispatch,
+        "FORAGER_CELERY_BROKER_URL": settings.celery_broker_url.get_secret_value(),
+        "FORAGER_CELERY_QUEUE_PREFIX": settings.celery_queue_prefix,
+        "FORAGER_CELERY_MAX_QUEUED": str(settings.celery_max_queued),
         **(extra_env or {}),
     }
     with (log_dir / f"{name}.log").open("ab") as log:  # the child keeps its own copy
