@@ -25,7 +25,7 @@ from forager.store.backend import open_page_store
 from forager.store.pages import PageStore, image_key
 from forager.store.s3 import S3PageStore
 from tests.conftest import SettingsFactory
-from tests.support.crawling import crawl, submit
+from tests.support.crawling import crawl, submit, tasks_by_id
 from tests.support.seaweed import ACCESS_KEY, REGION, SECRET_KEY, SeaweedS3
 from tests.support.site import TestSite
 
@@ -94,6 +94,29 @@ async def test_crawled_page_lands_in_the_configured_store(
         await runtime.aclose()
     if settings.s3_bucket is not None:
         assert not (settings.data_dir / "pages").exists()  # nothing went to the disk instead
+
+
+async def test_a_page_the_parse_process_cannot_store_is_not_recorded(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    # A local store's pages are written by the parse process; where that write fails the task
+    # fails as it does when a store refuses a page, and no attempt points at a file.
+    settings = make_settings(max_retries=0)
+    [task_id] = await submit(db, settings, site.url("/product/4"))
+    url_hash = (await tasks_by_id(db, [task_id]))[task_id].url_hash
+    blocker = settings.pages_dir / url_hash[:2] / url_hash  # a file where its directory goes
+    blocker.parent.mkdir(parents=True)
+    blocker.write_bytes(b"")
+    task = (await crawl(db, settings, [task_id]))[task_id]
+    assert (task.status, task.error_type) == ("failed", "internal")
+    assert (task.error_message or "").startswith("page not stored: cannot store page")
+    assert task.html_path is None
+    async with db.reader() as session:
+        stored = await session.scalar(
+            select(func.count()).where(CrawlAttempt.page_path.is_not(None))
+        )
+    assert stored == 0
+    assert blocker.read_bytes() == b""
 
 
 # -- S3 only ------------------------------------------------------------------------------------

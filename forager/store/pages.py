@@ -29,6 +29,10 @@ class PageStore(Protocol):
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str: ...
 
+    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
+        """Where another process may write a new page of ``url_hash`` itself, as (directory,
+        key) for ``write_file``; None when only ``put``/``put_gzip`` can store it."""
+
     async def get(self, key: str) -> bytes: ...
 
     async def put_blob(self, key: str, data: bytes, content_type: str) -> None:
@@ -63,6 +67,20 @@ def image_key(content_hash: str, extension: str) -> str:
     return f"images/{content_hash[:2]}/{content_hash}.{extension}"
 
 
+def write_file(root: Path, key: str, data: bytes, tmp_suffix: str = ".tmp") -> None:
+    """Write ``data`` to ``root/key`` whole or not at all (a local page store's write, also
+    made by the parse processes: ``forager.worker.parsing``). ``key`` is one ``page_key`` or
+    ``image_key`` made (hex only): no need to resolve it as ``get`` does."""
+    path = root / key
+    tmp = path.with_name(path.name + tmp_suffix)
+    try:
+        tmp.write_bytes(data)
+    except FileNotFoundError:  # the URL's first page (or its directory was pruned)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+    os.replace(tmp, path)  # readers never see a half-written page
+
+
 class LocalPageStore:
     """Pages as gzip files under a directory (the data dir by default)."""
 
@@ -77,20 +95,15 @@ class LocalPageStore:
         return path
 
     def _write(self, key: str, data: bytes, tmp_suffix: str = ".tmp") -> None:
-        # ``key`` is one ``page_key`` made (hex only): no need to resolve it as ``get`` does.
-        path = self.root / key
-        tmp = path.with_name(path.name + tmp_suffix)
-        try:
-            tmp.write_bytes(data)
-        except FileNotFoundError:  # the URL's first page (or its directory was pruned)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(data)
-        os.replace(tmp, path)  # readers never see a half-written page
+        write_file(self.root, key, data, tmp_suffix)
 
     async def put(self, url_hash: str, body: bytes) -> str:
         return await self.put_gzip(
             url_hash, gzip.compress(body, compresslevel=self.compresslevel, mtime=0)
         )
+
+    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
+        return self.root, page_key(url_hash)
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str:
         key = page_key(url_hash)
@@ -160,6 +173,9 @@ class MemoryPageStore:
         key = page_key(url_hash)
         self.pages[key] = data
         return key
+
+    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
+        return None
 
     async def get(self, key: str) -> bytes:
         try:

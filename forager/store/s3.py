@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import re
+from pathlib import Path
 
 import httpx
 from httpx_auth import AWS4Auth
@@ -105,6 +106,9 @@ class S3PageStore:
             gzip.compress, body, compresslevel=self.compresslevel, mtime=0
         )
         return await self.put_gzip(url_hash, data)
+
+    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
+        return None  # pages go over HTTP, from this process
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str:
         key = page_key(url_hash)

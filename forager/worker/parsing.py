@@ -2,16 +2,19 @@
 
 A fetched page goes to one of ``FORAGER_PARSE_PROCESSES`` child processes (forkserver, with
 the parsers imported once in the server), which decodes its charset, checks it for a robot /
-block page, gzips it for the page store and parses it. A page that takes longer than
+block page, gzips it for the page store and parses it. With a local page store the child also
+writes the page file (under a key the parent chose, before the parse starts), so the parent
+only moves the response in and one answer out: both cores work. A page that takes longer than
 ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse``; its process is killed and replaced, so a
 crafted page costs one budget, never the event loop (API, agent hub, heartbeats) or a core
-for ever. The parent only moves bytes: both cores work.
+for ever. The page is still recorded when it was stored before the budget ran out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gzip
 import importlib
 import logging
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
@@ -33,6 +37,7 @@ from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
 from forager.parse.selectors import cached_map
+from forager.store.pages import write_file
 
 log = logging.getLogger(__name__)
 _PRELOAD = [
@@ -57,22 +62,31 @@ class ParseJob:
     # The domain's selector map when its parser is "selector": (domain id, version, fields).
     selector: tuple[int, int, dict[str, Any]] | None = None
     preview: bool = False  # give every field's value and error instead of a record
+    # (root, key): the child stores the fetched page there itself (a local page store)
+    store: tuple[Path, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """What came of a job: a ban, or the gzipped page plus a record and items, or an error."""
+    """What came of a job: a ban, or the page (stored, or gzipped for the caller to store)
+    plus a record and items, or an error."""
 
     ban: tuple[str, str] | None = None  # error_type, message: a robot check served as a page
-    page_gz: bytes | None = None
+    page_gz: bytes | None = None  # the page to store, when the child did not store it
+    page_key: str | None = None  # where the child stored the page (a local page store)
+    page_bytes: int | None = None  # its gzipped size
+    store_error: str | None = None  # the child could not store the page
     record: ProductRecord | None = None
     items: tuple[CheckedItem, ...] = ()
     error: tuple[str, str] | None = None  # error_type, message
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
 
 
-def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
-    """First stage: the page's text and what to store (or the ban it is)."""
+def prepare(
+    job: ParseJob, store: tuple[Path, str] | None = None, compresslevel: int = 6
+) -> tuple[Parsed, str]:
+    """First stage: the page's text and the page stored at ``store`` (root, key) or gzipped
+    for the caller to store (or the ban it is)."""
     if not job.fetched:
         return Parsed(), job.body.decode("utf-8", errors="replace")
     headers = {"content-type": job.content_type} if job.content_type else {}
@@ -82,7 +96,14 @@ def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
         kind, what = found
         return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
     page = gzip.compress(text.encode("utf-8"), compresslevel=compresslevel, mtime=0)
-    return Parsed(page_gz=page), text
+    if store is None:
+        return Parsed(page_gz=page), text
+    root, key = store
+    try:
+        write_file(root, key, page)
+    except OSError as exc:
+        return Parsed(store_error=f"cannot store page {key}: {exc.strerror or exc}"), text
+    return Parsed(page_key=key, page_bytes=len(page)), text
 
 
 def extract(job: ParseJob, text: str) -> Parsed:
@@ -126,22 +147,46 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
             return
         if job is None:
             return
-        # The page goes back before the parse starts: a parse over budget still stores it.
-        first, text = prepare(job)
-        conn.send(first)
-        if first.ban is None:
-            conn.send(extract(job, text))
+        # The page is stored (or sent back) before the parse starts: a parse over budget
+        # still keeps it. A stored page needs no message of its own.
+        first, text = prepare(job, job.store)
+        if first.ban is not None or first.store_error is not None:
+            conn.send(first)
+            continue
+        if first.page_gz is not None:
+            conn.send(first)
+        conn.send(_joined(first, extract(job, text)))
+
+
+def _joined(first: Parsed, second: Parsed) -> Parsed:
+    return Parsed(
+        # page_gz: sent on its own before the parse; the caller keeps it
+        page_key=first.page_key,
+        page_bytes=first.page_bytes,
+        record=second.record,
+        items=second.items,
+        error=second.error,
+        fields=second.fields,
+    )
 
 
 _NOTHING = Parsed()
 
 
-def _resolve(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
+def _cut_short(job: ParseJob, first: Parsed, error: tuple[str, str]) -> Parsed:
+    """A parse that gave no answer still keeps its page: the one sent back before the parse,
+    or the file the child stored (it appears whole or not at all)."""
+    if job.store is not None:
+        root, key = job.store
+        with contextlib.suppress(OSError):
+            return Parsed(page_key=key, page_bytes=(root / key).stat().st_size, error=error)
+    return Parsed(page_gz=first.page_gz, error=error)
 
 
 class _Child:
+    """One parse process and its pipe; the event loop reads the pipe from a reader added once
+    (``watch``), not one added and removed per message."""
+
     def __init__(self, ctx: Any, preload: Sequence[str]) -> None:
         self.conn, child_end = ctx.Pipe()
         self.process: BaseProcess = ctx.Process(
@@ -149,19 +194,40 @@ class _Child:
         )
         self.process.start()
         child_end.close()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[Any] | None = None
+        self._gone: BaseException | None = None
+
+    def watch(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.conn.fileno(), self._readable)
+
+    def _unwatch(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self.conn.fileno())
+            self._loop = None
+
+    def _readable(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError) as exc:  # the process died
+            self._gone = exc
+            self._unwatch()
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+            return
+        if waiter is not None and not waiter.done():
+            waiter.set_result(message)
 
     async def recv(self) -> Any:
-        loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        fd = self.conn.fileno()
-        loop.add_reader(fd, _resolve, ready)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
-        return self.conn.recv()
+        if self._gone is not None:
+            raise EOFError(f"the parse process is gone: {self._gone!r}")
+        self._waiter = asyncio.get_running_loop().create_future()
+        return await self._waiter
 
     async def stop(self, *, kill: bool) -> None:
+        self._unwatch()
         if kill:
             self.process.kill()
         else:
@@ -200,6 +266,7 @@ class ParsePool:
             self._started += 1
         try:
             child = await asyncio.to_thread(_Child, self._ctx, self.preload)
+            child.watch()
             await child.recv()  # "ready"
             return child
         except BaseException:
@@ -226,11 +293,10 @@ class ParsePool:
         try:
             async with asyncio.timeout(self.timeout):
                 child.conn.send(job)
-                first = await child.recv()
-                if first.ban is not None:
-                    await self._release(child)
-                    return first
-                second: Parsed = await child.recv()
+                parsed: Parsed = await child.recv()
+                if parsed.page_gz is not None:  # the page to store, sent before its parse
+                    first = parsed
+                    parsed = await child.recv()
         except TimeoutError:
             log.warning("parsing %s took over %g s: its process is replaced", job.url, self.timeout)
             await self._discard(child)
@@ -238,21 +304,17 @@ class ParsePool:
                 f"parsing took longer than the budget of {self.timeout:g} s "
                 "(FORAGER_PARSE_TIMEOUT_SECONDS); the parse process was stopped"
             )
-            return Parsed(page_gz=first.page_gz, error=("parse", message))
+            return _cut_short(job, first, ("parse", message))
         except (EOFError, OSError) as exc:
             await self._discard(child)
-            return Parsed(page_gz=first.page_gz, error=("internal", f"parse process died: {exc!r}"))
+            return _cut_short(job, first, ("internal", f"parse process died: {exc!r}"))
         except BaseException:  # cancelled mid-parse: the child's state is unknown
             await asyncio.shield(self._discard(child))
             raise
         await self._release(child)
-        return Parsed(
-            page_gz=first.page_gz,
-            record=second.record,
-            items=second.items,
-            error=second.error,
-            fields=second.fields,
-        )
+        if first.page_gz is not None:
+            return dataclasses.replace(parsed, page_gz=first.page_gz)
+        return parsed
 
     async def _discard(self, child: _Child) -> None:
         try:

@@ -231,28 +231,32 @@ class Pipeline:
             response.headers.get("content-type", ""),
             response.status_code,
             selector=task.selector,
+            store=self.pages.file_for(task.url_hash),
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
             kind, message = parsed.ban
             ban = FetchError(message, error_type=kind, status_code=response.status_code)
             return await self._fetch_failed(task, proxy, started, ban, gate)
-        page_key = None
+        page_key, stored = parsed.page_key, parsed.page_bytes  # stored by the parse process
+        store_error = parsed.store_error
         if parsed.page_gz is not None:
             try:
                 page_key = await self.pages.put_gzip(task.url_hash, parsed.page_gz)
-            except PageStoreError as exc:  # nothing recorded as stored; the task retries
-                log.warning("task %s: page not stored: %s", task.id, exc.message)
-                return await self._fail(
-                    task, "internal", f"page not stored: {exc.message}", open_gate=not gate.opened
-                )
+                stored = len(parsed.page_gz)
+            except PageStoreError as exc:
+                store_error = exc.message
+        if store_error is not None:  # nothing recorded as stored; the task retries
+            log.warning("task %s: page not stored: %s", task.id, store_error)
+            return await self._fail(
+                task, "internal", f"page not stored: {store_error}", open_gate=not gate.opened
+            )
         error = (*parsed.error, None) if parsed.error else None
         proxy_id = proxy.proxy_id if proxy else None
         fetched = (page_key, response.status_code, response.elapsed_ms, proxy_id)
         ending = Ending(
             task, self.worker_id, [S.CRAWLING], error=error, via=FETCHED_VIA, fetched=fetched
         )
-        stored = len(parsed.page_gz) if parsed.page_gz is not None else None
         attempt = self._fetch_attempt(
             task, proxy, started, response=response, page_key=page_key, page_bytes=stored
         )
