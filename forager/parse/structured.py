@@ -16,7 +16,6 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.parse.prices import normalize_currency, to_decimal
 
-_WS = re.compile(r"\s+")
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
 # Control characters some shops leave inside JSON-LD strings (json.loads rejects them).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -26,7 +25,8 @@ def clean(text: str | None) -> str | None:
     """Whitespace collapsed and trimmed; None for empty text (never "")."""
     if text is None:
         return None
-    collapsed = _WS.sub(" ", text).strip()
+    # str.split() splits on what ``\s`` matches (str.isspace), several times faster than a sub.
+    collapsed = " ".join(text.split())
     return collapsed or None
 
 

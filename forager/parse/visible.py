@@ -447,7 +447,8 @@ def _read_stock(
 ) -> None:
     """Note a sold-out or in-stock statement in ``text``: in a stock-named element, or a short
     one in the buy box (``buy_box``: within the first 150 texts after the heading)."""
-    sold_out = signals.sold_out_phrase(text)
+    low = text.lower()
+    sold_out = signals.sold_out_phrase(text, low)
     if sold_out:
         if (
             signals.OTHER_CHANNEL.search(text)
@@ -462,7 +463,7 @@ def _read_stock(
             found.sold_out = True
             found.sold_out_stated = found.sold_out_stated or stock_named
     elif (
-        signals.IN_STOCK.search(text)
+        signals.in_stock(low)
         and names.named(parent, signals.STOCK_NAMES, 4)
         and not names.aside(parent)
     ):
