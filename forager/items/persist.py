@@ -140,11 +140,17 @@ async def save_items(
         versions.append(_version_row(row.id, version, page, item, now))
         results[triple] = (row.id, "updated")
     if new:
+        # Ids matched by their unique key, not by row order: asking RETURNING for the order of
+        # the parameters makes SQLite insert one row per statement.
         inserted = await session.execute(
-            insert(_ITEMS).returning(_ITEMS.c.id, sort_by_parameter_order=True),
+            insert(_ITEMS).returning(
+                _ITEMS.c.domain_id, _ITEMS.c.kind, _ITEMS.c.item_key, _ITEMS.c.id
+            ),
             [_new_row(*latest[triple], now) for triple in new],
         )
-        for triple, item_id in zip(new, inserted.scalars(), strict=True):
+        ids = {(domain, kind, key): item_id for domain, kind, key, item_id in inserted}
+        for triple in new:
+            item_id = ids[triple]
             versions.append(_version_row(item_id, 1, *latest[triple], now))
             results[triple] = (item_id, "created")
     if seen:

@@ -39,8 +39,12 @@ SaveResult = Literal["created", "updated", "reparsed", "unchanged"]
 
 def content_hash(record: ProductRecord) -> str:
     """SHA-256 of the extracted fields in canonical JSON (decimals as strings)."""
-    data = record.to_json()
-    canonical = json.dumps({k: data[k] for k in _CONTENT_FIELDS}, sort_keys=True)
+    # The fields read directly: ``to_json`` deep-copies the whole record first (``asdict``).
+    data = {k: getattr(record, k) for k in _CONTENT_FIELDS}
+    for key in ("price", "original_price", "rating"):
+        if data[key] is not None:
+            data[key] = str(data[key])
+    canonical = json.dumps(data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -166,12 +170,14 @@ async def save_products(session: AsyncSession, items: Sequence[ProductInput]) ->
     touched: list[dict[str, Any]] = []
     images: dict[int, list[str]] = {}  # product id -> new image list (replacing the old)
     history: list[tuple[int, int]] = []  # (item index, product id)
+    digests: dict[int, str] = {}  # item index -> content hash, of the new products
     for index, item in enumerate(items):
         digest = content_hash(item.record)
         columns = _columns(item.record)
         row = existing.get(item.url_hash)
         if row is None:
             new.append(index)
+            digests[index] = digest
             continue
         if row.content_hash == digest:
             moved = {k: columns[k] for k in _PROVENANCE_FIELDS if getattr(row, k) != columns[k]}
@@ -201,11 +207,15 @@ async def save_products(session: AsyncSession, items: Sequence[ProductInput]) ->
             images[row.id] = item.record.image_urls
         results[index] = (row.id, "updated")
     if new:
+        # Ids matched by url_hash (unique), not by row order: asking RETURNING for the order of
+        # the parameters makes SQLite insert one row per statement.
         inserted = await session.execute(
-            insert(_PRODUCTS).returning(_PRODUCTS.c.id, sort_by_parameter_order=True),
-            [_new_row(items[i], now) for i in new],
+            insert(_PRODUCTS).returning(_PRODUCTS.c.url_hash, _PRODUCTS.c.id),
+            [_new_row(items[i], digests[i], now) for i in new],
         )
-        for index, product_id in zip(new, inserted.scalars(), strict=True):
+        ids: dict[str, int] = dict(inserted.all())
+        for index in new:
+            product_id = ids[items[index].url_hash]
             results[index] = (product_id, "created")
             history.append((index, product_id))
             if items[index].record.image_urls:
@@ -270,13 +280,13 @@ def _signal(o: Observation) -> str:
     return adaptive.UNCHANGED
 
 
-def _new_row(item: ProductInput, now: datetime) -> dict[str, Any]:
+def _new_row(item: ProductInput, digest: str, now: datetime) -> dict[str, Any]:
     return {
         "domain_id": item.domain_id,
         "crawl_task_id": item.task_id,
         "url": item.url,
         "url_hash": item.url_hash,
-        "content_hash": content_hash(item.record),
+        "content_hash": digest,
         "last_crawled_at": now,
         "created_at": now,
         "updated_at": now,
