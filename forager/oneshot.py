@@ -21,7 +21,8 @@ from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import Runtime
 from forager.worker.pool import new_worker_id
 
-PROGRESS_SECONDS = 0.5
+PROGRESS_SECONDS = 0.1  # the pool's own count is read this often
+CHECK_SECONDS = 5.0  # the database's count, which decides the end, at least this often
 TABLE_ROWS = 50  # products shown in the closing table (the -o file has them all)
 
 
@@ -73,14 +74,20 @@ async def _crawl(
     task_ids = sorted({o.task_id for o in outcomes if o.task_id is not None})
     pool = runtime.worker_pool(concurrency, worker_id=new_worker_id("crawl"), kind="crawl")
     runner = asyncio.create_task(pool.run())
+    loop = asyncio.get_running_loop()
     columns = (TextColumn("crawling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("crawl", total=len(task_ids))
-        while task_ids:
-            done = await _count_done(db)
-            progress.update(bar, completed=done)
-            if done >= len(task_ids) or runner.done():
-                break
+        checked = loop.time()
+        while task_ids and not runner.done():
+            # The pool counts the tasks it ended; the database has the last word (a task taken
+            # away and claimed again is counted once there).
+            if pool.ended >= len(task_ids) or loop.time() - checked >= CHECK_SECONDS:
+                done = await _count_done(db)
+                checked = loop.time()
+                if done >= len(task_ids):
+                    break
+            progress.update(bar, completed=min(pool.ended, len(task_ids)))
             await asyncio.sleep(PROGRESS_SECONDS)
     pool.stop()
     await runner

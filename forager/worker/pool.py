@@ -24,6 +24,7 @@ from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.fetch.base import Fetcher
 from forager.proxies.retest import retest_due
+from forager.queue.lifecycle import TERMINAL
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
 from forager.store.retention import Retention, prune
@@ -103,6 +104,7 @@ class WorkerPool:
         self.kind = kind
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
+        self.ended = 0  # jobs that left their task in a terminal status (completed, failed …)
         self._side_stop = asyncio.Event()  # set once drained: heartbeats run until then
         self._batch = max(1, concurrency // 4)
         self.claiming = ClaimLoop(
@@ -207,7 +209,10 @@ class WorkerPool:
 
     async def _run_job(self, task: ClaimedTask) -> str | None:
         try:
-            return await self.pipeline.run(task)
+            status = await self.pipeline.run(task)
+            if status in TERMINAL:
+                self.ended += 1
+            return status
         except asyncio.CancelledError:
             # Shutdown deadline passed: give the task back without consuming a retry.
             await asyncio.shield(self.queue.release(task.id, self.worker_id))
