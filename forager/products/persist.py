@@ -106,6 +106,9 @@ def _columns_names() -> tuple[str, ...]:
 
 
 _PRODUCTS = cast(Table, Product.__table__)
+# Rows written as Core tables, not through the ORM's bulk path (no mapper per row).
+_HISTORY = cast(Table, PriceHistory.__table__)
+_IMAGES = cast(Table, ProductImage.__table__)
 _KEPT = ("id", "url_hash", "content_hash", *_PRICE_FIELDS, *_PROVENANCE_FIELDS)
 _UPDATE_CONTENT = (
     update(_PRODUCTS)
@@ -245,7 +248,7 @@ async def save_products(session: AsyncSession, items: Sequence[ProductInput]) ->
         # Alerts first: they read the history before this change (the last good values).
         await detect.products(session, [observed[i] for i, _ in history], filled=filled)
         await session.execute(
-            insert(PriceHistory),
+            insert(_HISTORY),
             [_history_row(items[i], product_id, now) for i, product_id in history],
         )
     signals = {i: _signal(observed[i]) for i in watched}
@@ -385,4 +388,4 @@ async def _replace_images(
         for position, image in enumerate(urls)
     ]
     if rows:
-        await session.execute(insert(ProductImage), rows)
+        await session.execute(insert(_IMAGES), rows)

@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert
+from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -42,6 +42,7 @@ from forager.queue.store import TaskQueue
 from forager.worker.policy import FetchPolicy
 
 log = logging.getLogger(__name__)
+_ATTEMPTS = cast(Table, CrawlAttempt.__table__)
 S = TaskStatus
 _RETRIES = 3  # tries of a group, then of each task alone, before giving up on it
 _ATTEMPT_KEYS = (
@@ -219,7 +220,8 @@ class Writer:
         statuses = await self.queue.settle(session, [i.ending for i in batch])
         attempts = [row for item in batch for row in self._attempts(item, statuses)]
         if attempts:
-            await session.execute(insert(CrawlAttempt), attempts)
+            # Core, not the ORM's bulk path: these rows need no mapper (a third of the cost).
+            await session.execute(insert(_ATTEMPTS), attempts)
         saving = [
             i
             for i in batch
