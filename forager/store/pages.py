@@ -56,9 +56,12 @@ class PageStore(Protocol):
 
 
 def page_key(url_hash: str, when: datetime | None = None) -> str:
-    """``ab/<url_hash>/<UTC time>-<random>.html.gz``: one file per fetch, newest sorts last."""
+    """``ab/<url_hash>-<UTC time>-<random>.html.gz``: one file per fetch; a URL's pages share a
+    prefix, newest sorts last. No directory per URL: the first file of a new directory costs
+    a local store about three times a file in an existing one (keys made before 2026-11-27
+    were ``ab/<url_hash>/<time>-<random>.html.gz``, and stay readable: a key is a path)."""
     stamp = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
-    return f"{url_hash[:2]}/{url_hash}/{stamp}-{secrets.token_hex(3)}.html.gz"
+    return f"{url_hash[:2]}/{url_hash}-{stamp}-{secrets.token_hex(3)}.html.gz"
 
 
 def image_key(content_hash: str, extension: str) -> str:
