@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
 
-from forager.agents.hub import AgentHub
 from forager.alerts import detect
 from forager.config import Settings
 from forager.crypto import SecretBox
@@ -19,12 +19,15 @@ from forager.db.engine import Database
 from forager.db.migrate import upgrade
 from forager.errors import ConfigError
 from forager.fetch.base import Fetcher
-from forager.missions.runner import MissionRunner
-from forager.monitors.runner import MonitorRunner
 from forager.parse import registry as parser_registry
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
+
+if TYPE_CHECKING:  # imported where they are built: `forager crawl` and workers need none
+    from forager.agents.hub import AgentHub
+    from forager.missions.runner import MissionRunner
+    from forager.monitors.runner import MonitorRunner
 
 
 class JsonFormatter(logging.Formatter):
@@ -154,16 +157,22 @@ class Runtime:
         return self.pool
 
     def agent_hub(self) -> AgentHub:
+        from forager.agents.hub import AgentHub
+
         self.hub = AgentHub(self.db, self.settings, parts=self.parts)
         return self.hub
 
     def mission_runner(self) -> MissionRunner:
+        from forager.missions.runner import MissionRunner
+
         self.missions = MissionRunner(self.db, self.settings, self.box)
         return self.missions
 
     def monitor_runner(self, owner: str) -> MonitorRunner:
         """Live monitors (issue 15): up to ``monitor_slots`` run in this process, fetched
         through the shared fetchers."""
+        from forager.monitors.runner import MonitorRunner
+
         self.monitors = MonitorRunner(self.db, self.settings, self.parts.fetchers, owner=owner)
         return self.monitors
 
