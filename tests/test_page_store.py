@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from forager.config import load_settings
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt
+from forager.db.models import CrawlAttempt, CrawlTask
 from forager.errors import ConfigError, PageStoreError
 from forager.runtime import Runtime
 from forager.store.backend import open_page_store
@@ -108,6 +108,12 @@ async def test_a_page_the_parse_process_cannot_store_is_not_recorded(
     blocker.parent.mkdir(parents=True)
     blocker.write_bytes(b"")
     task = (await crawl(db, settings, [task_id]))[task_id]
+    await _failed_with_no_page(db, task)
+    assert blocker.read_bytes() == b""
+
+
+async def _failed_with_no_page(db: Database, task: CrawlTask) -> None:
+    """``task`` failed because its page could not be stored, and no attempt points at one."""
     assert (task.status, task.error_type) == ("failed", "internal")
     assert (task.error_message or "").startswith("page not stored: cannot store page")
     assert task.html_path is None
@@ -116,7 +122,6 @@ async def test_a_page_the_parse_process_cannot_store_is_not_recorded(
             select(func.count()).where(CrawlAttempt.page_path.is_not(None))
         )
     assert stored == 0
-    assert blocker.read_bytes() == b""
 
 
 # -- S3 only ------------------------------------------------------------------------------------
@@ -216,15 +221,7 @@ async def test_server_gone_mid_write_records_no_page(
             task = (await crawl(db, settings, [task_id], pages=store))[task_id]
         await store.aclose()
     assert dropping.requests >= 2
-    assert task.status == "failed"
-    assert task.error_type == "internal"
-    assert (task.error_message or "").startswith("page not stored: cannot store page")
-    assert task.html_path is None
-    async with db.reader() as session:
-        stored = await session.scalar(
-            select(func.count()).where(CrawlAttempt.page_path.is_not(None))
-        )
-    assert stored == 0
+    await _failed_with_no_page(db, task)
     assert SECRET_KEY not in caplog.text
 
 
