@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Product
-from forager.products.records import image_urls, product_record
+from forager.products.records import RECORD_FIELDS, image_urls, product_record
 from forager.queue.lifecycle import TERMINAL, TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import Runtime
@@ -24,6 +24,8 @@ from forager.worker.pool import new_worker_id
 PROGRESS_SECONDS = 0.1  # the pool's own count is read this often
 CHECK_SECONDS = 5.0  # the database's count, which decides the end, at least this often
 TABLE_ROWS = 50  # products shown in the closing table (the -o file has them all)
+_PROVENANCE = ("parser_name", "parser_version", "field_confidence", "quality_issues")
+_RECORD_COLUMNS = [getattr(Product, name) for name in (*RECORD_FIELDS, *_PROVENANCE)]
 
 
 async def run_crawl(
@@ -104,11 +106,21 @@ async def _count_done(db: Database) -> int:
 async def _report(
     db: Database, console: Console, task_ids: list[int], output: Path | None, any_invalid: bool
 ) -> int:
+    # Rows of the columns the report shows, not ORM objects (thousands of them at the end of a
+    # large crawl; the throwaway database holds this crawl's tasks only).
     async with db.reader() as session:
-        tasks = list(await session.scalars(select(CrawlTask).where(CrawlTask.id.in_(task_ids))))
+        tasks = list(
+            await session.execute(
+                select(
+                    CrawlTask.url, CrawlTask.status, CrawlTask.error_type, CrawlTask.error_message
+                ).where(CrawlTask.id.in_(task_ids))
+            )
+        )
         products = list(
-            await session.scalars(
-                select(Product).where(Product.crawl_task_id.in_(task_ids)).order_by(Product.id)
+            await session.execute(
+                select(Product.id, *_RECORD_COLUMNS)
+                .where(Product.crawl_task_id.in_(task_ids))
+                .order_by(Product.id)
             )
         )
         images = await image_urls(session, [p.id for p in products])

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db.models import Product, ProductImage
@@ -16,8 +16,9 @@ from forager.parse.base import EXTRACTED_FIELDS
 RECORD_FIELDS = ("url", *(name for name in EXTRACTED_FIELDS if name != "image_urls"))
 
 
-def product_record(product: Product, image_urls: list[str]) -> dict[str, Any]:
-    """The product record of a stored product; decimals as strings, missing as ``None``."""
+def product_record(product: Product | Row[Any], image_urls: list[str]) -> dict[str, Any]:
+    """The product record of a stored product (or a row of its columns); decimals as strings,
+    missing as ``None``."""
     record: dict[str, Any] = {name: getattr(product, name) for name in RECORD_FIELDS}
     for key in ("price", "original_price", "rating"):
         if record[key] is not None:
