@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -54,11 +54,22 @@ class ProductRecord:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict: decimals as strings, never floats."""
-        data = asdict(self)
+        # What ``asdict`` gives, without its recursive deep copy (every field is a scalar, or a
+        # list / dict of scalars: one level of copy is a whole one).
+        data = {name: _copied(getattr(self, name)) for name in _RECORD_NAMES}
         for key in ("price", "original_price", "rating"):
             if data[key] is not None:
                 data[key] = str(data[key])
         return data
+
+
+_RECORD_NAMES = tuple(f.name for f in fields(ProductRecord))
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, list):
+        return list(value)
+    return dict(value) if isinstance(value, dict) else value
 
 
 @dataclass(slots=True)

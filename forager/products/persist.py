@@ -39,12 +39,8 @@ SaveResult = Literal["created", "updated", "reparsed", "unchanged"]
 
 def content_hash(record: ProductRecord) -> str:
     """SHA-256 of the extracted fields in canonical JSON (decimals as strings)."""
-    # The fields read directly: ``to_json`` deep-copies the whole record first (``asdict``).
-    data = {k: getattr(record, k) for k in _CONTENT_FIELDS}
-    for key in ("price", "original_price", "rating"):
-        if data[key] is not None:
-            data[key] = str(data[key])
-    canonical = json.dumps(data, sort_keys=True)
+    data = record.to_json()
+    canonical = json.dumps({k: data[k] for k in _CONTENT_FIELDS}, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

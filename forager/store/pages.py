@@ -84,6 +84,14 @@ def write_file(root: Path, key: str, data: bytes, tmp_suffix: str = ".tmp") -> N
     os.replace(tmp, path)  # readers never see a half-written page
 
 
+def store_page(root: Path, key: str, data: bytes) -> None:
+    """``write_file`` of a gzipped page; a failure is the store's ``PageStoreError``."""
+    try:
+        write_file(root, key, data)
+    except OSError as exc:
+        raise PageStoreError(f"cannot store page {key}: {exc.strerror or exc}") from exc
+
+
 class LocalPageStore:
     """Pages as gzip files under a directory (the data dir by default)."""
 
@@ -97,9 +105,6 @@ class LocalPageStore:
             raise PageStoreError(f"page key {key!r} points outside the page store")
         return path
 
-    def _write(self, key: str, data: bytes, tmp_suffix: str = ".tmp") -> None:
-        write_file(self.root, key, data, tmp_suffix)
-
     async def put(self, url_hash: str, body: bytes) -> str:
         return await self.put_gzip(
             url_hash, gzip.compress(body, compresslevel=self.compresslevel, mtime=0)
@@ -110,14 +115,11 @@ class LocalPageStore:
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str:
         key = page_key(url_hash)
-        try:
-            # A small page is written inline: a thread hand-off costs more than the write.
-            if len(data) < 64 * 1024:
-                self._write(key, data)
-            else:
-                await asyncio.to_thread(self._write, key, data)
-        except OSError as exc:
-            raise PageStoreError(f"cannot store page {key}: {exc.strerror or exc}") from exc
+        # A small page is written inline: a thread hand-off costs more than the write.
+        if len(data) < 64 * 1024:
+            store_page(self.root, key, data)
+        else:
+            await asyncio.to_thread(store_page, self.root, key, data)
         return key
 
     async def get(self, key: str) -> bytes:
@@ -132,7 +134,7 @@ class LocalPageStore:
         # Two workers may store the same image at once: each writes its own temporary file.
         suffix = f".{secrets.token_hex(4)}.tmp"
         try:
-            await asyncio.to_thread(self._write, key, data, suffix)
+            await asyncio.to_thread(write_file, self.root, key, data, suffix)
         except OSError as exc:
             raise PageStoreError(f"cannot store {key}: {exc.strerror or exc}") from exc
 

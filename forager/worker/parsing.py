@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
-from forager.errors import ForagerError, ParseError
+from forager.errors import ForagerError, PageStoreError, ParseError
 from forager.fetch.base import FetchResponse
 from forager.parse import registry
 from forager.parse.base import ProductRecord
@@ -37,7 +37,7 @@ from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
 from forager.parse.selectors import cached_map
-from forager.store.pages import write_file
+from forager.store.pages import store_page
 
 log = logging.getLogger(__name__)
 _PRELOAD = [
@@ -82,11 +82,9 @@ class Parsed:
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
 
 
-def prepare(
-    job: ParseJob, store: tuple[Path, str] | None = None, compresslevel: int = 6
-) -> tuple[Parsed, str]:
-    """First stage: the page's text and the page stored at ``store`` (root, key) or gzipped
-    for the caller to store (or the ban it is)."""
+def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
+    """First stage: the page's text and the page stored at ``job.store`` (root, key) or
+    gzipped for the caller to store (or the ban it is)."""
     if not job.fetched:
         return Parsed(), job.body.decode("utf-8", errors="replace")
     headers = {"content-type": job.content_type} if job.content_type else {}
@@ -96,13 +94,13 @@ def prepare(
         kind, what = found
         return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
     page = gzip.compress(text.encode("utf-8"), compresslevel=compresslevel, mtime=0)
-    if store is None:
+    if job.store is None:
         return Parsed(page_gz=page), text
-    root, key = store
+    root, key = job.store
     try:
-        write_file(root, key, page)
-    except OSError as exc:
-        return Parsed(store_error=f"cannot store page {key}: {exc.strerror or exc}"), text
+        store_page(root, key, page)
+    except PageStoreError as exc:
+        return Parsed(store_error=exc.message), text
     return Parsed(page_key=key, page_bytes=len(page)), text
 
 
@@ -149,25 +147,14 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
             return
         # The page is stored (or sent back) before the parse starts: a parse over budget
         # still keeps it. A stored page needs no message of its own.
-        first, text = prepare(job, job.store)
+        first, text = prepare(job)
         if first.ban is not None or first.store_error is not None:
             conn.send(first)
             continue
-        if first.page_gz is not None:
+        if first.page_gz is not None:  # sent on its own; the caller keeps it
             conn.send(first)
-        conn.send(_joined(first, extract(job, text)))
-
-
-def _joined(first: Parsed, second: Parsed) -> Parsed:
-    return Parsed(
-        # page_gz: sent on its own before the parse; the caller keeps it
-        page_key=first.page_key,
-        page_bytes=first.page_bytes,
-        record=second.record,
-        items=second.items,
-        error=second.error,
-        fields=second.fields,
-    )
+        parsed = extract(job, text)
+        conn.send(dataclasses.replace(parsed, page_key=first.page_key, page_bytes=first.page_bytes))
 
 
 _NOTHING = Parsed()
