@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import gzip
 import importlib
 import logging
@@ -137,6 +138,7 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
     # by the process that started this one (at start-up), not again by each parse process.
     logging.getLogger("forager.parse.plugins").setLevel(logging.ERROR)
     registry.entries()
+    gc.freeze()  # the parsers and what they imported live as long as the process (see cli)
     conn.send("ready")  # the imports are not part of any page's budget
     while True:
         try:
