@@ -658,11 +658,16 @@ class Settings(BaseSettings):
         return min(self.agent_heartbeat_seconds, self.lease_seconds / 2)
 
     @property
+    def sqlite_file(self) -> Path:
+        """The embedded database's file, used when ``database_url`` is empty."""
+        return self.data_dir / "forager.db"
+
+    @property
     def resolved_database_url(self) -> str:
         """The database URL in effect, with plain ``postgresql://`` mapped to asyncpg."""
         url = self.database_url.strip()
         if not url:
-            return f"sqlite+aiosqlite:///{(self.data_dir / 'forager.db').resolve()}"
+            return f"sqlite+aiosqlite:///{self.sqlite_file.resolve()}"
         for plain in ("postgresql://", "postgres://", "postgresql+psycopg2://"):
             if url.startswith(plain):
                 return "postgresql+asyncpg://" + url[len(plain) :]

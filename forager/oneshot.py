@@ -13,12 +13,13 @@ from rich.table import Table
 from sqlalchemy import func, select
 
 from forager.config import Settings
+from forager.db import template
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Product
 from forager.products.records import RECORD_FIELDS, image_urls, product_record
 from forager.queue.lifecycle import TERMINAL, TaskStatus
 from forager.queue.submit import SubmitSpec, submit_urls
-from forager.runtime import Runtime
+from forager.runtime import Runtime, open_database
 from forager.worker.pool import new_worker_id
 
 PROGRESS_SECONDS = 0.1  # the pool's own count is read this often
@@ -51,11 +52,21 @@ async def run_crawl(
                 "poll_seconds": min(settings.poll_seconds, 0.2),
             }
         )
-        runtime = await Runtime.open(local)
+        runtime = await _open(local)
         try:
             return await _crawl(runtime, console, urls, parser, output, concurrency)
         finally:
             await runtime.aclose()
+
+
+async def _open(settings: Settings) -> Runtime:
+    """The runtime on a new database: a copy of the migrated schema kept from an earlier run,
+    else one migrated here (and kept for the next run)."""
+    if not template.copy_template(settings.sqlite_file):
+        db = await open_database(settings)
+        await db.dispose()
+        template.keep_template(settings.sqlite_file)
+    return await Runtime.open(settings, migrate=False)
 
 
 async def _crawl(

@@ -16,7 +16,6 @@ from forager.alerts import detect
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.migrate import upgrade
 from forager.errors import ConfigError
 from forager.fetch.base import Fetcher
 from forager.parse import registry as parser_registry
@@ -73,6 +72,8 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> Database
         pool_timeout=settings.db_pool_timeout_seconds,
     )
     if migrate:
+        from forager.db.migrate import upgrade  # Alembic: 0.1 s to import, not always needed
+
         try:
             await upgrade(db)
         except (OSError, DBAPIError) as exc:

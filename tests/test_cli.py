@@ -10,9 +10,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from forager import __version__
+import pytest
+from sqlalchemy import text
+
+from forager import __version__, oneshot
 from forager.config import load_settings
+from forager.db import template
 from forager.db.migrate import head_revision
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
@@ -186,6 +191,49 @@ def test_crawl_writes_products_as_jsonl(
     assert "Test Product 5" in result.stdout  # the table
     assert "2 products, 0 failed, of 2 URLs" in result.stderr
     assert not (tmp_path / "data").exists()  # a throwaway database, not the data dir
+
+
+def test_crawl_starts_from_the_schema_the_first_crawl_kept(
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first crawl keeps its freshly migrated database as a template; the next copies it
+    instead of migrating; a template of other migrations is not used; no cache, no harm."""
+    url = site.url("/product/5")
+    cache = Path(cli_env["XDG_CACHE_HOME"]) / "forager"
+    assert forager(tmp_path, cli_env, "crawl", url).returncode == 0
+    [kept] = cache.glob("sqlite-schema-*.db")
+    with contextlib.closing(sqlite3.connect(kept)) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (head_revision(),)
+        ]
+        assert conn.execute("SELECT count(*) FROM crawl_tasks").fetchone() == (0,)
+        conn.execute("CREATE TABLE template_mark (x INTEGER)")  # seen only in a copy
+        conn.commit()
+    marked: list[bool] = []
+    crawl = oneshot._crawl
+
+    async def spy(runtime: Any, *args: Any) -> int:
+        async with runtime.db.reader() as session:
+            found = await session.scalar(
+                text("SELECT count(*) FROM sqlite_master WHERE name = 'template_mark'")
+            )
+        marked.append(bool(found))
+        return await crawl(runtime, *args)
+
+    monkeypatch.setattr(oneshot, "_crawl", spy)
+    second = forager(tmp_path, cli_env, "crawl", url, "-o", "out.jsonl")
+    assert second.returncode == 0, second.stderr
+    assert marked == [True]
+    assert json.loads((tmp_path / "out.jsonl").read_text())["price"] == "5.99"
+    # New migrations (or a new release): a template of its own, migrated afresh.
+    monkeypatch.setattr(template, "fingerprint", lambda: "0123456789abcdef")
+    assert forager(tmp_path, cli_env, "crawl", url).returncode == 0
+    assert marked == [True, False]
+    assert len(list(cache.glob("sqlite-schema-*.db"))) == 2
+    # A cache directory that cannot be made: the crawl migrates and runs all the same.
+    cli_env["XDG_CACHE_HOME"] = str(kept)  # a file, not a directory
+    assert forager(tmp_path, cli_env, "crawl", url).returncode == 0
+    assert marked == [True, False, False]
 
 
 def test_crawl_reports_a_failed_url_and_exits_1(

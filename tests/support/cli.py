@@ -39,6 +39,7 @@ def clean_env(data_dir: Path) -> dict[str, str]:
         FORAGER_DATA_DIR=str(data_dir),
         FORAGER_DEFAULT_CRAWL_DELAY_SECONDS="0",
         COLUMNS="200",  # rich wraps long lines at the terminal width
+        XDG_CACHE_HOME=str(data_dir.parent / "cache"),  # `crawl`'s schema template, not ~/.cache
     )
     return clean
 
