@@ -5,6 +5,7 @@ Every command starts here; ``Runtime`` is the one place that builds what process
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from forager.parse import registry as parser_registry
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pool import WorkerPool
+
+log = logging.getLogger(__name__)
+_MIGRATE_TRIES = 5  # a cut connection while migrating is tried again this often
 
 if TYPE_CHECKING:  # imported where they are built: `forager crawl` and workers need none
     from forager.agents.hub import AgentHub
@@ -72,10 +76,8 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> Database
         pool_timeout=settings.db_pool_timeout_seconds,
     )
     if migrate:
-        from forager.db.migrate import upgrade  # Alembic: 0.1 s to import, not always needed
-
         try:
-            await upgrade(db)
+            await _migrate(db)
         except (OSError, DBAPIError) as exc:
             await db.dispose()
             reason = getattr(exc, "orig", None) or exc
@@ -84,6 +86,23 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> Database
             await db.dispose()
             raise
     return db
+
+
+async def _migrate(db: Database) -> None:
+    """Migrate; a connection cut in the middle (a database restart, an administrator ending
+    sessions) is tried again: the migration's transaction was rolled back with it. A database
+    that cannot be reached at all fails at once."""
+    from forager.db.migrate import upgrade  # Alembic: 0.1 s to import, not always needed
+
+    for attempt in range(1, _MIGRATE_TRIES + 1):
+        try:
+            await upgrade(db)
+            return
+        except DBAPIError as exc:
+            if not exc.connection_invalidated or attempt == _MIGRATE_TRIES:
+                raise
+            log.warning("the database connection was cut while migrating (try %d); again", attempt)
+            await asyncio.sleep(0.5 * attempt)
 
 
 @dataclass

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import inspect
+from sqlalchemy.exc import DBAPIError
 
+from forager.config import Settings
+from forager.db import migrate
 from forager.db.engine import Database
 from forager.db.migrate import current_revision, head_revision, schema_drift, upgrade
 from forager.db.models import Base
+from forager.errors import ConfigError
+from forager.runtime import open_database
 
 
 async def test_upgrade_from_empty_matches_models(db_url: str, tmp_path: Path) -> None:
@@ -27,3 +33,36 @@ async def test_upgrade_from_empty_matches_models(db_url: str, tmp_path: Path) ->
         assert set(Base.metadata.tables) <= tables
     finally:
         await db.dispose()
+
+
+async def test_a_connection_cut_while_migrating_is_tried_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker starting while the database ends its sessions (a restart, the chaos test's
+    cut) migrates again instead of exiting; any other database error still stops start-up."""
+    calls: list[str] = []
+
+    async def cut_once(db: Database) -> None:
+        calls.append("upgrade")
+        if len(calls) == 1:
+            raise DBAPIError(
+                "BEGIN", {}, Exception("terminating connection"), connection_invalidated=True
+            )
+        await upgrade(db)
+
+    monkeypatch.setattr(migrate, "upgrade", cut_once)
+    db = await open_database(settings)
+    try:
+        assert calls == ["upgrade", "upgrade"]
+        assert await current_revision(db) == head_revision()
+    finally:
+        await db.dispose()
+
+    async def refused(db: Database) -> None:
+        calls.append("refused")
+        raise DBAPIError("BEGIN", {}, Exception("permission denied"))
+
+    monkeypatch.setattr(migrate, "upgrade", refused)
+    with pytest.raises(ConfigError, match="cannot use the database"):
+        await open_database(settings)
+    assert calls.count("refused") == 1
