@@ -62,10 +62,11 @@ async def run_crawl(
 async def _open(settings: Settings) -> Runtime:
     """The runtime on a new database: a copy of the migrated schema kept from an earlier run,
     else one migrated here (and kept for the next run)."""
-    if not template.copy_template(settings.sqlite_file):
+    kept = template.template_path()  # one look at the migration files per run
+    if not template.copy_template(kept, settings.sqlite_file):
         db = await open_database(settings)
         await db.dispose()
-        template.keep_template(settings.sqlite_file)
+        template.keep_template(kept, settings.sqlite_file)
     return await Runtime.open(settings, migrate=False)
 
 

@@ -41,13 +41,13 @@ def fingerprint() -> str:
 
 
 def template_path() -> Path:
+    """Where the template of this version and these migrations is kept."""
     return cache_dir() / f"sqlite-schema-{fingerprint()}.db"
 
 
-def copy_template(target: Path) -> bool:
-    """Put the template at ``target`` (a database file not yet there); False when there is
+def copy_template(template: Path, target: Path) -> bool:
+    """Put ``template`` at ``target`` (a database file not yet there); False when there is
     no template to copy."""
-    template = template_path()
     try:
         shutil.copyfile(template, target)
     except OSError:
@@ -57,13 +57,12 @@ def copy_template(target: Path) -> bool:
     return True
 
 
-def keep_template(migrated: Path) -> None:
-    """Keep a copy of ``migrated`` (a database just migrated, still empty) as the template.
+def keep_template(template: Path, migrated: Path) -> None:
+    """Keep a copy of ``migrated`` (a database just migrated, still empty) as ``template``.
 
     SQLite's backup API copies a consistent image, whatever is in the write-ahead log; the
     file appears whole or not at all (temp + rename).
     """
-    template = template_path()
     partial = template.with_name(f"{template.name}.{os.getpid()}.tmp")
     try:
         template.parent.mkdir(parents=True, exist_ok=True)

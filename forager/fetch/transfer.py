@@ -264,11 +264,10 @@ class Transfers:
         """Send ``hop`` and read its answer (body bounded as the module docstring says)."""
         if self._multi is None:
             self._multi = AsyncCurl()
-            # libcurl keeps 4 idle connections per easy handle *then added*: with transfers
-            # ending and starting all the time that is a few dozen, and a crawl over several
-            # hosts closed nearly every connection after one request (2,036 connections for
-            # 3,000 pages on ten hosts). curl_cffi's own setopt passes this long as a pointer,
-            # which libcurl ignores: the value goes as the pointer itself.
+            # Left to its default cache size, libcurl closed idle connections a crawl over
+            # several hosts would have used again: ~2,500 connections for 3,000 pages on ten
+            # hosts, ~500 with this (strace). curl_cffi's own setopt passes the long as a
+            # pointer, which libcurl ignores: here the value goes as the pointer itself.
             lib.curl_multi_setopt(
                 self._multi._curlm, CurlMOpt.MAXCONNECTS, ffi.cast("void *", _idle_connections())
             )
