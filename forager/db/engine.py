@@ -17,12 +17,17 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from forager.db import audit
+from forager.db.sqlite_adapter import OneTripDBAPI
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def _sqlite_engine(url: str, begin: str) -> AsyncEngine:
-    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = create_async_engine(
+        url,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        module=OneTripDBAPI() if make_url(url).get_driver_name() == "aiosqlite" else None,
+    )
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
