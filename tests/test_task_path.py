@@ -7,11 +7,13 @@
 - A page whose parse runs over ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse`` saying so, its
   parse process is replaced, and the API answers ``/health`` all the while.
 - A recrawl that finds the same content moves ``products.last_crawled_at`` (not ``updated_at``).
+- Parse processes run as batch work (Linux): waking one does not preempt the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -23,7 +25,7 @@ import pytest
 from sqlalchemy import event, func, select, update
 
 from forager.app import create_app
-from forager.config import Settings
+from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Event, Product
 from forager.db.types import utcnow
@@ -33,9 +35,11 @@ from forager.queue import admin
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.store import TaskQueue
+from forager.worker.parsing import ParseJob, ParsePool
 from forager.worker.writer import Finish, Writer
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit, tasks_by_id
+from tests.support.pages import product_page
 from tests.support.site import TestSite
 from tests.support.waiting import entity_events, eventually, task_attempts
 
@@ -221,3 +225,18 @@ async def test_an_unchanged_recrawl_moves_last_crawled_at_only(
     assert again is not None
     assert again.last_crawled_at > first.last_crawled_at
     assert (again.updated_at, again.content_hash) == (first.updated_at, first.content_hash)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's scheduling classes")
+async def test_parse_processes_run_as_batch_work(tmp_path: Any) -> None:
+    pool = ParsePool(load_settings(data_dir=tmp_path), size=1)
+    page = product_page(1, Decimal("9.99"), True, "http://shop.test")
+    try:
+        job = ParseJob(url="http://shop.test/p/1", parser_name="generic", body=page.encode())
+        parsed = await pool.parse(job)
+        assert parsed.record is not None and parsed.record.price == Decimal("9.99")
+        [child] = pool._idle
+        assert os.sched_getscheduler(child.process.pid) == os.SCHED_BATCH
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the event loop's process is not
+    finally:
+        await pool.aclose()

@@ -131,7 +131,17 @@ def _json_ready(
     return {k: str(v) if isinstance(v, Decimal) else v for k, v in values.items()}, errors
 
 
+def _batch_priority() -> None:
+    """Parse work yields to the event loop: a parse process woken by a new page does not
+    preempt the process that sent it (Linux's SCHED_BATCH; a no-op elsewhere). Without it, on
+    a busy machine the event loop lost ~0.5 ms per page inside its send to a parse process."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
 def _child_main(conn: Connection, preload: Sequence[str]) -> None:
+    _batch_priority()
     for module in preload:
         importlib.import_module(module)
     # Plugins found and imported once, before any page's budget; a broken one was reported
