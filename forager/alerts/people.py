@@ -13,8 +13,6 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import apprise
-
 from forager.alerts.webhook import Outcome
 
 _TITLES = {
@@ -35,6 +33,8 @@ _ERROR_CHARS = 500
 
 def valid(url: str) -> bool:
     """Does Apprise know this URL's service and accept its form?"""
+    import apprise  # 0.05-0.1 s to import: only where alerts go to people, not every start
+
     return apprise.Apprise.instantiate(url, suppress_exceptions=True) is not None
 
 
@@ -91,6 +91,8 @@ def message(payload: dict[str, Any]) -> tuple[str, str]:
 
 async def notify(url: str, payload: dict[str, Any], *, seconds: float) -> Outcome:
     """Send ``payload`` through Apprise; never raises for the service's faults."""
+    import apprise
+
     sender = apprise.Apprise()
     if not sender.add(url):
         return Outcome(None, "Apprise does not accept this URL")
