@@ -70,6 +70,8 @@ class AgentClient:
         self._stopping = asyncio.Event()
         self._send_lock = asyncio.Lock()
         self._jobs: dict[int, asyncio.Task[None]] = {}
+        self._unacked: set[int] = set()  # results sent that the server has not recorded yet
+        self._all_acked = asyncio.Event()
         self._welcomed = False
 
     def stop(self) -> None:
@@ -117,6 +119,7 @@ class AgentClient:
 
     async def _session(self, ws: ClientConnection) -> None:
         """Run one connection until it closes (or ``stop`` drains it)."""
+        self._unacked.clear()  # a lost connection's acks never come
         await self._send(
             ws,
             protocol.message(
@@ -176,7 +179,9 @@ class AgentClient:
             await fetcher.aclose()
 
     async def _drain(self, ws: ClientConnection) -> None:
-        """Say goodbye, let jobs finish for ``shutdown_seconds``, return the rest, close."""
+        """Say goodbye, let jobs finish for ``shutdown_seconds``, return the rest, wait (in the
+        same budget) until the server has recorded the results sent, close."""
+        deadline = asyncio.get_running_loop().time() + self.shutdown_seconds
         await self._send(ws, protocol.message("goodbye"))
         if self._jobs:
             _, late = await asyncio.wait(list(self._jobs.values()), timeout=self.shutdown_seconds)
@@ -184,6 +189,11 @@ class AgentClient:
                 job.cancel()
             for task_id in [t for t, job in self._jobs.items() if job in late]:
                 await self._send(ws, protocol.message("return", task_id=task_id, reason="stopping"))
+        if self._unacked:  # exiting now could beat the server's write of the last results
+            self._all_acked.clear()
+            left = max(0.0, deadline - asyncio.get_running_loop().time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._all_acked.wait(), left)
         await ws.close(protocol.CLOSE_NORMAL, "agent stopping")
 
     async def _read(self, ws: ClientConnection, fetcher: HttpFetcher) -> None:
@@ -196,6 +206,9 @@ class AgentClient:
                 self._on_task(ws, fetcher, msg)
             elif kind == "ack":
                 self.completed += msg.get("outcome") == "completed"
+                self._unacked.discard(msg.get("task_id"))
+                if not self._unacked:
+                    self._all_acked.set()
                 log.info("task %s: %s", msg.get("task_id"), msg.get("outcome"))
             elif kind == "status":
                 log.warning("server set this agent %s %s", msg.get("status"), msg.get("reason", ""))
@@ -227,8 +240,10 @@ class AgentClient:
                 response = await fetcher.fetch(request)
             except FetchError as exc:
                 log.info("task %s: fetch failed (%s)", task_id, exc.error_type)
+                self._unacked.add(task_id)
                 await self._failed(ws, task_id, exc)
                 return
+            self._unacked.add(task_id)
             await self._stream(ws, task_id, response)
         finally:
             self._jobs.pop(task_id, None)
