@@ -7,6 +7,8 @@ in linear time on any text; none names one shop.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 # Element names (class / id / itemprop, lower-cased) are matched as plain substrings: a page has
 # thousands of class strings, and ``in`` reads each once, faster than an alternation regex.
@@ -267,9 +269,32 @@ SOLD_OUT = (
 SOLD_OUT_PAIRS = (("nie je možné", "kúpiť"), ("není možné", "koupit"))
 
 
-# One pass over the text instead of one per phrase: a flat alternation of literals (longest
-# first, so "currently unavailable" wins over "unavailable" where both start).
-_SOLD_OUT_ANY = re.compile("|".join(map(re.escape, sorted(SOLD_OUT, key=len, reverse=True))))
+
+
+def literal_trie(words: Iterable[str]) -> str:
+    """A pattern that finds the same match as the alternation of ``words`` longest first
+    (leftmost, then the longest word there), shaped as a trie: ``re`` tries one branch per
+    character at each position of the text instead of every word."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + pattern(rest) for char, rest in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body  # greedy: the longer word first
+
+    return pattern(root)
+
+
+# One pass over the text instead of one per phrase ("currently unavailable" wins over
+# "unavailable" where both start).
+_SOLD_OUT_ANY = re.compile(literal_trie(SOLD_OUT))
 
 
 def sold_out_phrase(text: str, low: str | None = None) -> str | None:

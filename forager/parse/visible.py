@@ -32,6 +32,9 @@ _WORD = re.compile(r"\w+")
 # A text that may start with an item-number label (checked before the full label patterns).
 _DIGIT = re.compile(r"\d")
 _LETTERS = re.compile(r"[^\W\d_]")
+# At least six / four letters (the same class), found without listing every letter.
+_SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
+_FOUR_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){4}")
 # A money sign or an upper-case code ("€", "$", "EUR", "Kč"): cheap test before reading currency.
 _MONEY = re.compile(r"[$€£¥₹₩₺₽₴]|\b[A-Z]{3}\b|\b(?i:lei|zł|kč|ft|kr|kn)\b")
 _LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
@@ -291,21 +294,24 @@ def _backward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
         current = current.parent
 
 
-def _price_at(node: LexborNode, names: _Names, position: int, url: str) -> PriceSeen | None:
-    """The price a text node shows (with its element's text when split in spans), scored."""
+def _price_at(
+    node: LexborNode, own_text: str, names: _Names, position: int, url: str
+) -> PriceSeen | None:
+    """The price a text node (whose text is ``own_text``) shows, with its element's text when
+    split in spans, scored."""
     element = node.parent
     if element is None:
         return None
-    text = clean(node.text(deep=False)) or ""
+    text = clean(own_text) or ""
     if not text or len(text) > _PRICE_CHARS or not _DIGIT.search(text):
         return None
-    if len(_LETTERS.findall(text)) > 5 and not _MONEY.search(text):
+    if _SIX_LETTERS.search(text) and not _MONEY.search(text):
         return None  # "Category 12", "Size 42 (EU)": words with a number and no money sign
     # The currency and the label may sit in the element around the number ("€ <span>17,10</span>",
     # "Brez DDV: <span>36.53€</span>"): read up to two levels of short element text.
     context = text
     currency = detect_currency(text, url)
-    if currency is None and len(_LETTERS.findall(text)) > 3:
+    if currency is None and _FOUR_LETTERS.search(text):
         return None  # words with a number, no currency
     around: LexborNode | None = element
     for _ in range(2):
@@ -389,7 +395,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
         if not short or parent is None:
             continue
         if len(short) <= _PRICE_CHARS and _DIGIT.search(short):
-            seen = _price_at(node, names, position, url)
+            seen = _price_at(node, texts[position], names, position, url)
             if seen is not None and not names.aside(parent):
                 # Prices after the heading belong to it; closer ones more.
                 distance = position - start
