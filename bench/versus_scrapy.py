@@ -20,6 +20,7 @@ bench/results/versus_scrapy.json.
     .venv/bin/python -m bench.versus_scrapy            # FORAGER_BENCH_VS_PAGES=3000
     FORAGER_BENCH_VS_ONLY=crawl,scrapy FORAGER_BENCH_VS_LAYOUTS=1 \
         .venv/bin/python -m bench.versus_scrapy      # one layout, two tools
+    FORAGER_BENCH_VS_ROUNDS=3 .venv/bin/python -m bench.versus_scrapy   # on a noisy machine
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +50,9 @@ ONLY = set(filter(None, os.environ.get("FORAGER_BENCH_VS_ONLY", "").split(",")))
 LAYOUTS = {"1 host": ["127.0.0.1"], "10 hosts": [f"127.0.0.{n}" for n in range(1, 11)]}
 # FORAGER_BENCH_VS_LAYOUTS=1 runs the one-host layout only (quicker).
 RUN_LAYOUTS = list(LAYOUTS)[: int(os.environ.get("FORAGER_BENCH_VS_LAYOUTS", "2"))]
+# FORAGER_BENCH_VS_ROUNDS=3 runs every row three times, the tools in turn; each row then keeps
+# its median round and the median and range of its ratios to Scrapy (one per round).
+ROUNDS = max(1, int(os.environ.get("FORAGER_BENCH_VS_ROUNDS", "1")))
 PAGE_KB = 12  # ~15 KB pages
 
 SPIDER = """\
@@ -461,7 +466,21 @@ def warm_up(tmp: Path, port: int) -> None:
     run_crawl(tmp, urls)
 
 
+def require_scrapy() -> None:
+    """Stop before measuring anything when the yardstick is missing: every ratio needs it."""
+    if not _want("scrapy"):
+        return
+    try:
+        import scrapy  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "Scrapy is not installed in this environment: run `make bench`, or "
+            "`uv sync --frozen --group bench` first (make test and make lint sync without it)"
+        ) from None
+
+
 def main() -> None:
+    require_scrapy()
     results: dict[str, Any] = {"machine_before": machine(), "pages": PAGES, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="forager-vs-") as tmp_name:
         tmp = Path(tmp_name)
@@ -508,23 +527,47 @@ def main() -> None:
                             lambda f=urls_file: run_workers(tmp, f, 1, 256),
                         )
                     )
-                for key, name, run in plan:
-                    if not _want(key):
-                        continue
-                    try:
-                        runs[name] = run()
-                    except Exception as exc:  # one failed run must not lose the others
-                        runs[name] = {"error": repr(exc)}
-                    scrapy = runs.get("scrapy", {}).get("pages_per_s")
-                    if scrapy and "pages_per_s" in runs[name]:
-                        runs[name]["vs_scrapy"] = round(runs[name]["pages_per_s"] / scrapy, 2)
-                    print(layout, name, json.dumps(runs[name]), file=sys.stderr)
-                    save(results)
+                samples: dict[str, list[dict[str, Any]]] = {}
+                for _ in range(ROUNDS):  # rounds alternate the tools: a drifting machine
+                    scrapy = None  # hits every tool alike, and each ratio is within a round
+                    for key, name, run in plan:
+                        if not _want(key):
+                            continue
+                        try:
+                            result = run()
+                        except Exception as exc:  # one failed run must not lose the others
+                            result = {"error": repr(exc)}
+                        if key == "scrapy":
+                            scrapy = result.get("pages_per_s")
+                        if scrapy and "pages_per_s" in result:
+                            result["vs_scrapy"] = round(result["pages_per_s"] / scrapy, 2)
+                        samples.setdefault(name, []).append(result)
+                        runs[name] = merge_rounds(samples[name])
+                        print(layout, name, json.dumps(result), file=sys.stderr)
+                        save(results)
         finally:
             nginx.stop()
     results["machine_after"] = machine()
     save(results)
     print(table(results))
+
+
+def merge_rounds(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for a run repeated over rounds: the round of median wall time (the slower
+    middle one for an even count), with the median and range of the rounds' ratios to Scrapy."""
+    done = sorted((r for r in samples if "error" not in r), key=lambda r: r["wall_s"])
+    if len(samples) == 1 or not done:
+        return samples[-1]
+    row = {
+        **done[len(done) // 2],
+        "rounds": len(samples),
+        "failed_rounds": len(samples) - len(done),
+    }
+    ratios = [r["vs_scrapy"] for r in done if "vs_scrapy" in r]
+    if ratios:
+        row["vs_scrapy"] = round(statistics.median(ratios), 2)
+        row["vs_scrapy_range"] = [min(ratios), max(ratios)]
+    return row
 
 
 def save(results: dict[str, Any]) -> None:
@@ -546,9 +589,16 @@ def table(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {layout} | {name} | {r['pages']} | {r['wall_s']} s | {r['cpu_s']} s | "
                 f"{r['pages_per_s']} | {r['cpu_ms_per_page']} ms | {r['peak_rss_mb']} MB | "
-                f"{r.get('vs_scrapy', '—')}× |"
+                f"{r.get('vs_scrapy', '—')}×{_spread(r)} |"
             )
     return "\n".join(lines)
+
+
+def _spread(row: dict[str, Any]) -> str:
+    if "vs_scrapy_range" not in row:
+        return ""
+    low, high = row["vs_scrapy_range"]
+    return f" ({low}–{high}, {row['rounds']} rounds)"
 
 
 if __name__ == "__main__":
