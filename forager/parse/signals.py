@@ -269,8 +269,6 @@ SOLD_OUT = (
 SOLD_OUT_PAIRS = (("nie je možné", "kúpiť"), ("není možné", "koupit"))
 
 
-
-
 def literal_trie(words: Iterable[str]) -> str:
     """A pattern that finds the same match as the alternation of ``words`` longest first
     (leftmost, then the longest word there), shaped as a trie: ``re`` tries one branch per
