@@ -164,7 +164,7 @@ class AgentClient:
         try:
             await asyncio.wait({reader, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not reader.done():
-                await self._drain(ws)
+                await self._drain(ws, reader)
             await reader
         except ConnectionClosed as exc:
             _raise_if_fatal(exc)
@@ -178,9 +178,10 @@ class AgentClient:
             self._jobs.clear()
             await fetcher.aclose()
 
-    async def _drain(self, ws: ClientConnection) -> None:
+    async def _drain(self, ws: ClientConnection, reader: asyncio.Task[None]) -> None:
         """Say goodbye, let jobs finish for ``shutdown_seconds``, return the rest, wait (in the
-        same budget) until the server has recorded the results sent, close."""
+        same budget, while the connection lasts) until the server has recorded the results
+        sent, close."""
         deadline = asyncio.get_running_loop().time() + self.shutdown_seconds
         await self._send(ws, protocol.message("goodbye"))
         if self._jobs:
@@ -189,11 +190,13 @@ class AgentClient:
                 job.cancel()
             for task_id in [t for t, job in self._jobs.items() if job in late]:
                 await self._send(ws, protocol.message("return", task_id=task_id, reason="stopping"))
-        if self._unacked:  # exiting now could beat the server's write of the last results
+        if self._unacked and not reader.done():  # exiting now could beat the server's write
             self._all_acked.clear()
+            acked = asyncio.create_task(self._all_acked.wait())
             left = max(0.0, deadline - asyncio.get_running_loop().time())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._all_acked.wait(), left)
+            # A connection that closes meanwhile (the reader ends) will bring no more acks.
+            await asyncio.wait({acked, reader}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            acked.cancel()
         await ws.close(protocol.CLOSE_NORMAL, "agent stopping")
 
     async def _read(self, ws: ClientConnection, fetcher: HttpFetcher) -> None:
