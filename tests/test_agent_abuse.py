@@ -16,6 +16,7 @@ from forager.agents import connection as agent_connection
 from forager.agents import hub as agent_hub
 from forager.agents import protocol, service
 from forager.db.models import CrawlAttempt, CrawlTask, Event
+from forager.queue.store import TaskQueue
 from tests.conftest import SettingsFactory
 from tests.support.agents import app_server
 from tests.support.crawling import submit
@@ -116,9 +117,16 @@ async def test_a_hoarding_agent_loses_its_tasks_at_the_deadline_despite_heartbea
 
 
 async def test_a_claim_and_return_loop_is_cut_off(
-    make_settings: SettingsFactory, site: TestSite
+    make_settings: SettingsFactory, site: TestSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = make_settings(serve_workers=0, poll_seconds=0.05)
+    release = TaskQueue.release
+
+    async def slow_release(self: TaskQueue, task_id: int, worker_id: str) -> bool:
+        await asyncio.sleep(0.3)  # a slow database: the feed loop polls meanwhile
+        return await release(self, task_id, worker_id)
+
+    monkeypatch.setattr(TaskQueue, "release", slow_release)
     async with app_server(settings) as (base, app):
         db = app.state.runtime.db
         _, token = await service.create_agent(db, "returner")

@@ -247,9 +247,12 @@ class AgentHub:
             if assigned is None:
                 await self._unknown(conn, msg.task_id)
             elif not assigned.settling:
+                # Counted before the slot frees: the feed loop must not hand the agent another
+                # task while the release below awaits the database (the cut-off would come late).
+                cut_off = conn.returned()
                 conn.in_flight.pop(msg.task_id)
                 await self.queue.release(msg.task_id, conn.owner)
-                if conn.returned():
+                if cut_off:
                     log.warning(
                         "agent %s returned %d tasks within %.0f s: no new tasks for %.0f s",
                         conn.name,
