@@ -528,8 +528,10 @@ def main() -> None:
                         )
                     )
                 samples: dict[str, list[dict[str, Any]]] = {}
-                for _ in range(ROUNDS):  # rounds alternate the tools: a drifting machine
-                    scrapy = None  # hits every tool alike, and each ratio is within a round
+                # Rounds run the tools in turn, so a drifting machine hits each alike, and each
+                # ratio to Scrapy is taken within its round.
+                for _ in range(ROUNDS):
+                    scrapy = None
                     for key, name, run in plan:
                         if not _want(key):
                             continue

@@ -23,10 +23,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def _sqlite_engine(url: str, begin: str) -> AsyncEngine:
-    engine = create_async_engine(
-        url,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-        module=OneTripDBAPI() if make_url(url).get_driver_name() == "aiosqlite" else None,
+    engine = create_async_engine(  # aiosqlite: the one async SQLite driver (config checks it)
+        url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, module=OneTripDBAPI()
     )
 
     @event.listens_for(engine.sync_engine, "connect")
