@@ -18,6 +18,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask
 from forager.db.types import utcnow
 from forager.runtime import Runtime
+from forager.store import packs
 from forager.store.pages import PageStore
 from forager.store.retention import Retention, prune
 from forager.worker.pool import WorkerPool
@@ -173,12 +174,12 @@ def test_prune_command(
     dry = forager(tmp_path, env, "pages", "prune", "--dry-run", "--keep-last", "1")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("would delete 4 stored pages (")
-    assert all((settings.pages_dir / key).is_file() for key in keys.values())
+    assert all(packs.exists(settings.pages_dir, key) for key in keys.values())
     env["FORAGER_PAGE_RETENTION_DAYS"] = "3"
     done = forager(tmp_path, env, "pages", "prune")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("deleted 3 stored pages (")
-    kept = {which for which, key in keys.items() if (settings.pages_dir / key).is_file()}
+    kept = {which for which, key in keys.items() if packs.exists(settings.pages_dir, key)}
     assert kept == {("a", 2), ("a", 0.05), ("b", 20)}
 
 

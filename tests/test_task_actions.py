@@ -12,6 +12,7 @@ from sqlalchemy import select
 from forager.api.deps import Runtime
 from forager.db.models import Event
 from forager.queue.store import TaskQueue
+from forager.store import packs
 from forager.worker.pool import WorkerPool
 from tests.support.crawling import crawl
 from tests.support.site import TestSite
@@ -147,7 +148,7 @@ async def test_restart_parsing_needs_the_stored_page(
     await _crawl(api, task["id"])
     settings = _runtime(api).settings
     html_path = (await api.get(f"/api/tasks/{task['id']}")).json()["html_path"]
-    (settings.pages_dir / html_path).unlink()
+    packs.delete(settings.pages_dir, html_path)
     refusal = await _act(api, task["id"], "restart-parsing")
     _refused(refusal, "completed")
     assert "no stored page" in refusal.json()["detail"]

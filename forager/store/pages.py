@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Protocol
 
 from forager.errors import PageStoreError
+from forager.store import packs
+from forager.store.packs import PackWriter
 
 
 class PageStore(Protocol):
@@ -29,9 +31,9 @@ class PageStore(Protocol):
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str: ...
 
-    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
-        """Where another process may write a new page of ``url_hash`` itself, as (directory,
-        key) for ``write_file``; None when only ``put``/``put_gzip`` can store it."""
+    def pack_root(self) -> Path | None:
+        """The directory another process may append pages to itself, each to a pack it is
+        told (``forager.store.packs``); None when only ``put``/``put_gzip`` can store one."""
 
     async def get(self, key: str) -> bytes: ...
 
@@ -56,10 +58,10 @@ class PageStore(Protocol):
 
 
 def page_key(url_hash: str, when: datetime | None = None) -> str:
-    """``ab/<url_hash>-<UTC time>-<random>.html.gz``: one file per fetch; a URL's pages share a
-    prefix, newest sorts last. No directory per URL: the first file of a new directory costs
-    a local store about three times a file in an existing one (keys made before 2026-11-27
-    were ``ab/<url_hash>/<time>-<random>.html.gz``, and stay readable: a key is a path)."""
+    """``ab/<url_hash>-<UTC time>-<random>.html.gz``: one object per fetch (S3, memory); a URL's
+    pages share a prefix, newest sorts last. A local store appends pages to packs instead
+    (``forager.store.packs``); its keys of before were these, or before 2026-11-27
+    ``ab/<url_hash>/<time>-<random>.html.gz``, and stay readable: such a key is a path."""
     stamp = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
     return f"{url_hash[:2]}/{url_hash}-{stamp}-{secrets.token_hex(3)}.html.gz"
 
@@ -71,9 +73,8 @@ def image_key(content_hash: str, extension: str) -> str:
 
 
 def write_file(root: Path, key: str, data: bytes, tmp_suffix: str = ".tmp") -> None:
-    """Write ``data`` to ``root/key`` whole or not at all (a local page store's write, also
-    made by the parse processes: ``forager.worker.parsing``). ``key`` is one ``page_key`` or
-    ``image_key`` made (hex only): no need to resolve it as ``get`` does."""
+    """Write ``data`` to ``root/key`` whole or not at all (a local store's image). ``key`` is
+    one ``image_key`` made (hex only): no need to resolve it as ``get`` does."""
     path = root / key
     tmp = path.with_name(path.name + tmp_suffix)
     try:
@@ -84,20 +85,15 @@ def write_file(root: Path, key: str, data: bytes, tmp_suffix: str = ".tmp") -> N
     os.replace(tmp, path)  # readers never see a half-written page
 
 
-def store_page(root: Path, key: str, data: bytes) -> None:
-    """``write_file`` of a gzipped page; a failure is the store's ``PageStoreError``."""
-    try:
-        write_file(root, key, data)
-    except OSError as exc:
-        raise PageStoreError(f"cannot store page {key}: {exc.strerror or exc}") from exc
-
-
 class LocalPageStore:
-    """Pages as gzip files under a directory (the data dir by default)."""
+    """Pages under a directory (the data dir by default), appended to pack files
+    (``forager.store.packs``); images one file each. Keys of pages stored one file each
+    (before 2026-11-27) stay readable."""
 
     def __init__(self, root: Path, compresslevel: int = 6) -> None:
         self.root = root
         self.compresslevel = compresslevel
+        self._packs = PackWriter(root)
 
     def _path(self, key: str) -> Path:
         path = (self.root / key).resolve()
@@ -110,21 +106,24 @@ class LocalPageStore:
             url_hash, gzip.compress(body, compresslevel=self.compresslevel, mtime=0)
         )
 
-    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
-        return self.root, page_key(url_hash)
+    def pack_root(self) -> Path | None:
+        return self.root
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str:
-        key = page_key(url_hash)
-        # A small page is written inline: a thread hand-off costs more than the write.
-        if len(data) < 64 * 1024:
-            store_page(self.root, key, data)
-        else:
-            await asyncio.to_thread(store_page, self.root, key, data)
-        return key
+        try:
+            # A small page is written inline: a thread hand-off costs more than the write.
+            if len(data) < 64 * 1024:
+                return self._packs.append(data)
+            return await asyncio.to_thread(self._packs.append, data)
+        except OSError as exc:
+            raise PageStoreError(f"cannot store page: {exc.strerror or exc}") from exc
 
     async def get(self, key: str) -> bytes:
         try:
-            data = await asyncio.to_thread(self._path(key).read_bytes)
+            if packs.is_pack_key(key):
+                data = await asyncio.to_thread(packs.read, self.root, key)
+            else:
+                data = await asyncio.to_thread(self._path(key).read_bytes)
             return gzip.decompress(data)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise PageStoreError(f"cannot read stored page {key}: {exc}") from exc
@@ -145,9 +144,14 @@ class LocalPageStore:
             raise PageStoreError(f"cannot read stored {key}: {exc.strerror or exc}") from exc
 
     async def exists(self, key: str) -> bool:
+        if packs.is_pack_key(key):
+            return await asyncio.to_thread(packs.exists, self.root, key)
         return await asyncio.to_thread(self._path(key).is_file)
 
     async def delete(self, key: str) -> None:
+        if packs.is_pack_key(key):
+            await asyncio.to_thread(packs.delete, self.root, key)
+            return
         try:
             await asyncio.to_thread(self._path(key).unlink, missing_ok=True)
         except OSError as exc:
@@ -162,7 +166,7 @@ class LocalPageStore:
             ) from exc
 
     async def aclose(self) -> None:
-        return None
+        self._packs.close()
 
 
 class MemoryPageStore:
@@ -179,7 +183,7 @@ class MemoryPageStore:
         self.pages[key] = data
         return key
 
-    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
+    def pack_root(self) -> Path | None:
         return None
 
     async def get(self, key: str) -> bytes:

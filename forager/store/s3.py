@@ -107,7 +107,7 @@ class S3PageStore:
         )
         return await self.put_gzip(url_hash, data)
 
-    def file_for(self, url_hash: str) -> tuple[Path, str] | None:
+    def pack_root(self) -> Path | None:
         return None  # pages go over HTTP, from this process
 
     async def put_gzip(self, url_hash: str, data: bytes) -> str:

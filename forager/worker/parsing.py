@@ -3,8 +3,8 @@
 A fetched page goes to one of ``FORAGER_PARSE_PROCESSES`` child processes (forkserver, with
 the parsers imported once in the server), which decodes its charset, checks it for a robot /
 block page, gzips it for the page store and parses it. With a local page store the child also
-writes the page file (under a key the parent chose, before the parse starts), so the parent
-only moves the response in and one answer out: both cores work. A page that takes longer than
+stores the page (appended to the pack its parent names, before the parse starts), so the
+parent only moves the response in and one answer out: both cores work. A page that takes longer than
 ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse``; its process is killed and replaced, so a
 crafted page costs one budget, never the event loop (API, agent hub, heartbeats) or a core
 for ever. The page is still recorded when it was stored before the budget ran out.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
-from forager.errors import ForagerError, PageStoreError, ParseError
+from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
 from forager.parse import registry
 from forager.parse.base import ProductRecord
@@ -38,7 +38,7 @@ from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
 from forager.parse.selectors import cached_map
-from forager.store.pages import store_page
+from forager.store.packs import Appender, PackCursor
 
 log = logging.getLogger(__name__)
 _PRELOAD = [
@@ -63,8 +63,10 @@ class ParseJob:
     # The domain's selector map when its parser is "selector": (domain id, version, fields).
     selector: tuple[int, int, dict[str, Any]] | None = None
     preview: bool = False  # give every field's value and error instead of a record
-    # (root, key): the child stores the fetched page there itself (a local page store)
-    store: tuple[Path, str] | None = None
+    # A local page store's directory: the child appends the fetched page to ``pack`` in it
+    # (named by the pool, see ``forager.store.packs``) instead of sending it back.
+    store: Path | None = None
+    pack: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +85,11 @@ class Parsed:
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
 
 
-def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
-    """First stage: the page's text and the page stored at ``job.store`` (root, key) or
-    gzipped for the caller to store (or the ban it is)."""
+def prepare(
+    job: ParseJob, appender: Appender | None = None, compresslevel: int = 6
+) -> tuple[Parsed, str]:
+    """First stage: the page's text and the page appended to ``job.pack`` (with ``appender``)
+    or gzipped for the caller to store (or the ban it is)."""
     if not job.fetched:
         return Parsed(), job.body.decode("utf-8", errors="replace")
     headers = {"content-type": job.content_type} if job.content_type else {}
@@ -95,13 +99,12 @@ def prepare(job: ParseJob, compresslevel: int = 6) -> tuple[Parsed, str]:
         kind, what = found
         return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
     page = gzip.compress(text.encode("utf-8"), compresslevel=compresslevel, mtime=0)
-    if job.store is None:
+    if job.store is None or appender is None:
         return Parsed(page_gz=page), text
-    root, key = job.store
     try:
-        store_page(root, key, page)
-    except PageStoreError as exc:
-        return Parsed(store_error=exc.message), text
+        key = appender.append(job.store, job.pack, page)
+    except OSError as exc:
+        return Parsed(store_error=f"cannot store page: {exc.strerror or exc}"), text
     return Parsed(page_key=key, page_bytes=len(page)), text
 
 
@@ -150,6 +153,7 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
     registry.entries()
     gc.freeze()  # the parsers and what they imported live as long as the process (see cli)
     conn.send("ready")  # the imports are not part of any page's budget
+    appender = Appender()
     while True:
         try:
             job = conn.recv()
@@ -159,7 +163,7 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
             return
         # The page is stored (or sent back) before the parse starts: a parse over budget
         # still keeps it. A stored page needs no message of its own.
-        first, text = prepare(job)
+        first, text = prepare(job, appender)
         if first.ban is not None or first.store_error is not None:
             conn.send(first)
             continue
@@ -172,13 +176,13 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
 _NOTHING = Parsed()
 
 
-def _cut_short(job: ParseJob, first: Parsed, error: tuple[str, str]) -> Parsed:
+def _cut_short(job: ParseJob, child: _Child, first: Parsed, error: tuple[str, str]) -> Parsed:
     """A parse that gave no answer still keeps its page: the one sent back before the parse,
-    or the file the child stored (it appears whole or not at all)."""
+    or the one the child appended to its pack (when it is there whole)."""
     if job.store is not None:
-        root, key = job.store
-        with contextlib.suppress(OSError):
-            return Parsed(page_key=key, page_bytes=(root / key).stat().st_size, error=error)
+        stored = child.cursor.written_after(job.store)
+        if stored is not None:
+            return Parsed(page_key=stored[0], page_bytes=stored[1], error=error)
     return Parsed(page_gz=first.page_gz, error=error)
 
 
@@ -193,6 +197,7 @@ class _Child:
         )
         self.process.start()
         child_end.close()
+        self.cursor = PackCursor()  # the pack this child appends pages to
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiter: asyncio.Future[Any] | None = None
         self._gone: BaseException | None = None
@@ -289,6 +294,8 @@ class ParsePool:
         """Parse ``job`` in a child within the time budget (a stuck child is replaced)."""
         child = await self._acquire()
         first: Parsed = _NOTHING
+        if job.store is not None:
+            job = dataclasses.replace(job, pack=child.cursor.next_pack())
         try:
             async with asyncio.timeout(self.timeout):
                 child.conn.send(job)
@@ -303,13 +310,15 @@ class ParsePool:
                 f"parsing took longer than the budget of {self.timeout:g} s "
                 "(FORAGER_PARSE_TIMEOUT_SECONDS); the parse process was stopped"
             )
-            return _cut_short(job, first, ("parse", message))
+            return _cut_short(job, child, first, ("parse", message))
         except (EOFError, OSError) as exc:
             await self._discard(child)
-            return _cut_short(job, first, ("internal", f"parse process died: {exc!r}"))
+            return _cut_short(job, child, first, ("internal", f"parse process died: {exc!r}"))
         except BaseException:  # cancelled mid-parse: the child's state is unknown
             await asyncio.shield(self._discard(child))
             raise
+        if parsed.page_key is not None:
+            child.cursor.wrote(parsed.page_key)
         await self._release(child)
         if first.page_gz is not None:
             return dataclasses.replace(parsed, page_gz=first.page_gz)

@@ -231,7 +231,7 @@ class Pipeline:
             response.headers.get("content-type", ""),
             response.status_code,
             selector=task.selector,
-            store=self.pages.file_for(task.url_hash),
+            store=self.pages.pack_root(),
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
