@@ -4,6 +4,7 @@ process where the process is the point (the module entry, signals, ``--debug`` t
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import signal
 import sqlite3
@@ -265,6 +266,17 @@ def test_bad_configuration_is_one_line(tmp_path: Path, cli_env: dict[str, str]) 
     line = one_error_line(forager(tmp_path, cli_env, "db", "upgrade"))
     assert "FORAGER_LOG_LEVEL" in line or "log_level" in line
     assert not (tmp_path / "data").exists()
+
+
+def test_crawl_that_fails_to_start_leaves_the_collector_on(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """`crawl` starts with the cyclic collector off; a start that fails turns it back on for
+    whoever called it in-process."""
+    cli_env["FORAGER_LOG_LEVEL"] = "LOUD"
+    line = one_error_line(forager(tmp_path, cli_env, "crawl", "https://shop.example.com/p/1"))
+    assert "FORAGER_LOG_LEVEL" in line or "log_level" in line
+    assert gc.isenabled()
 
 
 def test_serve_refuses_to_bind_a_public_address(tmp_path: Path, cli_env: dict[str, str]) -> None:

@@ -18,8 +18,8 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-import httpx
 from sqlalchemy import insert, select, update
 
 from forager.alerts import people, webhook
@@ -31,6 +31,9 @@ from forager.db.types import utcnow
 from forager.errors import ConfigError
 from forager.fetch.egress import Resolver
 from forager.fetch.gateway import trusting
+
+if TYPE_CHECKING:  # imported at the first webhook sent: most processes send none
+    import httpx
 
 log = logging.getLogger(__name__)
 _BATCH = 32
@@ -152,6 +155,8 @@ class Deliverer:
         if rule.channel == "apprise":
             return await people.notify(target, delivery.payload, seconds=timeout)
         if self._client is None:
+            import httpx
+
             self._client = httpx.AsyncClient(
                 follow_redirects=False,
                 trust_env=False,

@@ -18,12 +18,13 @@ import hmac
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from forager.errors import EgressDenied, NetworkError
 from forager.fetch.egress import EgressPolicy, Resolver
+
+if TYPE_CHECKING:  # imported where a webhook is sent: a crawl sends none
+    import httpx
 
 SIGNATURE_HEADER = "X-Forager-Signature"
 TIMESTAMP_HEADER = "X-Forager-Timestamp"
@@ -65,6 +66,8 @@ async def post(
     seconds: float,
 ) -> Outcome:
     """POST ``payload`` to ``url``, signed; never raises for the receiver's or network's faults."""
+    import httpx
+
     target = httpx.URL(url)
     body = body_of(payload, delivery_id)
     stamp = str(int(time.time()))

@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
-
 from forager.errors import FetchError
 
 # Bounded within a tag: "<meta<meta<meta…" cannot make the search quadratic (DESIGN.md 10).
@@ -81,6 +79,8 @@ class Fetcher(Protocol):
 
 def scrub_credentials(text: str, proxy_url: str) -> str:
     """``text`` without the proxy URL's credentials (whole URL, userinfo, or password)."""
+    import httpx  # here only: it took 70 ms of the start of each parse process (they import us)
+
     parts = httpx.URL(proxy_url)
     secrets = [proxy_url, parts.userinfo.decode(errors="ignore"), parts.password or ""]
     for secret in sorted(filter(None, secrets), key=len, reverse=True):

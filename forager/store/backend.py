@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from forager.config import Settings
 from forager.store.pages import LocalPageStore, PageStore
-from forager.store.s3 import S3PageStore
 
 
 def open_page_store(settings: Settings) -> PageStore:
@@ -13,6 +12,8 @@ def open_page_store(settings: Settings) -> PageStore:
     if s3 is None:
         return LocalPageStore(settings.pages_dir)
     assert settings.s3_secret_access_key is not None  # the settings refuse it missing
+    from forager.store.s3 import S3PageStore  # httpx and its signing: S3 stores only
+
     bucket, prefix = s3
     return S3PageStore(
         settings.s3_endpoint,

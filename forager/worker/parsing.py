@@ -42,6 +42,7 @@ from forager.store.packs import Appender, PackCursor
 
 log = logging.getLogger(__name__)
 _PRELOAD = [
+    "forager.worker.parsing",  # the children's own module, imported once in the fork server
     "forager.parse.registry",
     "forager.parse.generic",
     "forager.parse.amazon",
