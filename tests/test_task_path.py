@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -35,6 +36,7 @@ from forager.queue import admin
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.store import TaskQueue
+from forager.store import packs
 from forager.worker.parsing import ParseJob, ParsePool
 from forager.worker.writer import Finish, Writer
 from tests.conftest import SettingsFactory
@@ -240,3 +242,27 @@ async def test_parse_processes_run_as_batch_work(tmp_path: Any) -> None:
         assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the event loop's process is not
     finally:
         await pool.aclose()
+
+
+async def test_parse_processes_store_pages_at_the_configured_gzip_level(tmp_path: Any) -> None:
+    page = product_page(2, Decimal("4.50"), True, "http://shop.test", kb=40)
+    sizes = {}
+    for level in (1, 9):
+        settings = load_settings(data_dir=tmp_path / str(level), page_compression_level=level)
+        pool = ParsePool(settings, size=1)
+        try:
+            job = ParseJob(
+                url="http://shop.test/p/2",
+                parser_name="generic",
+                body=page.encode(),
+                store=settings.pages_dir,
+            )
+            parsed = await pool.parse(job)
+        finally:
+            await pool.aclose()
+        assert parsed.record is not None and parsed.page_key is not None
+        stored = packs.read(settings.pages_dir, parsed.page_key)
+        assert gzip.decompress(stored) == page.encode()
+        assert len(stored) == len(gzip.compress(page.encode(), compresslevel=level, mtime=0))
+        sizes[level] = len(stored)
+    assert sizes[9] < sizes[1]

@@ -90,7 +90,7 @@ class LocalPageStore:
     (``forager.store.packs``); images one file each. Keys of pages stored one file each
     (before 2026-11-27) stay readable."""
 
-    def __init__(self, root: Path, compresslevel: int = 6) -> None:
+    def __init__(self, root: Path, compresslevel: int = 3) -> None:
         self.root = root
         self.compresslevel = compresslevel
         self._packs = PackWriter(root)

@@ -44,7 +44,7 @@ class S3PageStore:
         access_key_id: str,
         secret_access_key: SecretStr,
         timeout: float = 30.0,
-        compresslevel: int = 6,
+        compresslevel: int = 3,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.bucket = bucket

@@ -87,7 +87,7 @@ class Parsed:
 
 
 def prepare(
-    job: ParseJob, appender: Appender | None = None, compresslevel: int = 6
+    job: ParseJob, appender: Appender | None = None, compresslevel: int = 3
 ) -> tuple[Parsed, str]:
     """First stage: the page's text and the page appended to ``job.pack`` (with ``appender``)
     or gzipped for the caller to store (or the ban it is)."""
@@ -144,7 +144,7 @@ def _batch_priority() -> None:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
-def _child_main(conn: Connection, preload: Sequence[str]) -> None:
+def _child_main(conn: Connection, preload: Sequence[str], compresslevel: int = 3) -> None:
     _batch_priority()
     for module in preload:
         importlib.import_module(module)
@@ -164,7 +164,7 @@ def _child_main(conn: Connection, preload: Sequence[str]) -> None:
             return
         # The page is stored (or sent back) before the parse starts: a parse over budget
         # still keeps it. A stored page needs no message of its own.
-        first, text = prepare(job, appender)
+        first, text = prepare(job, appender, compresslevel)
         if first.ban is not None or first.store_error is not None:
             conn.send(first)
             continue
@@ -191,10 +191,10 @@ class _Child:
     """One parse process and its pipe; the event loop reads the pipe from a reader added once
     (``watch``), not one added and removed per message."""
 
-    def __init__(self, ctx: Any, preload: Sequence[str]) -> None:
+    def __init__(self, ctx: Any, preload: Sequence[str], compresslevel: int) -> None:
         self.conn, child_end = ctx.Pipe()
         self.process: BaseProcess = ctx.Process(
-            target=_child_main, args=(child_end, tuple(preload)), daemon=True
+            target=_child_main, args=(child_end, tuple(preload), compresslevel), daemon=True
         )
         self.process.start()
         child_end.close()
@@ -253,6 +253,7 @@ class ParsePool:
         self.size = size or settings.parse_processes or os.cpu_count() or 1
         self.timeout = settings.parse_timeout_seconds
         self.preload = [*_PRELOAD, *settings.parser_modules]
+        self.compresslevel = settings.page_compression_level
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(self.preload)
         self._idle: list[_Child] = []
@@ -270,7 +271,7 @@ class ParsePool:
                 return self._idle.pop()
             self._started += 1
         try:
-            child = await asyncio.to_thread(_Child, self._ctx, self.preload)
+            child = await asyncio.to_thread(_Child, self._ctx, self.preload, self.compresslevel)
             child.watch()
             await child.recv()  # "ready"
             return child
