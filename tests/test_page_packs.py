@@ -143,6 +143,12 @@ def test_the_page_a_killed_parse_process_wrote_whole_is_found(tmp_path: Path) ->
     child.append(tmp_path, pack, _page(3, 3000)[:50])  # killed mid-write
     assert cursor.written_after(tmp_path) is None
     assert cursor.end == (tmp_path / pack).stat().st_size  # the next page goes after it
+    other = "packs/20261127/00000000000000bb.gz"
+    for n in range(2):
+        child.append(tmp_path, other, _page(n, 500))
+    stale = PackCursor()  # an end that missed answers: two whole pages after it, not one
+    stale.pack = other
+    assert stale.written_after(tmp_path) is None
 
 
 def test_pages_stored_one_file_each_stay_readable(tmp_path: Path) -> None:

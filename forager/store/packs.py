@@ -24,7 +24,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import gzip
 import os
 import re
 import secrets
@@ -96,14 +95,22 @@ class PackCursor:
             return None
         if not tail.startswith(_MAGIC):
             return None
-        try:
-            gzip.decompress(tail)  # whole, or cut short by the kill
-        except (OSError, EOFError, zlib.error):
+        if not _one_member(tail):  # cut short by the kill
             self.end += len(tail)  # the next page goes after it
             return None
         key = f"{self.pack}@{self.end}+{len(tail)}"
         self.end += len(tail)
         return key, len(tail)
+
+
+def _one_member(data: bytes) -> bool:
+    """Whether ``data`` is exactly one whole gzip member."""
+    inflate = zlib.decompressobj(wbits=31)
+    try:
+        inflate.decompress(data)
+    except zlib.error:
+        return False
+    return inflate.eof and not inflate.unused_data
 
 
 class Appender:
@@ -181,11 +188,13 @@ def read(root: Path, key: str) -> bytes:
 
 
 def exists(root: Path, key: str) -> bool:
+    pack, offset, length = parse_key(key)
     try:
-        read(root, key)
-    except PageStoreError:
+        with (root / pack).open("rb") as file:
+            whole = os.fstat(file.fileno()).st_size >= offset + length
+            return whole and os.pread(file.fileno(), 2, offset) == _MAGIC
+    except OSError:
         return False
-    return True
 
 
 def delete(root: Path, key: str) -> None:
