@@ -237,7 +237,7 @@ async def test_parse_processes_run_as_batch_work(tmp_path: Any) -> None:
         job = ParseJob(url="http://shop.test/p/1", parser_name="generic", body=page.encode())
         parsed = await pool.parse(job)
         assert parsed.record is not None and parsed.record.price == Decimal("9.99")
-        [child] = pool._idle
+        [child] = pool._children
         assert os.sched_getscheduler(child.process.pid) == os.SCHED_BATCH
         assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the event loop's process is not
     finally:
@@ -266,3 +266,86 @@ async def test_parse_processes_store_pages_at_the_configured_gzip_level(tmp_path
         assert len(stored) == len(gzip.compress(page.encode(), compresslevel=level, mtime=0))
         sizes[level] = len(stored)
     assert sizes[9] < sizes[1]
+
+
+async def _until(check: Any, what: str) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _job(settings: Settings, n: int, parser_name: str = "generic") -> ParseJob:
+    page = product_page(n, Decimal(f"{n}.25"), True, "http://shop.test")
+    return ParseJob(
+        url=f"http://shop.test/p/{n}",
+        parser_name=parser_name,
+        body=page.encode(),
+        store=settings.pages_dir,
+    )
+
+
+async def test_a_page_queued_behind_a_stuck_one_is_parsed_by_its_replacement(
+    tmp_path: Any,
+) -> None:
+    """Two pages wait in one process's pipe; the first hangs: it fails on its own budget and
+    keeps its page, the second was never started there and is parsed by the new process."""
+    settings = load_settings(
+        data_dir=tmp_path, parse_timeout_seconds=1.0, parser_modules=["tests.test_task_path"]
+    )
+    pool = ParsePool(settings, size=1)
+    try:
+        await pool.parse(_job(settings, 1))  # the process is up
+        [first_child] = pool._children
+        stuck = asyncio.create_task(pool.parse(_job(settings, 2, "hang")))
+        behind = asyncio.create_task(pool.parse(_job(settings, 3)))
+        await _until(lambda: len(first_child.queued) == 2, "both pages in one process's pipe")
+        hung, parsed = await asyncio.gather(stuck, behind)
+        assert hung.error is not None and hung.error[0] == "parse"
+        assert hung.page_key is not None  # stored before its parse began
+        assert b"Product 2" in gzip.decompress(packs.read(settings.pages_dir, hung.page_key))
+        assert parsed.error is None and parsed.record is not None
+        assert parsed.record.price == Decimal("3.25")
+        assert not first_child.alive and pool._children and pool._children[0] is not first_child
+    finally:
+        await pool.aclose()
+
+
+async def test_a_cancelled_parse_leaves_its_process_answering_the_next_page(
+    tmp_path: Any,
+) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    pool = ParsePool(settings, size=1)
+    try:
+        await pool.parse(_job(settings, 1))
+        [child] = pool._children
+        gone = asyncio.create_task(pool.parse(_job(settings, 4)))
+        await _until(lambda: len(child.queued) == 1, "the page sent")
+        gone.cancel()
+        parsed = await pool.parse(_job(settings, 5))  # queued behind the abandoned one
+        assert parsed.record is not None and parsed.record.price == Decimal("5.25")
+        assert pool._children == [child] and child.alive
+    finally:
+        await pool.aclose()
+
+
+async def test_pages_queued_in_a_process_that_dies_are_parsed_elsewhere(tmp_path: Any) -> None:
+    settings = load_settings(
+        data_dir=tmp_path, parse_timeout_seconds=30.0, parser_modules=["tests.test_task_path"]
+    )
+    pool = ParsePool(settings, size=1)
+    try:
+        await pool.parse(_job(settings, 1))
+        [child] = pool._children
+        stuck = asyncio.create_task(pool.parse(_job(settings, 6, "hang")))
+        behind = asyncio.create_task(pool.parse(_job(settings, 7)))
+        await _until(lambda: len(child.queued) == 2, "both pages in one process's pipe")
+        assert child.process.pid is not None
+        os.kill(child.process.pid, 9)
+        died, parsed = await asyncio.gather(stuck, behind)
+        assert died.error is not None and died.error[0] == "internal"
+        assert "parse process died" in died.error[1]
+        assert parsed.record is not None and parsed.record.price == Decimal("7.25")
+    finally:
+        await pool.aclose()

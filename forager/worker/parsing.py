@@ -13,6 +13,7 @@ for ever. The page is still recorded when it was stored before the budget ran ou
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -21,7 +22,7 @@ import importlib
 import logging
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from multiprocessing.connection import Connection
@@ -187,11 +188,31 @@ def _cut_short(job: ParseJob, child: _Child, first: Parsed, error: tuple[str, st
     return Parsed(page_gz=first.page_gz, error=error)
 
 
-class _Child:
-    """One parse process and its pipe; the event loop reads the pipe from a reader added once
-    (``watch``), not one added and removed per message."""
+class _NotStarted(Exception):
+    """A page queued behind one whose process was stopped: it never started; run it again."""
 
-    def __init__(self, ctx: Any, preload: Sequence[str], compresslevel: int) -> None:
+
+@dataclass(slots=True, eq=False)
+class _Queued:
+    """A page sent to a parse process, and its answer to come."""
+
+    job: ParseJob
+    answer: asyncio.Future[Parsed]
+    first: Parsed = _NOTHING  # the page sent back before its parse (a store other than local)
+
+
+class _Child:
+    """One parse process, its pipe and the pages sent to it, in order; the event loop reads the
+    pipe from a reader added once (``watch``), not one added and removed per message.
+
+    Up to ``QUEUED`` pages wait in the pipe, so the process goes on to the next page at once
+    instead of waiting for a busy event loop to send it one. A page's time budget starts when
+    the one before it is answered (when it is sent, if none is before it): a page queued behind
+    a stuck one is not charged for it, and when the stuck one's process is killed the pages
+    behind it are sent again to another process (``_NotStarted``).
+    """
+
+    def __init__(self, ctx: Any, preload: Sequence[str], compresslevel: int, budget: float) -> None:
         self.conn, child_end = ctx.Pipe()
         self.process: BaseProcess = ctx.Process(
             target=_child_main, args=(child_end, tuple(preload), compresslevel), daemon=True
@@ -199,42 +220,113 @@ class _Child:
         self.process.start()
         child_end.close()
         self.cursor = PackCursor()  # the pack this child appends pages to
+        self.queued: collections.deque[_Queued] = collections.deque()
+        self.budget = budget
+        self.on_answer: Callable[[], None] = _nothing  # room for another page (or it is over)
+        self._stopping: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiter: asyncio.Future[Any] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._clock: asyncio.TimerHandle | None = None
         self._gone: BaseException | None = None
 
-    def watch(self) -> None:
+    @property
+    def alive(self) -> bool:
+        return self._gone is None and self._stopping is None
+
+    async def start(self) -> None:
+        """Watch the pipe and wait for the process's imports ("ready")."""
         self._loop = asyncio.get_running_loop()
+        self._ready = self._loop.create_future()
         self._loop.add_reader(self.conn.fileno(), self._readable)
+        await self._ready
+
+    def send(self, job: ParseJob) -> _Queued:
+        if self._loop is None or self._gone is not None:
+            raise EOFError(f"the parse process is gone: {self._gone!r}")
+        queued = _Queued(job, self._loop.create_future())
+        try:
+            self.conn.send(job)
+        except OSError as exc:  # it died before we heard: the page goes to another process
+            self.end(exc)
+            raise _NotStarted() from exc
+        self.queued.append(queued)
+        if len(self.queued) == 1:
+            self._start_clock()
+        return queued
+
+    def _start_clock(self) -> None:
+        """The first queued page's budget starts now."""
+        if self._clock is not None:
+            self._clock.cancel()
+            self._clock = None
+        if self.queued and self._loop is not None:
+            self._clock = self._loop.call_later(self.budget, self.end, TimeoutError())
+
+    def _readable(self) -> None:
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError) as exc:  # the process died
+            self.end(exc)
+            return
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_result(None)  # "ready"
+            return
+        if not self.queued:
+            return  # nothing asked for it (cannot happen: one answer per page sent)
+        head = self.queued[0]
+        if message.page_gz is not None:  # the page to store, sent before its parse
+            head.first = message
+            return
+        self.queued.popleft()
+        if message.page_key is not None:
+            self.cursor.wrote(message.page_key)
+        self._start_clock()
+        if not head.answer.done():  # its caller may have gone (cancelled)
+            head.answer.set_result(message)
+        self.on_answer()
+
+    def end(self, why: BaseException) -> None:
+        """Over budget or dead: kill the process; the first page gets ``why``, the pages behind
+        it ``_NotStarted``."""
+        if self._gone is not None:
+            return
+        self._gone = why
+        loop = self._loop
+        self._unwatch()
+        if self._clock is not None:
+            self._clock.cancel()
+            self._clock = None
+        with contextlib.suppress(OSError, ValueError):
+            self.process.kill()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(EOFError(f"the parse process did not start: {why!r}"))
+        for n, queued in enumerate(self.queued):
+            if not queued.answer.done():
+                queued.answer.set_exception(why if n == 0 else _NotStarted())
+        self.queued.clear()
+        if loop is not None and self._stopping is None:  # reaped even if no caller is left
+            self._stopping = loop.create_task(self._stop(kill=True))
+        self.on_answer()
 
     def _unwatch(self) -> None:
         if self._loop is not None:
             self._loop.remove_reader(self.conn.fileno())
             self._loop = None
 
-    def _readable(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        try:
-            message = self.conn.recv()
-        except (EOFError, OSError) as exc:  # the process died
-            self._gone = exc
-            self._unwatch()
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(exc)
-            return
-        if waiter is not None and not waiter.done():
-            waiter.set_result(message)
-
-    async def recv(self) -> Any:
-        if self._gone is not None:
-            raise EOFError(f"the parse process is gone: {self._gone!r}")
-        self._waiter = asyncio.get_running_loop().create_future()
-        return await self._waiter
-
     async def stop(self, *, kill: bool) -> None:
+        """End the process (politely: after what was sent to it), once; returns when it has
+        exited (a killed process writes nothing more)."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop(kill=kill))
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self, *, kill: bool) -> None:
         self._unwatch()
+        if self._clock is not None:
+            self._clock.cancel()
         if kill:
-            self.process.kill()
+            with contextlib.suppress(OSError, ValueError):
+                self.process.kill()
         else:
             with contextlib.suppress(OSError):
                 self.conn.send(None)
@@ -246,8 +338,15 @@ class _Child:
         self.process.close()
 
 
+def _nothing() -> None:
+    return None
+
+
+QUEUED = 2  # pages sent to one parse process at once (the one it parses and the next)
+
+
 class ParsePool:
-    """``size`` parse processes, started on first use; ``parse`` waits for a free one."""
+    """``size`` parse processes, started on first use; ``parse`` waits for room in one."""
 
     def __init__(self, settings: Settings, size: int | None = None) -> None:
         self.size = size or settings.parse_processes or os.cpu_count() or 1
@@ -256,87 +355,134 @@ class ParsePool:
         self.compresslevel = settings.page_compression_level
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(self.preload)
-        self._idle: list[_Child] = []
-        self._started = 0
-        self._free = asyncio.Condition()
+        self._children: list[_Child] = []
+        self._starting = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
 
-    async def _acquire(self) -> _Child:
-        async with self._free:
-            while not self._idle and self._started >= self.size:
-                await self._free.wait()
+    def _pick(self) -> _Child | None:
+        """The live child with the fewest pages queued, if it has room."""
+        best = min(
+            (c for c in self._children if c.alive), key=lambda c: len(c.queued), default=None
+        )
+        return best if best is not None and len(best.queued) < QUEUED else None
+
+    async def _send(self, job: ParseJob) -> tuple[_Child, _Queued]:
+        """Send ``job`` to a child with room: an idle one, a new one (up to ``size``), else the
+        least busy (up to ``QUEUED`` pages each); waits in turn while every one is full."""
+        woken = False
+        while True:
             if self._closed:
                 raise ForagerError("the parse pool is closed")
-            if self._idle:
-                return self._idle.pop()
-            self._started += 1
+            self._children = [c for c in self._children if c.alive]
+            child = self._pick()
+            grow = len(self._children) + self._starting < self.size
+            # Whoever was woken for room takes it before anyone who came later.
+            if (
+                child is not None
+                and (not child.queued or not grow)
+                and (woken or not self._waiters)
+            ):
+                if job.store is not None:
+                    job = dataclasses.replace(job, pack=child.cursor.next_pack())
+                try:
+                    sent = child.send(job)
+                except _NotStarted:
+                    continue
+                if woken:
+                    self._wake_if_room()
+                return child, sent
+            if grow:
+                await self._start_child()
+                continue
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken, then cancelled: the room goes to the next in line
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+                raise
+            woken = True
+
+    async def _start_child(self) -> None:
+        self._starting += 1
         try:
-            child = await asyncio.to_thread(_Child, self._ctx, self.preload, self.compresslevel)
-            child.watch()
-            await child.recv()  # "ready"
-            return child
+            child = await asyncio.to_thread(
+                _Child, self._ctx, self.preload, self.compresslevel, self.timeout
+            )
+            try:
+                await child.start()
+            except BaseException:
+                await child.stop(kill=True)
+                raise
         except BaseException:
-            await self._gone()
+            self._starting -= 1
+            self._wake()  # another waiter may try to start one
             raise
+        self._starting -= 1
+        child.on_answer = self._wake
+        self._children.append(child)
+        self._wake_if_room()
 
-    async def _release(self, child: _Child) -> None:
-        async with self._free:
-            if not self._closed:
-                self._idle.append(child)
-                self._free.notify()
+    def _wake(self) -> None:
+        """Room in a child (a page answered) or a child gone: the first waiter tries again."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
                 return
-        await child.stop(kill=False)  # finished after the pool closed
 
-    async def _gone(self) -> None:
-        async with self._free:
-            self._started -= 1
-            self._free.notify()
+    def _wake_if_room(self) -> None:
+        if self._waiters and (self._pick() is not None or self._closed):
+            self._wake()
 
     async def parse(self, job: ParseJob) -> Parsed:
         """Parse ``job`` in a child within the time budget (a stuck child is replaced)."""
-        child = await self._acquire()
-        first: Parsed = _NOTHING
-        if job.store is not None:
-            job = dataclasses.replace(job, pack=child.cursor.next_pack())
-        try:
-            async with asyncio.timeout(self.timeout):
-                child.conn.send(job)
-                parsed: Parsed = await child.recv()
-                if parsed.page_gz is not None:  # the page to store, sent before its parse
-                    first = parsed
-                    parsed = await child.recv()
-        except TimeoutError:
-            log.warning("parsing %s took over %g s: its process is replaced", job.url, self.timeout)
-            await self._discard(child)
-            message = (
-                f"parsing took longer than the budget of {self.timeout:g} s "
-                "(FORAGER_PARSE_TIMEOUT_SECONDS); the parse process was stopped"
-            )
-            return _cut_short(job, child, first, ("parse", message))
-        except (EOFError, OSError) as exc:
-            await self._discard(child)
-            return _cut_short(job, child, first, ("internal", f"parse process died: {exc!r}"))
-        except BaseException:  # cancelled mid-parse: the child's state is unknown
-            await asyncio.shield(self._discard(child))
-            raise
-        if parsed.page_key is not None:
-            child.cursor.wrote(parsed.page_key)
-        await self._release(child)
-        if first.page_gz is not None:
-            return dataclasses.replace(parsed, page_gz=first.page_gz)
-        return parsed
+        while True:
+            child, queued = await self._send(job)
+            try:
+                parsed = await queued.answer
+            except _NotStarted:  # queued behind a page whose process was stopped
+                await self._discard(child)
+                continue
+            except TimeoutError:
+                log.warning(
+                    "parsing %s took over %g s: its process is replaced", job.url, self.timeout
+                )
+                await self._discard(child)
+                message = (
+                    f"parsing took longer than the budget of {self.timeout:g} s "
+                    "(FORAGER_PARSE_TIMEOUT_SECONDS); the parse process was stopped"
+                )
+                return _cut_short(queued.job, child, queued.first, ("parse", message))
+            except (EOFError, OSError) as exc:
+                await self._discard(child)
+                return _cut_short(
+                    queued.job, child, queued.first, ("internal", f"parse process died: {exc!r}")
+                )
+            if queued.first.page_gz is not None:
+                return dataclasses.replace(parsed, page_gz=queued.first.page_gz)
+            return parsed
 
     async def _discard(self, child: _Child) -> None:
-        try:
-            await child.stop(kill=True)
-        finally:
-            await self._gone()
+        """A child that was killed (or died) leaves the pool once it has exited; a new one
+        starts on demand."""
+        if child in self._children:
+            self._children.remove(child)
+            self._wake()  # a waiter may start its replacement
+        await child.stop(kill=True)
 
     async def aclose(self) -> None:
         """Stop every child (idle ones politely); parses still running are cut off."""
-        async with self._free:
-            self._closed = True
-            children, self._idle = self._idle, []
-            self._free.notify_all()
+        self._closed = True
+        while self._waiters:
+            self._wake()
+        children, self._children = self._children, []
         for child in children:
+            if child.queued:
+                child.end(ForagerError("the parse pool is closed"))
             await child.stop(kill=False)
