@@ -268,14 +268,6 @@ async def test_parse_processes_store_pages_at_the_configured_gzip_level(tmp_path
     assert sizes[9] < sizes[1]
 
 
-async def _until(check: Any, what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _job(settings: Settings, n: int, parser_name: str = "generic") -> ParseJob:
     page = product_page(n, Decimal(f"{n}.25"), True, "http://shop.test")
     return ParseJob(
@@ -300,7 +292,8 @@ async def test_a_page_queued_behind_a_stuck_one_is_parsed_by_its_replacement(
         [first_child] = pool._children
         stuck = asyncio.create_task(pool.parse(_job(settings, 2, "hang")))
         behind = asyncio.create_task(pool.parse(_job(settings, 3)))
-        await _until(lambda: len(first_child.queued) == 2, "both pages in one process's pipe")
+        await asyncio.sleep(0)  # both first steps ran: both pages are in one process's pipe
+        assert len(first_child.queued) == 2
         hung, parsed = await asyncio.gather(stuck, behind)
         assert hung.error is not None and hung.error[0] == "parse"
         assert hung.page_key is not None  # stored before its parse began
@@ -321,7 +314,8 @@ async def test_a_cancelled_parse_leaves_its_process_answering_the_next_page(
         await pool.parse(_job(settings, 1))
         [child] = pool._children
         gone = asyncio.create_task(pool.parse(_job(settings, 4)))
-        await _until(lambda: len(child.queued) == 1, "the page sent")
+        await asyncio.sleep(0)  # its first step sent the page; no answer can be read yet
+        assert len(child.queued) == 1
         gone.cancel()
         parsed = await pool.parse(_job(settings, 5))  # queued behind the abandoned one
         assert parsed.record is not None and parsed.record.price == Decimal("5.25")
@@ -340,7 +334,8 @@ async def test_pages_queued_in_a_process_that_dies_are_parsed_elsewhere(tmp_path
         [child] = pool._children
         stuck = asyncio.create_task(pool.parse(_job(settings, 6, "hang")))
         behind = asyncio.create_task(pool.parse(_job(settings, 7)))
-        await _until(lambda: len(child.queued) == 2, "both pages in one process's pipe")
+        await asyncio.sleep(0)  # both first steps ran: both pages are in one process's pipe
+        assert len(child.queued) == 2
         assert child.process.pid is not None
         os.kill(child.process.pid, 9)
         died, parsed = await asyncio.gather(stuck, behind)
