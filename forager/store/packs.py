@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import re
 import secrets
@@ -36,7 +37,7 @@ from typing import Any
 from forager.errors import PageStoreError
 
 PACK_BYTES = 64 * 1024 * 1024  # a writer starts a new pack past this size (and each new day)
-_KEY = re.compile(r"(packs/(\d{8})/[0-9a-f]{16}\.gz)@(\d+)\+(\d+)")
+_KEY = re.compile(r"(packs/\d{8}/[0-9a-f]{16}\.gz)@(\d+)\+(\d+)")
 _MAGIC = b"\x1f\x8b"
 _PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
 _GONE_DAYS = 2  # an empty pack this old has no writer any more (writers move on each day)
@@ -51,7 +52,7 @@ def parse_key(key: str) -> tuple[str, int, int]:
     match = _KEY.fullmatch(key)
     if match is None:
         raise PageStoreError(f"not a page key: {key!r}")
-    return match.group(1), int(match.group(3)), int(match.group(4))
+    return match.group(1), int(match.group(2)), int(match.group(3))
 
 
 def _today() -> str:
@@ -95,12 +96,10 @@ class PackCursor:
             return None
         if not tail.startswith(_MAGIC):
             return None
+        start, self.end = self.end, self.end + len(tail)  # the next page goes after it
         if not _one_member(tail):  # cut short by the kill
-            self.end += len(tail)  # the next page goes after it
             return None
-        key = f"{self.pack}@{self.end}+{len(tail)}"
-        self.end += len(tail)
-        return key, len(tail)
+        return f"{self.pack}@{start}+{len(tail)}", len(tail)
 
 
 def _one_member(data: bytes) -> bool:
@@ -117,17 +116,16 @@ class Appender:
     """Appends pages to the pack it is told; one open file at a time."""
 
     def __init__(self) -> None:
-        self._path: Path | None = None
+        self._open_as: tuple[Path, str] | None = None  # (root, pack) of the open file
         self._fd = -1
-        self._end = 0
+        self.end = 0  # where the open pack ends
 
     def append(self, root: Path, pack: str, data: bytes) -> str:
         """Write ``data`` whole at the end of ``root/pack``; its key. ``OSError`` when it
         cannot (what was written of it is a tail no key names)."""
-        path = root / pack
-        if path != self._path:
-            self._open(path)
-        offset = self._end
+        if self._open_as != (root, pack):
+            self._open(root, pack)
+        offset = self.end
         try:
             view = memoryview(data)
             while view:
@@ -135,23 +133,24 @@ class Appender:
         except OSError:
             self.close()  # reopened at the true end next time
             raise
-        self._end += len(data)
+        self.end += len(data)
         return f"{pack}@{offset}+{len(data)}"
 
-    def _open(self, path: Path) -> None:
+    def _open(self, root: Path, pack: str) -> None:
         self.close()
+        path = root / pack
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(path, flags, 0o644)
         except FileNotFoundError:  # the day's first pack
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, flags, 0o644)
-        self._fd, self._path, self._end = fd, path, os.fstat(fd).st_size
+        self._fd, self._open_as, self.end = fd, (root, pack), os.fstat(fd).st_size
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd, self._path = -1, None
+        self._fd, self._open_as = -1, None
 
 
 class PackWriter:
@@ -166,7 +165,7 @@ class PackWriter:
     def append(self, data: bytes) -> str:
         with self._lock:
             key = self._appender.append(self.root, self._cursor.next_pack(), data)
-            self._cursor.wrote(key)
+            self._cursor.end = self._appender.end
             return key
 
     def close(self) -> None:
@@ -207,19 +206,20 @@ def delete(root: Path, key: str) -> None:
         return  # gone already
     except OSError as exc:
         raise PageStoreError(f"cannot delete stored page {key}: {exc.strerror or exc}") from exc
+    old = _old(pack)
     try:
         size = os.fstat(fd).st_size
         end = min(offset + length, size)
         if end > offset:
-            end = _free_after(fd, end, size, past_end=_old(pack))
+            end = _free_after(fd, end, size, past_end=old)
             if not _punch(fd, offset, end - offset):
                 os.pwrite(fd, bytes(end - offset), offset)
-        empty = _holds_nothing(fd, size)
+        empty = old and _holds_nothing(fd, size)
     except OSError as exc:
         raise PageStoreError(f"cannot delete stored page {key}: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
-    if empty and _old(pack):
+    if empty:
         with contextlib.suppress(OSError):
             path.unlink()
             path.parent.rmdir()  # the day's last pack (fails while others remain)
@@ -252,23 +252,21 @@ def _punch(fd: int, offset: int, length: int) -> bool:
     raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
 
 
-_FALLOCATE: list[Any] = []  # libc's fallocate, or None: looked up once
-
-
+@functools.cache
 def _libc_fallocate() -> Any:
-    if not _FALLOCATE:
-        found = None
-        with contextlib.suppress(OSError, AttributeError, TypeError):
-            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            found = libc.fallocate
-            found.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-            found.restype = ctypes.c_int
-        _FALLOCATE.append(found)
-    return _FALLOCATE[0]
+    """libc's ``fallocate``, or None where there is none (looked up once)."""
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        found = libc.fallocate
+        found.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        found.restype = ctypes.c_int
+        return found
+    return None
 
 
 def _holds_nothing(fd: int, size: int) -> bool:
-    """Whether every byte of the pack is a hole (or zeros, where holes cannot be made)."""
+    """Whether every byte of the pack is a hole (a pack zeroed where holes cannot be made
+    is kept)."""
     if hasattr(os, "SEEK_DATA"):
         try:
             return os.lseek(fd, 0, os.SEEK_DATA) >= size

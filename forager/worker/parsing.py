@@ -87,9 +87,7 @@ class Parsed:
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
 
 
-def prepare(
-    job: ParseJob, appender: Appender | None = None, compresslevel: int = 3
-) -> tuple[Parsed, str]:
+def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
     """First stage: the page's text and the page appended to ``job.pack`` (with ``appender``)
     or gzipped for the caller to store (or the ban it is)."""
     if not job.fetched:
@@ -101,7 +99,7 @@ def prepare(
         kind, what = found
         return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
     page = gzip.compress(text.encode("utf-8"), compresslevel=compresslevel, mtime=0)
-    if job.store is None or appender is None:
+    if job.store is None:
         return Parsed(page_gz=page), text
     try:
         key = appender.append(job.store, job.pack, page)
@@ -145,7 +143,7 @@ def _batch_priority() -> None:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 
 
-def _child_main(conn: Connection, preload: Sequence[str], compresslevel: int = 3) -> None:
+def _child_main(conn: Connection, preload: Sequence[str], compresslevel: int) -> None:
     _batch_priority()
     for module in preload:
         importlib.import_module(module)
@@ -203,7 +201,7 @@ class _Queued:
 
 class _Child:
     """One parse process, its pipe and the pages sent to it, in order; the event loop reads the
-    pipe from a reader added once (``watch``), not one added and removed per message.
+    pipe from a reader added once (``start``), not one added and removed per message.
 
     Up to ``QUEUED`` pages wait in the pipe, so the process goes on to the next page at once
     instead of waiting for a busy event loop to send it one. A page's time budget starts when
@@ -410,20 +408,19 @@ class ParsePool:
 
     async def _start_child(self) -> None:
         self._starting += 1
+        child: _Child | None = None
         try:
             child = await asyncio.to_thread(
                 _Child, self._ctx, self.preload, self.compresslevel, self.timeout
             )
-            try:
-                await child.start()
-            except BaseException:
-                await child.stop(kill=True)
-                raise
+            await child.start()
         except BaseException:
-            self._starting -= 1
+            if child is not None:
+                await child.stop(kill=True)
             self._wake()  # another waiter may try to start one
             raise
-        self._starting -= 1
+        finally:
+            self._starting -= 1
         child.on_answer = self._wake
         self._children.append(child)
         self._wake_if_room()
