@@ -183,9 +183,13 @@ def worker(
     ] = None,
 ) -> None:
     """Run a worker process: claim tasks from the database and crawl them until SIGTERM."""
-    from forager.runtime import Runtime
+    with _start_up():
+        from forager.worker.warmup import start_fork_server
 
-    settings = _settings()
+        start_fork_server()  # the parsers load on the other core while the rest does here
+        from forager.runtime import Runtime
+
+        settings = _settings()
 
     async def _run() -> None:
         # A SIGTERM while the runtime is still opening is a graceful stop too: the pool
@@ -222,7 +226,6 @@ def worker(
             recycle.append(pool.recycle_reason)
 
     recycle: list[str] = []
-    _started()
     asyncio.run(_run())
     if recycle:
         # Past FORAGER_WORKER_MEMORY_LIMIT_MB or _MAX_LIFETIME_HOURS: everything was finished
@@ -314,6 +317,9 @@ def crawl(
 ) -> None:
     """Crawl URLs once, in-process, in a throwaway database; print the products found."""
     with _start_up():
+        from forager.worker.warmup import start_fork_server
+
+        start_fork_server()  # the parsers load on the other core while the rest does here
         from forager.oneshot import run_crawl
 
         settings = _settings(quiet=True)

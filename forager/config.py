@@ -293,6 +293,14 @@ class Settings(BaseSettings):
         le=64,
         description="Parse worker processes per Forager process (0: one per CPU core).",
     )
+    parse_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How many steps lower the parse processes' CPU priority is than their "
+        "event loop's (Unix nice): on a busy machine the event loop, which every page goes "
+        "through, gets a core first.",
+    )
     parse_timeout_seconds: float = Field(
         20.0,
         gt=0,

@@ -2,12 +2,14 @@
 
 - A task paused, cancelled or re-leased while its result waits in the writer's group is
   recorded as a ``discarded`` attempt and nothing else of it is written; the others complete.
+- A domain's tasks stay claimable (PostgreSQL) while a group of its finished tasks is written.
 - A group whose transaction fails (a cut connection) is written again: nothing lost, nothing
   completed twice.
 - A page whose parse runs over ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse`` saying so, its
   parse process is replaced, and the API answers ``/health`` all the while.
 - A recrawl that finds the same content moves ``products.last_crawled_at`` (not ``updated_at``).
-- Parse processes run as batch work (Linux): waking one does not preempt the event loop.
+- Parse processes run as batch work (Linux), ``FORAGER_PARSE_NICE`` steps below the event loop:
+  waking one does not preempt the event loop, and the loop gets a core first.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from forager.queue.lifecycle import TaskStatus
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.store import TaskQueue
 from forager.store import packs
+from forager.worker import writer as writer_module
 from forager.worker.parsing import ParseJob, ParsePool
 from forager.worker.writer import Finish, Writer
 from tests.conftest import SettingsFactory
@@ -127,6 +130,39 @@ async def test_tasks_taken_away_while_in_the_writers_group_are_discarded(
     async with db.reader() as session:
         products = list(await session.scalars(select(Product.crawl_task_id)))
     assert products == [kept.id]
+
+
+async def test_a_domain_stays_claimable_while_the_writer_writes_a_group(
+    db: Database, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer touches the domain's row (breaker tally) last: a claim skips a locked domain
+    (``SKIP LOCKED``), so holding that lock through the whole group starved every other
+    worker process of the domain's tasks until the group committed."""
+    if db.is_sqlite:
+        pytest.skip("SQLite's writers serialize on BEGIN IMMEDIATE: no claim runs beside a group")
+    settings = make_settings(writer_interval_seconds=0)
+    await submit(db, settings, *[f"https://shop.test/p/{n}" for n in range(2)])
+    [first] = await TaskQueue(db, settings).claim("w", 1, start=True)
+    in_group, go_on = asyncio.Event(), asyncio.Event()
+    real_save = writer_module.save_products
+
+    async def save_after_a_pause(*args: Any) -> Any:  # mid-group: tasks settled, not committed
+        in_group.set()
+        await go_on.wait()
+        return await real_save(*args)
+
+    monkeypatch.setattr(writer_module, "save_products", save_after_a_pause)
+    writer = Writer(db, settings, None)
+    try:
+        written = asyncio.create_task(writer.finish(_finish(first, "w", 0)))
+        await asyncio.wait_for(in_group.wait(), 10)
+        claimed = await asyncio.wait_for(TaskQueue(db, settings).claim("w2", 1, start=True), 10)
+        go_on.set()
+        assert await written == S.COMPLETED
+    finally:
+        go_on.set()
+        await writer.aclose()
+    assert [t.url for t in claimed] == ["https://shop.test/p/1"]
 
 
 async def test_a_failed_group_is_written_again_exactly_once(
@@ -240,6 +276,9 @@ async def test_parse_processes_run_as_batch_work(tmp_path: Any) -> None:
         [child] = pool._children
         assert os.sched_getscheduler(child.process.pid) == os.SCHED_BATCH
         assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the event loop's process is not
+        # FORAGER_PARSE_NICE (10): the event loop gets a core first on a busy machine.
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child.process.pid) == min(ours + 10, 19)
     finally:
         await pool.aclose()
 

@@ -203,20 +203,6 @@ class Writer:
                 item.ending.not_before = retry_after
             elif item.answered_ms is not None and item.proxy is not None:
                 await self.policy.succeeded(session, item.ending.task, item.proxy, item.answered_ms)
-        await self.policy.succeeded_direct(
-            session,
-            [
-                (i.ending.task.domain_id, i.answered_ms)
-                for i in batch
-                if i.answered_ms is not None and i.proxy is None
-            ],
-        )
-        for domain_id, delay in {
-            (i.ending.task.domain_id, i.ending.task.crawl_delay_seconds)
-            for i in batch
-            if i.open_gate
-        }:
-            await open_gate(session, domain_id, delay)
         statuses = await self.queue.settle(session, [i.ending for i in batch])
         attempts = [row for item in batch for row in self._attempts(item, statuses)]
         if attempts:
@@ -258,6 +244,25 @@ class Writer:
                 if i.items is not None and statuses.get(i.ending.task.id) == S.COMPLETED
             ],
         )
+        # Last: the domains' rows. A claim skips a locked domain (``SKIP LOCKED``), and this
+        # lock is held until the commit, so taking it last keeps every domain claimable while
+        # the rest of the group is written.
+        await self.policy.succeeded_direct(
+            session,
+            [
+                (i.ending.task.domain_id, i.answered_ms)
+                for i in batch
+                if i.answered_ms is not None and i.proxy is None
+            ],
+        )
+        for domain_id, delay in sorted(
+            {
+                (i.ending.task.domain_id, i.ending.task.crawl_delay_seconds)
+                for i in batch
+                if i.open_gate
+            }
+        ):
+            await open_gate(session, domain_id, delay)
         return statuses
 
     def _attempts(self, item: Finish, statuses: dict[int, str]) -> list[dict[str, Any]]:
