@@ -221,6 +221,7 @@ class RobotsRules:
         self._parsed: dict[int, tuple[datetime | None, RobotFileParser | None]] = {}
         self._failed_until: dict[int, datetime] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        self._read: dict[int, RobotsState] = {}  # each domain's state as last read here
 
     async def _state(self, domain_id: int) -> RobotsState | None:
         """What every check needs: a few columns, not the robots.txt text (read per page)."""
@@ -232,7 +233,21 @@ class RobotsRules:
                     ).where(Domain.id == domain_id)
                 )
             ).one_or_none()
-        return None if row is None else RobotsState(domain_id, *row)
+        if row is None:
+            self._read.pop(domain_id, None)
+            return None
+        state = self._read[domain_id] = RobotsState(domain_id, *row)
+        return state
+
+    def _newer(self, known: RobotsState) -> RobotsState:
+        """``known`` (a claim's view), or this process's own later read of the domain: tasks
+        claimed before its robots.txt was first fetched still say "never fetched"."""
+        read = self._read.get(known.domain_id)
+        if read is None or read.last_fetched is None:
+            return known
+        if known.last_fetched is None or read.last_fetched > known.last_fetched:
+            return read
+        return known
 
     def _stale(self, state: RobotsState, now: datetime) -> bool:
         if state.last_fetched is None:
@@ -249,22 +264,34 @@ class RobotsRules:
         parsed that version of robots.txt and it is not due for a refresh, the check reads
         nothing (the per-page read queued 64 tasks on the read pool: issue 14).
         """
-        if known is not None and known.last_fetched is not None:
+        state: RobotsState | None = None
+        if known is not None:
+            known = self._newer(known)
             cached = self._parsed.get(domain_id)
             if (
-                cached is not None
+                known.last_fetched is not None
+                and cached is not None
                 and cached[0] == known.last_fetched
                 and not self._stale(known, utcnow())
             ):
                 return self._verdict(known, cached[1], url, user_agent, False)
-        state = await self._state(domain_id)
+            if known.last_fetched is None:
+                # Never fetched, as far as the claim and this process know: the refresh below
+                # reads the state under its lock, once, not once per task waiting for it.
+                state = known
+        if state is None:
+            state = await self._state(domain_id)
         if state is None or state.ignore_robots:
             return Verdict(True, False)
         fetched = False
         if self._stale(state, utcnow()):
             lock = self._locks.setdefault(domain_id, asyncio.Lock())
             async with lock:
-                state = await self._state(domain_id)
+                # Refreshed here while this check waited for the lock: no need to read again.
+                read = self._read.get(domain_id)
+                if read is None or self._stale(read, utcnow()):
+                    read = await self._state(domain_id)
+                state = read
                 if state is None:
                     return Verdict(True, False)
                 if self._stale(state, utcnow()):
