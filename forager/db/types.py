@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -34,6 +35,23 @@ class UTCDateTime(TypeDecorator[datetime]):
             raise ValueError("naive datetime given to a UTC column")
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        """On SQLite, the stored text in one step: the same text as ``process_bind_param`` and
+        SQLite's ``DATETIME`` processor after it (the two cost ~4 % of a crawl's event loop)."""
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def to_text(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given to a UTC column")
+            if value.tzinfo is not UTC:
+                value = value.astimezone(UTC)
+            return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+
+        return to_text
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
