@@ -17,6 +17,7 @@ from forager.alerts import detect
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
+from forager.db.revisions import at_head
 from forager.errors import ConfigError
 from forager.fetch.base import Fetcher
 from forager.parse import registry as parser_registry
@@ -92,6 +93,8 @@ async def _migrate(db: Database) -> None:
     """Migrate; a connection cut in the middle (a database restart, an administrator ending
     sessions) is tried again: the migration's transaction was rolled back with it. A database
     that cannot be reached at all fails at once."""
+    if await at_head(db):  # one query instead of Alembic (~0.2 s of CPU per process start)
+        return
     from forager.db.migrate import upgrade  # Alembic: 0.1 s to import, not always needed
 
     for attempt in range(1, _MIGRATE_TRIES + 1):
