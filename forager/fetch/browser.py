@@ -56,6 +56,7 @@ from forager.fetch.gateway import DENIED_HEADER, FAILED_HEADER, Gateway, Grant
 from forager.fetch.sandbox import Launch, launch_options
 
 log = logging.getLogger(__name__)
+_REAP_SECONDS = 5.0  # a closed private browser's processes, before they are killed
 T = TypeVar("T")
 
 BLOCKED_RESOURCE_TYPES = frozenset({"image", "font", "media"})
@@ -150,6 +151,19 @@ class _SharedBrowser:
         launch, self.launch = self.launch, None
         if launch is not None:
             await asyncio.to_thread(launch.cleanup)
+        if self.marker is not None:
+            await asyncio.to_thread(_reap, self.marker)
+
+
+def _reap(marker: str) -> None:
+    """A private browser is gone when its close returns: its processes get ``_REAP_SECONDS``
+    to exit (on a busy machine Chromium can outlive Playwright's close, or the close can fail),
+    then whatever is left of them is killed."""
+    _, alive = psutil.wait_procs(browser_processes(marker), timeout=_REAP_SECONDS)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=_REAP_SECONDS)
 
 
 _shared: dict[asyncio.AbstractEventLoop, _SharedBrowser] = {}
