@@ -20,7 +20,6 @@ import gc
 import gzip
 import importlib
 import logging
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
 from forager.parse.selectors import cached_map
 from forager.store.packs import Appender, PackCursor
-from forager.worker.warmup import PRELOAD
+from forager.worker.warmup import PRELOAD, fork_context
 
 log = logging.getLogger(__name__)
 
@@ -356,8 +355,7 @@ class ParsePool:
         self.preload = [*PRELOAD, *settings.parser_modules]
         self.compresslevel = settings.page_compression_level
         self.nice = settings.parse_nice
-        self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload(self.preload)
+        self._ctx = fork_context(self.preload)
         self._children: list[_Child] = []
         self._starting = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()

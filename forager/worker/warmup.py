@@ -9,7 +9,9 @@ imports the parsers on the other core while the command imports everything else.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Sequence
 from multiprocessing import forkserver
+from typing import Any
 
 # The modules the fork server imports once, so each parse process starts with them loaded.
 # ``FORAGER_PARSER_MODULES`` are imported by each parse process itself (see ``ParsePool``).
@@ -22,8 +24,16 @@ PRELOAD = (
 )
 
 
+def fork_context(preload: Sequence[str] = PRELOAD) -> Any:
+    """The fork-server context, told what its server imports when it starts (once started,
+    a server keeps what it has imported)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(preload))
+    return ctx
+
+
 def start_fork_server() -> None:
     """Start the fork server now (it imports ``PRELOAD`` in the background); a no-op when it
     runs already."""
-    multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    fork_context()
     forkserver.ensure_running()
