@@ -275,10 +275,10 @@ class RobotsRules:
                 and not self._stale(known, utcnow())
             ):
                 return self._verdict(known, cached[1], url, user_agent, False)
-            if known.last_fetched is None:
-                # Never fetched, as far as the claim and this process know: the refresh below
-                # reads the state under its lock, once, not once per task waiting for it.
-                state = known
+            # The claim read the domain's state just now: no need to read it again. Never
+            # fetched, as far as the claim and this process know: the refresh below reads it
+            # under its lock, once, not once per task waiting for it.
+            state = known
         if state is None:
             state = await self._state(domain_id)
         if state is None or state.ignore_robots:
@@ -326,13 +326,19 @@ class RobotsRules:
         cached = self._parsed.get(state.domain_id)
         if cached is not None and cached[0] == state.last_fetched:
             return cached[1]
-        async with self.db.reader() as session:
-            text = await session.scalar(
-                select(Domain.robots_txt_content).where(Domain.id == state.domain_id)
-            )
-        parser: RobotFileParser | None = None
-        if text:
-            parser = RobotFileParser()
-            parser.parse(text.splitlines())
-        self._parsed[state.domain_id] = (state.last_fetched, parser)
-        return parser
+        # One read per new version, however many checks wait for it: the tasks a worker
+        # claims at start-up all arrive here at once (each read took a connection of its own).
+        async with self._locks.setdefault(state.domain_id, asyncio.Lock()):
+            cached = self._parsed.get(state.domain_id)
+            if cached is not None and cached[0] == state.last_fetched:
+                return cached[1]
+            async with self.db.reader() as session:
+                text = await session.scalar(
+                    select(Domain.robots_txt_content).where(Domain.id == state.domain_id)
+                )
+            parser: RobotFileParser | None = None
+            if text:
+                parser = RobotFileParser()
+                parser.parse(text.splitlines())
+            self._parsed[state.domain_id] = (state.last_fetched, parser)
+            return parser
