@@ -7,9 +7,11 @@ still holds the lease, so a worker whose lease expired, or whose task an operato
 cancelled, changes nothing.
 
 ``settle`` ends many tasks at once (the worker's writer): one locked read says which of them the
-worker still holds, one ``executemany`` writes their new rows. ``adapt`` then moves the adaptive
-recrawl frequency of those that completed with a product record (``queue/adaptive.py``): one more
-``executemany`` in the same transaction, only when the group holds such tasks.
+worker still holds, one statement writes their new rows (an ``UPDATE … FROM unnest(arrays)`` on
+PostgreSQL, an ``executemany`` on SQLite, where a statement costs no round trip). ``adapt`` then
+moves the adaptive recrawl frequency of those that completed with a product record
+(``queue/adaptive.py``): one more ``executemany`` in the same transaction, only when the group
+holds such tasks.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -289,6 +292,60 @@ _SETTLE = (
 )
 
 
+# PostgreSQL: the whole group in one statement, its rows passed as arrays. One shape whatever
+# the group's size (prepared once per connection), where an executemany ran the UPDATE, and the
+# task counters' trigger, once per task. The columns as in ``_SETTLE``.
+_PG_SETTLE_ARRAYS = (
+    ("b_id", "bigint"),
+    ("b_status", "varchar"),
+    ("b_retry_count", "integer"),
+    ("b_scheduled_at", "timestamptz"),
+    ("b_completed_at", "timestamptz"),
+    ("b_next_crawl_at", "timestamptz"),
+    ("b_keep_started", "boolean"),
+    ("b_error_type", "varchar"),
+    ("b_error_message", "text"),
+    ("b_http_status_code", "integer"),
+    ("b_html_path", "varchar"),
+    ("b_response_time_ms", "integer"),
+    ("b_fetched", "boolean"),
+    ("b_proxy_id", "bigint"),
+)
+_PG_SETTLE = text(
+    """
+    UPDATE crawl_tasks AS t SET
+        status = v.b_status,
+        updated_at = CAST(:b_now AS timestamptz),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        retry_count = v.b_retry_count,
+        scheduled_at = coalesce(v.b_scheduled_at, t.scheduled_at),
+        completed_at = coalesce(v.b_completed_at, t.completed_at),
+        next_crawl_at = v.b_next_crawl_at,
+        started_at = CASE WHEN v.b_keep_started THEN t.started_at END,
+        error_type = v.b_error_type,
+        error_message = v.b_error_message,
+        http_status_code = v.b_http_status_code,
+        html_path = coalesce(v.b_html_path, t.html_path),
+        response_time_ms = coalesce(v.b_response_time_ms, t.response_time_ms),
+        proxy_id = CASE WHEN v.b_fetched THEN v.b_proxy_id ELSE t.proxy_id END
+    FROM unnest("""
+    + ", ".join(f"CAST(:{name} AS {kind}[])" for name, kind in _PG_SETTLE_ARRAYS)
+    + ") AS v("
+    + ", ".join(name for name, _ in _PG_SETTLE_ARRAYS)
+    + ") WHERE t.id = v.b_id"
+)
+
+
+async def _write_endings(session: AsyncSession, rows: list[dict[str, Any]], now: datetime) -> None:
+    """The new rows of a group's tasks, in one statement (PostgreSQL) or one executemany."""
+    if session.get_bind().dialect.name != "postgresql":
+        await session.execute(_SETTLE, rows)
+        return
+    columns = {name: [row[name] for row in rows] for name, _ in _PG_SETTLE_ARRAYS}
+    await session.execute(_PG_SETTLE, {"b_now": now, **columns})
+
+
 async def settle(
     session: AsyncSession, settings: Settings, endings: Sequence[Ending]
 ) -> dict[int, str]:
@@ -322,7 +379,7 @@ async def settle(
             audit.record(session, "task", [ending.task.id], step, {"to": step, **base})
         audit.record(session, "task", [ending.task.id], event, details)
     if rows:
-        await session.execute(_SETTLE, rows)
+        await _write_endings(session, rows, now)
     return moved
 
 

@@ -3,7 +3,7 @@
 A task whose page is fetched, stored and parsed (or whose fetch or parse failed) becomes a
 ``Finish``; the writer gathers them for ``FORAGER_WRITER_INTERVAL_SECONDS`` or
 ``FORAGER_WRITER_BATCH_SIZE`` tasks and writes the group in one transaction: the tasks' moves
-(one locked compare-and-set read, one ``executemany``), attempts, audit events, products,
+(one locked compare-and-set read, one set-based update), attempts, audit events, products,
 images, price history and items (with their versions) as multi-row inserts, and the
 fetch-policy bookkeeping per domain.
 A task taken away meanwhile (paused, cancelled, lease lost) is recorded as a ``discarded``
