@@ -95,10 +95,13 @@ class GenericParser:
         candidates = _candidates(tree)
         main = _pick_main(candidates, headings, meta)
         page_title = clean(node.text()) if (node := tree.css_first("title")) else None
-        references = [t for t in (*_page_titles(meta), page_title) if t]
+        titles = _page_titles(meta)
+        references = [t for t in (*titles, page_title) if t]
         if main is not None:
             references.insert(0, _text(main.data.get("name")) or "")
-        seen = visible.read(tree, url, references, full=not _complete(main))
+        # Read once: whether the product is complete and the record both need its offer.
+        offers = offer_facts(main.data.get("offers") if main is not None else None)
+        seen = visible.read(tree, url, references, full=not _complete(main, offers))
         if main is None and not _meta_is_product(meta):
             _refuse_or_accept(url, page_title, seen)
         data = main.data if main is not None else {}
@@ -107,13 +110,12 @@ class GenericParser:
         )
         sources = dict.fromkeys(_STRUCTURED_FIELDS, kind)
         title = _title(
-            data, headings if seen.heading is None else [seen.heading, *headings], meta, tree
+            data, headings if seen.heading is None else [seen.heading, *headings], titles, tree
         )
         if title is None:
             raise NotProductPage(f"{url} has product markup but no product name")
         if title in headings:
             sources["product_name"] = "heading"
-        offers = offer_facts(data.get("offers"))
         structured_price = offers.price
         _apply_meta_prices(offers, meta)
         if offers.price is not None and offers.price != structured_price:
@@ -235,11 +237,11 @@ def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) 
         )
 
 
-def _complete(main: _Candidate | None) -> bool:
-    """Whether the structured product names its price, stock and item number."""
+def _complete(main: _Candidate | None, offers: OfferFacts) -> bool:
+    """Whether the structured product names its price, stock and item number (``offers``: what
+    its offers say)."""
     if main is None:
         return False
-    offers = offer_facts(main.data.get("offers"))
     named = any(main.data.get(key) for key in ("sku", "productID"))
     return bool(offers.price is not None and offers.availability and named)
 
@@ -294,11 +296,11 @@ def _text(value: Any) -> str | None:
 
 
 def _title(
-    data: dict[str, Any], headings: list[str], meta: dict[str, str], tree: LexborHTMLParser
+    data: dict[str, Any], headings: list[str], titles: list[str], tree: LexborHTMLParser
 ) -> str | None:
-    """The visible product title, checked against structured data and og:title."""
+    """The visible product title, checked against structured data and og:title (``titles``:
+    what ``_page_titles`` gives)."""
     name = _text(data.get("name"))
-    titles = _page_titles(meta)
     for title in titles:
         for heading in headings:
             if words(heading) == words(title):
@@ -514,10 +516,13 @@ def _visible_list_price(
             if not node.is_text_node or node.parent is None:
                 continue
             text = clean(node.text(deep=False))
-            if not text or len(text) > 40 or _NOT_LIST.search(text):
+            if not text or len(text) > 40:
                 continue
+            # The amount first: most texts hold none above the price, and ``_NOT_LIST`` is the
+            # dearer test (both only skip the text; ``price * 10`` cannot overflow here, as a
+            # 40-character text is never above a price that large).
             value = parse_price(text)
-            if value is None or not price < value <= price * 10:
+            if value is None or not price < value <= price * 10 or _NOT_LIST.search(text):
                 continue
             shown = detect_currency(text)
             if currency and shown and shown != currency:
@@ -538,9 +543,22 @@ def _script_list_price_matches(html: str) -> Iterator[re.Match[str]]:
             at = html.find(needle, at + 1)
     for at in sorted(starts):
         # The key starts at most 11 characters before "rice" ('"original_p'); the value follows.
-        match = _SCRIPT_LIST_PRICE.search(html, max(0, at - 12), at + 200)
-        if match is not None and match.start() <= at < match.end():
+        match = _match_by(html, max(0, at - 12), at, at + 200)
+        if match is not None and at < match.end():
             yield match
+
+
+def _match_by(html: str, start: int, last: int, end: int) -> re.Match[str] | None:
+    """What ``_SCRIPT_LIST_PRICE.search(html, start, end)`` finds if it starts by ``last`` (else
+    None). The pattern opens with a quote: it is tried at the few quotes up to ``last``, where a
+    search would go on through every quote up to ``end``."""
+    quote = html.find('"', start, last + 1)
+    while quote >= 0:
+        match = _SCRIPT_LIST_PRICE.match(html, quote, end)
+        if match is not None:
+            return match
+        quote = html.find('"', quote + 1, last + 1)
+    return None
 
 
 def _script_list_price(html: str, price: Decimal) -> Decimal | None:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 _NUMBER = re.compile(r"\d(?:[\d.,'’\u00a0\u202f\u2009 ]*\d)?")
 _GROUPS = re.compile(r"\d+|[^\d]+")
 _PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
+_THOUSANDS_ONLY = re.compile(r"\d{1,3}\.\d{3}")  # "1.299": a thousands mark, not a decimal
 _SCIENTIFIC = re.compile(r"-?\d+(?:\.\d+)?[eE][+-]?\d{1,4}")
 _SPACES = "\u00a0\u202f\u2009 "
 
@@ -42,6 +43,11 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("₽", "RUB"),
     ("₴", "UAH"),
 )
+# The symbols above that are not words, in the same order: the "$" ones (tried only when the text
+# has a "$"), then single signs.
+_DOLLAR_SYMBOLS = tuple((s, c) for s, c in _SYMBOLS if not s.isalpha() and "$" in s)
+_SIGN_SYMBOLS = tuple((s, c) for s, c in _SYMBOLS if not s.isalpha() and "$" not in s)
+assert _SYMBOLS[: len(_DOLLAR_SYMBOLS)] == _DOLLAR_SYMBOLS  # every "$" symbol comes first
 _WORD_CODES = {
     "lei": "RON",
     "zł": "PLN",
@@ -99,9 +105,14 @@ _ISO_CODES = frozenset(
         "MUR",
     ]
 )
-_ISO = re.compile(r"\b([A-Z]{3})\b")
+# ``\b([A-Z]{3})\b``, written to start with the letter class so that ``re`` skips ahead to
+# capitals instead of trying the word boundary at every character.
+_ISO = re.compile(r"([A-Z](?<!\w[A-Z])[A-Z]{2})(?!\w)")
 # Not inside a word: no letter (Latin or Cyrillic) on either side.
 _WORD_SYMBOL = re.compile(r"(?i)(?<![^\W\d_])(lei|zł|kč|ft|kn|лв|грн|руб|б\.р\.)(?![^\W\d_])")
+# The words' first letters, as case-blind: a text without one holds no currency word (a cheap
+# test, where the lookbehind above is tried at every character).
+_WORD_SYMBOL_START = re.compile(r"(?i)[lzkfлгрб]")
 
 # "Rs 23,450" / "Rs. 999": rupees, whose country the TLD says (India when it does not).
 _RUPEES = re.compile(r"(?<![^\W\d_])Rs\.?(?![^\W\d_])")
@@ -202,12 +213,15 @@ def parse_price(text: str, locale_hint: str | None = None) -> Decimal | None:
     if not text:
         return None
     stripped = text.strip()
-    if _PLAIN.fullmatch(stripped) and not re.fullmatch(r"\d{1,3}\.\d{3}", stripped):
+    if _PLAIN.fullmatch(stripped) and not _THOUSANDS_ONLY.fullmatch(stripped):
         return Decimal(stripped)
     match = _NUMBER.search(text)
     if match is None:
         return None
-    parts = _GROUPS.findall(match.group(0))
+    number = match.group(0)
+    if number.isdigit():  # no separator inside: the digits are the amount, in any locale
+        return Decimal(number)
+    parts = _GROUPS.findall(number)
     groups = [p for p in parts if p[0].isdigit()]
     separators: list[str] = []
     grouped = True  # groups[1 : len(separators) + 1] all have 3 digits
@@ -283,13 +297,17 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
     for match in _ISO.finditer(text):
         if match.group(1) in _ISO_CODES:
             return match.group(1)
-    for symbol, code in _SYMBOLS:
-        if not symbol.isalpha() and symbol in text:
+    if "$" in text:
+        for symbol, code in _DOLLAR_SYMBOLS:
+            if symbol in text:
+                return code
+    for symbol, code in _SIGN_SYMBOLS:
+        if symbol in text:
             return code
-    word = _WORD_SYMBOL.search(text)
+    word = _WORD_SYMBOL.search(text) if _WORD_SYMBOL_START.search(text) else None
     if word:
         return _WORD_CODES[word.group(1).lower()]
-    if "₨" in text or _RUPEES.search(text):
+    if "₨" in text or ("Rs" in text and _RUPEES.search(text)):
         tld = _tld(url)
         return _RUPEES_BY_TLD.get(tld or "", "INR")
     if "$" in text:

@@ -10,8 +10,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-# Element names (class / id / itemprop, lower-cased) are matched as plain substrings: a page has
-# thousands of class strings, and ``in`` reads each once, faster than an alternation regex.
+# Element names (class / id / itemprop, lower-cased) are matched as plain substrings, each list
+# as one trie pattern (``*_NAMED`` below): a page has thousands of class strings, and the trie
+# reads each once, where an alternation regex or ``any(word in name ...)`` tries every word.
 
 # Containers of other products, carts, shipping notes and site chrome: a price or button inside
 # one is not the page's product's.
@@ -151,6 +152,15 @@ NOT_A_PRICE = re.compile(
     r"|prihran|uštedi|sutaupy|ietaup|sääst|spor|besparing",
     re.IGNORECASE,
 )
+# Every ``NOT_A_PRICE`` match holds a letter (its letters match only letters, in any case), a "%"
+# or a "/": a text of digits and signs ("€ 17,10") is cleared without the long pattern.
+_MAY_NOT_BE_PRICE = re.compile(r"[^\W\d_]|[%/]")
+
+
+def not_a_price(text: str) -> bool:
+    """Whether ``text`` (an amount with its label) is not the product's price (``NOT_A_PRICE``)."""
+    return _MAY_NOT_BE_PRICE.search(text) is not None and NOT_A_PRICE.search(text) is not None
+
 
 # "Add to cart" / "buy" in many languages (a button is shown only when the product can be bought).
 BUY_WORDS = re.compile(
@@ -290,6 +300,12 @@ def literal_trie(words: Iterable[str]) -> str:
     return pattern(root)
 
 
+# Each element-name list as one pattern: whether a lower-cased name contains any of its words.
+ASIDE_NAMED = re.compile(literal_trie(ASIDE_NAMES))
+PRICE_NAMED = re.compile(literal_trie(PRICE_NAMES))
+STRUCK_NAMED = re.compile(literal_trie(STRUCK_NAMES))
+STOCK_NAMED = re.compile(literal_trie(STOCK_NAMES))
+
 # One pass over the text instead of one per phrase ("currently unavailable" wins over
 # "unavailable" where both start).
 _SOLD_OUT_ANY = re.compile(literal_trie(SOLD_OUT))
@@ -300,10 +316,12 @@ def sold_out_phrase(text: str, low: str | None = None) -> str | None:
     ``low``: ``text`` lower-cased already."""
     low = text.lower() if low is None else low
     match = _SOLD_OUT_ANY.search(low)
-    found = match.group(0) if match else None
-    if found is None:
-        found = next((f"{a} {b}" for a, b in SOLD_OUT_PAIRS if a in low and b in low), None)
-    return found
+    if match is not None:
+        return match.group(0)
+    for first, second in SOLD_OUT_PAIRS:  # a plain loop: this runs on every short text
+        if first in low and second in low:
+            return f"{first} {second}"
+    return None
 
 
 # A sold-out notice about another way to get the product (pickup, a store, delivery), or about
@@ -350,20 +368,63 @@ VARIANT_NAMES = (
     "maat",
     "picker",
 )
+VARIANT_NAMED = re.compile(literal_trie(VARIANT_NAMES))
 VARIANT_TAGS = frozenset({"select", "option", "label", "fieldset", "datalist"})
+# In-stock statements, lower-case (matched as substrings of the lower-cased text).
+IN_STOCK = (
+    "in stock",
+    "available",
+    "ships in",
+    "ships within",
+    "ships today",
+    "auf lager",
+    "lieferbar",
+    "sofort",
+    "en stock",
+    "disponible",
+    "disponibile",
+    "em estoque",
+    "en existencia",
+    "op voorraad",
+    "skladom",
+    "na sklade",
+    "skladem",
+    "dostępny",
+    "na zalogi",
+    "na zalihi",
+    "dostupno",
+    "dostupné",
+    "noliktavā",
+    "laos",
+    "raktáron",
+    "på lager",
+    "i lager",
+    "varastossa",
+    "в наличии",
+    "stokta",
+    "有貨",
+    "有货",
+    "在庫あり",
+)
 # Matched against lower-cased text (``in_stock``): a case-blind alternation is several times
 # slower in ``re``, and this one is tried on every short text after the heading.
-_IN_STOCK_LOW = re.compile(
-    r"in stock|available|ships (?:in|within|today)|auf lager|lieferbar|sofort|en stock"
-    r"|disponible|disponibile|em estoque|en existencia|op voorraad|skladom|na sklade|skladem"
-    r"|dostępny|na zalogi|na zalihi|dostupno|dostupné|noliktavā|laos|raktáron|på lager|i lager"
-    r"|varastossa|в наличии|stokta|有貨|有货|在庫あり"
+_IN_STOCK_ANY = re.compile(literal_trie(IN_STOCK))
+# Every word that ``sold_out_phrase`` or ``in_stock`` can find (a pair's first part included):
+# a text without any of them states nothing about stock, found in one pass instead of two.
+_STOCK_ANY = re.compile(
+    literal_trie((*SOLD_OUT, *(first for first, _ in SOLD_OUT_PAIRS), *IN_STOCK))
 )
 
 
 def in_stock(low: str) -> bool:
     """Whether lower-cased ``low`` says the product is in stock (or available)."""
-    return _IN_STOCK_LOW.search(low) is not None
+    return _IN_STOCK_ANY.search(low) is not None
+
+
+def may_state_stock(low: str) -> bool:
+    """False when lower-cased ``low`` is neither a sold-out nor an in-stock statement (a cheap
+    test before ``sold_out_phrase`` and ``in_stock``, which find nothing in such a text)."""
+    return _STOCK_ANY.search(low) is not None
 
 
 # Labels before an item number: the shop's own id first (SKU, item / product / article number),

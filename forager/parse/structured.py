@@ -19,6 +19,8 @@ from forager.parse.prices import normalize_currency, to_decimal
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
 # Control characters some shops leave inside JSON-LD strings (json.loads rejects them).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+# What ``json.loads(text, parse_float=Decimal, strict=False)`` builds on every call.
+_JSON_LD = json.JSONDecoder(parse_float=Decimal, strict=False)
 
 
 def clean(text: str | None) -> str | None:
@@ -32,7 +34,10 @@ def clean(text: str | None) -> str | None:
 
 def visible_text(node: LexborNode) -> str:
     """Text a shopper sees in ``node``: script/style contents left out."""
-    if not node.css_first("script, style, noscript, template"):
+    # A selector query costs more than reading a few children: an element holding text only
+    # matches the selector just when it is a script/style itself.
+    holds_text_only = node.tag not in _INVISIBLE_TAGS and not _has_element_child(node)
+    if holds_text_only or not node.css_first("script, style, noscript, template"):
         return node.text(separator=" ")
     parts: list[str] = []
     for child in node.traverse(include_text=True):
@@ -43,10 +48,36 @@ def visible_text(node: LexborNode) -> str:
     return " ".join(parts)
 
 
+# An absolute http(s) URL that ``urljoin`` returns as it is: a host, then no query, fragment,
+# ";" parameters, brackets or tab / line breaks (which urlsplit rewrites, drops or checks).
+_PLAIN_ABSOLUTE = re.compile(r"https?://[^/?#;\[\]\t\r\n][^?#;\[\]\t\r\n]*")
+
+
+def _has_element_child(node: LexborNode) -> bool:
+    """Whether ``node`` has a child other than text (an element, a comment ...)."""
+    child = node.child
+    while child is not None:
+        if not child.is_text_node:
+            return True
+        child = child.next
+    return False
+
+
 def absolute_url(value: str, base: str) -> str:
     """``value`` resolved against the page URL (protocol-relative and relative paths)."""
     value = value.strip()
-    return urljoin(base, value) if base else value
+    if not base:
+        return value
+    # Most image URLs are absolute already: no need to split and rebuild them (urljoin still
+    # runs when the base URL might make it raise, as a non-ASCII or bracketed host does).
+    if _PLAIN_ABSOLUTE.fullmatch(value) and value.isascii() and _plain_base(base):
+        return value
+    return urljoin(base, value)
+
+
+def _plain_base(base: str) -> bool:
+    """Whether ``urljoin`` parses ``base`` without a ValueError (ASCII, no IPv6 brackets)."""
+    return base.isascii() and "[" not in base and "]" not in base
 
 
 def json_ld_blocks(tree: LexborHTMLParser) -> list[tuple[LexborNode, Any]]:
@@ -59,11 +90,16 @@ def json_ld_blocks(tree: LexborHTMLParser) -> list[tuple[LexborNode, Any]]:
         text = _CONTROL.sub(" ", text)
         if text.startswith("<!--"):
             text = text.removeprefix("<!--").removesuffix("-->").strip()
+        if text.startswith("\ufeff"):
+            continue  # json.loads refuses a byte-order mark (and the decoder fails on it)
         try:
-            blocks.append((node, json.loads(text, parse_float=Decimal, strict=False)))
+            blocks.append((node, _JSON_LD.decode(text)))
         except (ValueError, RecursionError):
             continue  # broken, or nested deeper than the JSON decoder recurses
     return blocks
+
+
+_CONTAINERS = (dict, list)
 
 
 def walk_json(value: Any) -> Iterator[tuple[dict[str, Any], str | None]]:
@@ -71,16 +107,21 @@ def walk_json(value: Any) -> Iterator[tuple[dict[str, Any], str | None]]:
     stack: list[tuple[Any, str | None]] = [(value, None)]
     while stack:
         current, key = stack.pop()
+        # Only dicts and lists are stacked: a string or number would be popped for nothing.
         if isinstance(current, dict):
             yield current, key
-            stack.extend(reversed([(v, k) for k, v in current.items()]))
+            stack.extend(
+                reversed([(v, k) for k, v in current.items() if isinstance(v, _CONTAINERS)])
+            )
         elif isinstance(current, list):
-            stack.extend(reversed([(v, key) for v in current]))
+            stack.extend(reversed([(v, key) for v in current if isinstance(v, _CONTAINERS)]))
 
 
 def has_type(obj: dict[str, Any], wanted: str) -> bool:
     """Whether a JSON-LD object's @type is ``wanted`` (plain or schema.org URL, list or string)."""
     types = obj.get("@type")
+    if isinstance(types, str):  # the common case, without building a list
+        return types.rsplit("/", 1)[-1] == wanted
     values = types if isinstance(types, list) else [types]
     return any(isinstance(t, str) and t.rsplit("/", 1)[-1] == wanted for t in values)
 
@@ -279,7 +320,9 @@ def offer_facts(offers: Any) -> OfferFacts:
             prices.append(price)
         facts.list_price = facts.list_price or list_price
         facts.currency = facts.currency or _currency_in(offer)
-    if prices:
+    if len(prices) == 1:
+        facts.price = prices[0]  # what the count below finds, without building a Counter
+    elif prices:
         facts.price = Counter(prices).most_common(1)[0][0]
     states = [str(o.get("availability") or "").rsplit("/", 1)[-1] for o in flat]
     states = [s for s in states if s]
@@ -344,7 +387,7 @@ def image_key(url: str) -> str:
     parts = urlsplit(url)
     tokens = [t.lower() for t in _PATH_TOKENS.split(parts.path) if t]
     tokens = [t for t in tokens if not _RENDITION.match(t)]
-    ids = [i for i, t in enumerate(tokens) if sum(c.isdigit() for c in t) >= _ID_DIGITS]
+    ids = [i for i, t in enumerate(tokens) if sum(map(str.isdigit, t)) >= _ID_DIGITS]
     if ids:
         tokens = tokens[ids[-1] :]
     return f"{parts.hostname or ''}/{'/'.join(tokens)}"

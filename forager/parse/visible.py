@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from html import unescape
+from itertools import chain
 from urllib.parse import unquote, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -35,8 +36,15 @@ _LETTERS = re.compile(r"[^\W\d_]")
 # At least six / four letters (the same class), found without listing every letter.
 _SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
 _FOUR_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){4}")
-# A money sign or an upper-case code ("€", "$", "EUR", "Kč"): cheap test before reading currency.
-_MONEY = re.compile(r"[$€£¥₹₩₺₽₴]|\b[A-Z]{3}\b|\b(?i:lei|zł|kč|ft|kr|kn)\b")
+# A money sign, an upper-case code or a currency word ("€", "$", "EUR", "Kč"): cheap test before
+# reading currency (``_has_money``). As one alternation, ``re`` tried all three at every
+# character; apart, each pattern starts with a character class that ``re`` skips ahead to.
+_MONEY_SIGN = re.compile(r"[$€£¥₹₩₺₽₴]")
+_MONEY_CODE = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]{2}(?!\w)")  # \b[A-Z]{3}\b
+_MONEY_WORD = re.compile(r"\b(?i:lei|zł|kč|ft|kr|kn)\b")
+# A currency word's first two letters, lower-case. The only characters that match them
+# case-blind are their own capitals (and the Kelvin sign for "k"), which lower() maps to them.
+_MONEY_WORD_START = re.compile("le|zł|kč|ft|kr|kn")
 _LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
 _FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
@@ -93,25 +101,27 @@ class _Names:
         self._aside: dict[int, bool] = {}
         # Class strings repeat all over a page: each (name, pattern) is searched once.
         self._found: dict[tuple[str, str], bool] = {}
-        self._markers: dict[int, str] = {}  # by element: reading attributes is not free
+        # Lower-cased, by element: reading attributes is not free.
+        self._markers: dict[int, str] = {}
 
     @staticmethod
     def marker(node: LexborNode) -> str:
         attrs = node.attributes
-        return " ".join(v or "" for k, v in attrs.items() if k in {"class", "id", "itemprop"})
+        return " ".join([v or "" for k, v in attrs.items() if k in {"class", "id", "itemprop"}])
 
-    def says(self, node: LexborNode, words: tuple[str, ...]) -> bool:
-        """Whether ``node``'s name (class / id / itemprop) contains one of ``words``."""
-        marker = self._markers.get(node.mem_id)
+    def says(self, node: LexborNode, names: re.Pattern[str]) -> bool:
+        """Whether ``node``'s name (class / id / itemprop) contains one of the words ``names``
+        finds (``signals.ASIDE_NAMED`` ...)."""
+        key = node.mem_id
+        marker = self._markers.get(key)
         if marker is None:
-            marker = self._markers[node.mem_id] = self.marker(node).strip()
+            marker = self._markers[key] = self.marker(node).strip().lower()
         if not marker:
             return False
-        key = (marker, words[0])
-        found = self._found.get(key)
+        seen = (marker, names.pattern)
+        found = self._found.get(seen)
         if found is None:
-            low = marker.lower()
-            found = self._found[key] = any(word in low for word in words)
+            found = self._found[seen] = names.search(marker) is not None
         return found
 
     def aside(self, node: LexborNode) -> bool:
@@ -120,7 +130,10 @@ class _Names:
         current: LexborNode | None = node
         found = False
         for _ in range(40):
-            if current is None or current.tag in {"body", "html"}:
+            if current is None:
+                break
+            tag = current.tag
+            if tag in {"body", "html"}:
                 break
             key = current.mem_id
             if key in self._aside:
@@ -128,8 +141,8 @@ class _Names:
                 break
             path.append(key)
             if (
-                current.tag in signals.ASIDE_TAGS
-                or self.says(current, signals.ASIDE_NAMES)
+                tag in signals.ASIDE_TAGS
+                or self.says(current, signals.ASIDE_NAMED)
                 or _hidden(current)
             ):
                 found = True
@@ -143,19 +156,22 @@ class _Names:
         """Whether ``node`` sits in a size / colour / variant picker (a few levels up)."""
         current: LexborNode | None = node
         for _ in range(4):
-            if current is None or current.tag == "body":
+            if current is None:
                 return False
-            if current.tag in signals.VARIANT_TAGS or self.says(current, signals.VARIANT_NAMES):
+            tag = current.tag
+            if tag == "body":
+                return False
+            if tag in signals.VARIANT_TAGS or self.says(current, signals.VARIANT_NAMED):
                 return True
             current = current.parent
         return False
 
-    def named(self, node: LexborNode, words: tuple[str, ...], levels: int = 3) -> bool:
+    def named(self, node: LexborNode, names: re.Pattern[str], levels: int = 3) -> bool:
         current: LexborNode | None = node
         for _ in range(levels):
             if current is None or current.tag == "body":
                 return False
-            if self.says(current, words):
+            if self.says(current, names):
                 return True
             current = current.parent
         return False
@@ -185,6 +201,7 @@ def name_score(name: str | None, references: list[str]) -> float:
     mine = words(name)
     if not mine:
         return 0.0
+    mine_text, mine_set = " ".join(mine), set(mine)  # the same for every reference
     best = 0.0
     for reference in references:
         ref = words(reference)
@@ -192,9 +209,10 @@ def name_score(name: str | None, references: list[str]) -> float:
             continue
         if ref == mine:
             return 4.0
-        if " ".join(mine) in " ".join(ref) or " ".join(ref) in " ".join(mine):
+        ref_text, ref_set = " ".join(ref), set(ref)
+        if mine_text in ref_text or ref_text in mine_text:
             best = max(best, 3.0)
-        overlap = len(set(mine) & set(ref)) / len(set(mine) | set(ref))
+        overlap = len(mine_set & ref_set) / len(mine_set | ref_set)
         best = max(best, 3.0 * overlap)
     return best
 
@@ -230,11 +248,10 @@ def _window(
     until ``back`` texts are, so a page costs no more than the part around its heading.
     """
     if heading is None or not _inside(heading, body):
-        after = list(_texts(body.traverse(include_text=True), reach))
-        return after, 0
-    before = list(_texts(_backward(heading, body), back))
+        return _texts(body.traverse(include_text=True), reach), 0
+    before = _texts(_backward(heading, body), back)
     before.reverse()
-    after = list(_texts(_forward(heading, body), reach))
+    after = _texts(_forward(heading, body), reach)
     return [*before, *after], len(before)
 
 
@@ -247,31 +264,37 @@ def _inside(node: LexborNode, body: LexborNode) -> bool:
     return False
 
 
-def _texts(nodes: Iterator[LexborNode], limit: int) -> Iterator[LexborNode]:
-    """The first ``limit`` visible text nodes of ``nodes``."""
+def _texts(nodes: Iterator[LexborNode], limit: int) -> list[LexborNode]:
+    """The first ``limit`` visible text nodes of ``nodes`` (read no further)."""
+    found: list[LexborNode] = []
     if limit <= 0:
-        return
-    count = 0
+        return found
     for node in nodes:
         if not node.is_text_node:
             continue
         parent = node.parent
         if parent is None or parent.tag in _INVISIBLE:
             continue
-        yield node
-        count += 1
-        if count >= limit:
-            return
+        found.append(node)
+        if len(found) >= limit:
+            break
+    return found
 
 
 def _forward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
     """The heading and every node after it in page order, up to the end of ``body``."""
-    yield from heading.traverse(include_text=True)
+    # Chained in C: a generator here would resume once per node of the page.
+    subtrees = (node.traverse(include_text=True) for node in _following(heading, body))
+    return chain(heading.traverse(include_text=True), chain.from_iterable(subtrees))
+
+
+def _following(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
+    """The siblings after the heading and after each of its ancestors below ``body``."""
     current: LexborNode | None = heading
     while current is not None and current.mem_id != body.mem_id:
         sibling = current.next
         while sibling is not None:
-            yield from sibling.traverse(include_text=True)
+            yield sibling
             sibling = sibling.next
         current = current.parent
 
@@ -295,17 +318,11 @@ def _backward(heading: LexborNode, body: LexborNode) -> Iterator[LexborNode]:
 
 
 def _price_at(
-    node: LexborNode, own_text: str, names: _Names, position: int, url: str
+    element: LexborNode, text: str, names: _Names, position: int, url: str
 ) -> PriceSeen | None:
-    """The price a text node (whose text is ``own_text``) shows, with its element's text when
-    split in spans, scored."""
-    element = node.parent
-    if element is None:
-        return None
-    text = clean(own_text) or ""
-    if not text or len(text) > _PRICE_CHARS or not _DIGIT.search(text):
-        return None
-    if _SIX_LETTERS.search(text) and not _MONEY.search(text):
+    """The price a text node of ``element`` shows, with the element's text when split in spans,
+    scored. ``text``: the node's text, cleaned, at most ``_PRICE_CHARS`` long, with a digit."""
+    if _SIX_LETTERS.search(text) and not _has_money(text):
         return None  # "Category 12", "Size 42 (EU)": words with a number and no money sign
     # The currency and the label may sit in the element around the number ("€ <span>17,10</span>",
     # "Brez DDV: <span>36.53€</span>"): read up to two levels of short element text.
@@ -329,22 +346,31 @@ def _price_at(
         around = around.parent
     # Labels before the number count ("Brez DDV: 36.53€"); a "-5%" badge after it does not.
     label = context[: context.find(text)] if text in context else context
-    if signals.NOT_A_PRICE.search(label + " " + text):
+    if signals.not_a_price(label + " " + text):
         return None
     value = parse_price(text)
     if value is None or value <= 0:
         return None
-    named = names.named(element, signals.PRICE_NAMES)
+    named = names.named(element, signals.PRICE_NAMED)
     if currency is None and not named:
         return None
-    digits = sum(c.isdigit() for c in text)
+    digits = sum(map(str.isdigit, text))
     if currency is None and digits < 2:
         return None
-    struck = element.tag in {"del", "s", "strike"} or names.named(element, signals.STRUCK_NAMES, 2)
+    struck = element.tag in {"del", "s", "strike"} or names.named(element, signals.STRUCK_NAMED, 2)
     score = (3.0 if currency else 0.0) + (2.0 if named else 0.0)
     # A bare number text ("49") reads less like a price than "€ 49.90".
     score += 0.5 if len(text) - digits <= 6 else 0.0
     return PriceSeen(value, currency, text, score, struck, position)
+
+
+def _has_money(text: str) -> bool:
+    """Whether ``text`` shows a money sign, an upper-case code or a currency word."""
+    return bool(
+        _MONEY_SIGN.search(text)
+        or _MONEY_CODE.search(text)
+        or (_MONEY_WORD_START.search(text.lower()) and _MONEY_WORD.search(text))
+    )
 
 
 def _is_cents(tail: str) -> bool:
@@ -391,11 +417,15 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     # that could be evidence.
     for position, node in enumerate(nodes):
         short = texts[position].strip()
-        parent = node.parent
-        if not short or parent is None:
+        if not short:
             continue
+        parent = node.parent
+        # Prices, stock notices and item-number labels are short.
+        if parent is None or len(short) > 100:
+            continue
+        text = clean(short) or ""
         if len(short) <= _PRICE_CHARS and _DIGIT.search(short):
-            seen = _price_at(node, texts[position], names, position, url)
+            seen = _price_at(parent, text, names, position, url)
             if seen is not None and not names.aside(parent):
                 # Prices after the heading belong to it; closer ones more.
                 distance = position - start
@@ -409,14 +439,12 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
                 # offers (a list of ads beside it) and do not make the page a listing.
                 seen.in_card = distance >= 0 and _after_link(nodes, texts, position)
                 found.prices.append(seen)
-        if len(short) > 100:
-            continue  # stock notices and item-number labels are short
-        short = clean(short) or ""
-        if position >= start:  # stock notices follow the heading; menus come before it
-            _read_stock(found, short, parent, names, position - start <= _CHECK_AFTER_HEADING)
-        labelled = full and found.sku is None and len(short) <= 80 and _LABEL_START.match(short)
+        # Stock notices follow the heading (menus come before it); most texts state no stock.
+        if position >= start and signals.may_state_stock(low := text.lower()):
+            _read_stock(found, text, low, parent, names, position - start <= _CHECK_AFTER_HEADING)
+        labelled = full and found.sku is None and len(text) <= 80 and _LABEL_START.match(text)
         if labelled and not names.aside(parent):
-            _read_label(found, short, texts[position + 1 : position + 3], title or "")
+            _read_label(found, text, texts[position + 1 : position + 3], title or "")
     _unstrike_lone_prices(found.prices)
     main = [p for p in found.prices if not p.struck]
     if main:
@@ -449,11 +477,11 @@ def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> boo
 
 
 def _read_stock(
-    found: Evidence, text: str, parent: LexborNode, names: _Names, buy_box: bool
+    found: Evidence, text: str, low: str, parent: LexborNode, names: _Names, buy_box: bool
 ) -> None:
-    """Note a sold-out or in-stock statement in ``text``: in a stock-named element, or a short
-    one in the buy box (``buy_box``: within the first 150 texts after the heading)."""
-    low = text.lower()
+    """Note a sold-out or in-stock statement in ``text`` (``low``: lower-cased): in a stock-named
+    element, or a short one in the buy box (``buy_box``: within the first 150 texts after the
+    heading)."""
     sold_out = signals.sold_out_phrase(text, low)
     if sold_out:
         if (
@@ -464,13 +492,13 @@ def _read_stock(
             or names.variant(parent)
         ):
             return
-        stock_named = names.named(parent, signals.STOCK_NAMES, 4)
+        stock_named = names.named(parent, signals.STOCK_NAMED, 4)
         if stock_named or (buy_box and len(text) - len(sold_out) <= 15):
             found.sold_out = True
             found.sold_out_stated = found.sold_out_stated or stock_named
     elif (
         signals.in_stock(low)
-        and names.named(parent, signals.STOCK_NAMES, 4)
+        and names.named(parent, signals.STOCK_NAMED, 4)
         and not names.aside(parent)
     ):
         found.in_stock_text = True
