@@ -18,6 +18,13 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 JsonDoc = JSON().with_variant(JSONB(), "postgresql")
 
 
+def _in_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a naive datetime is refused (which zone it means is unknown)."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetime given to a UTC column")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on both engines.
 
@@ -31,9 +38,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to a UTC column")
-        value = value.astimezone(UTC)
+        value = _in_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
@@ -45,11 +50,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         def to_text(value: datetime | None) -> str | None:
             if value is None:
                 return None
-            if value.tzinfo is None:
-                raise ValueError("naive datetime given to a UTC column")
-            if value.tzinfo is not UTC:
-                value = value.astimezone(UTC)
-            return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+            return _in_utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
 
         return to_text
 

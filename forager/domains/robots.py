@@ -249,6 +249,10 @@ class RobotsRules:
             return read
         return known
 
+    def _lock(self, domain_id: int) -> asyncio.Lock:
+        """The domain's lock: one refresh, or one read of a new version, at a time."""
+        return self._locks.setdefault(domain_id, asyncio.Lock())
+
     def _stale(self, state: RobotsState, now: datetime) -> bool:
         if state.last_fetched is None:
             return now >= self._failed_until.get(state.domain_id, now)
@@ -264,50 +268,39 @@ class RobotsRules:
         parsed that version of robots.txt and it is not due for a refresh, the check reads
         nothing (the per-page read queued 64 tasks on the read pool: issue 14).
         """
-        state: RobotsState | None = None
-        if known is not None:
-            known = self._newer(known)
-            cached = self._parsed.get(domain_id)
-            if (
-                known.last_fetched is not None
-                and cached is not None
-                and cached[0] == known.last_fetched
-                and not self._stale(known, utcnow())
-            ):
-                return self._verdict(known, cached[1], url, user_agent, False)
-            # The claim read the domain's state just now: no need to read it again. Never
-            # fetched, as far as the claim and this process know: the refresh below reads it
-            # under its lock, once, not once per task waiting for it.
-            state = known
-        if state is None:
-            state = await self._state(domain_id)
+        # The claim read the domain's state just now: no need to read it again. Never fetched,
+        # as far as the claim and this process know: the refresh below reads it under its lock,
+        # once, not once per task waiting for it.
+        state = self._newer(known) if known is not None else await self._state(domain_id)
         if state is None or state.ignore_robots:
             return Verdict(True, False)
         fetched = False
         if self._stale(state, utcnow()):
-            lock = self._locks.setdefault(domain_id, asyncio.Lock())
-            async with lock:
-                # Refreshed here while this check waited for the lock: no need to read again.
-                read = self._read.get(domain_id)
-                if read is None or self._stale(read, utcnow()):
-                    read = await self._state(domain_id)
-                state = read
-                if state is None:
-                    return Verdict(True, False)
-                if self._stale(state, utcnow()):
-                    fetched = True
-                    try:
-                        _, error = await refresh_robots(
-                            self.db, self.settings, domain_id, fetcher=self.fetcher, box=self.box
-                        )
-                    except NotFound:
-                        return Verdict(True, fetched)
-                    if error is not None:
-                        self._failed_until[domain_id] = utcnow() + _RETRY_FAILED_FETCH
-                    state = await self._state(domain_id)
-                    if state is None:
-                        return Verdict(True, fetched)
+            fresh, fetched = await self._refreshed(domain_id)
+            if fresh is None:  # the domain is gone
+                return Verdict(True, fetched)
+            state = fresh
         return self._verdict(state, await self._parser(state), url, user_agent, fetched)
+
+    async def _refreshed(self, domain_id: int) -> tuple[RobotsState | None, bool]:
+        """The domain's state with its robots.txt fetched, unless another check did it while
+        this one waited for the lock; and whether this one fetched it."""
+        async with self._lock(domain_id):
+            # Refreshed here while this check waited for the lock: no need to read again.
+            state = self._read.get(domain_id)
+            if state is None or self._stale(state, utcnow()):
+                state = await self._state(domain_id)
+            if state is None or not self._stale(state, utcnow()):
+                return state, False
+            try:
+                _, error = await refresh_robots(
+                    self.db, self.settings, domain_id, fetcher=self.fetcher, box=self.box
+                )
+            except NotFound:
+                return None, True
+            if error is not None:
+                self._failed_until[domain_id] = utcnow() + _RETRY_FAILED_FETCH
+            return await self._state(domain_id), True
 
     @staticmethod
     def _verdict(
@@ -328,7 +321,7 @@ class RobotsRules:
             return cached[1]
         # One read per new version, however many checks wait for it: the tasks a worker
         # claims at start-up all arrive here at once (each read took a connection of its own).
-        async with self._locks.setdefault(state.domain_id, asyncio.Lock()):
+        async with self._lock(state.domain_id):
             cached = self._parsed.get(state.domain_id)
             if cached is not None and cached[0] == state.last_fetched:
                 return cached[1]

@@ -20,9 +20,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Integer,
     String,
@@ -33,9 +35,9 @@ from sqlalchemy import (
     func,
     or_,
     select,
-    text,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -264,77 +266,63 @@ def _param(name: str, type_: Any) -> Any:
     return bindparam(name, type_=type_)
 
 
-# One statement shape for every ending, so a whole batch is one executemany.
-_SETTLE = (
-    update(_TASKS)
-    .where(_TASKS.c.id == _param("b_id", Integer))
-    .values(
-        status=_param("b_status", String),
-        updated_at=_param("b_now", UTCDateTime),
-        lease_owner=None,
-        lease_expires_at=None,
-        retry_count=_param("b_retry_count", Integer),
-        scheduled_at=func.coalesce(_param("b_scheduled_at", UTCDateTime), _TASKS.c.scheduled_at),
-        completed_at=func.coalesce(_param("b_completed_at", UTCDateTime), _TASKS.c.completed_at),
-        next_crawl_at=_param("b_next_crawl_at", UTCDateTime),
-        started_at=case((_param("b_keep_started", Boolean), _TASKS.c.started_at), else_=None),
-        error_type=_param("b_error_type", String),
-        error_message=_param("b_error_message", Text),
-        http_status_code=_param("b_http_status_code", Integer),
-        html_path=func.coalesce(_param("b_html_path", String), _TASKS.c.html_path),
-        response_time_ms=func.coalesce(
-            _param("b_response_time_ms", Integer), _TASKS.c.response_time_ms
-        ),
-        proxy_id=case(
-            (_param("b_fetched", Boolean), _param("b_proxy_id", Integer)), else_=_TASKS.c.proxy_id
-        ),
+# What settle writes per task, besides the shared ``b_now``: (name, type) of each value.
+_ENDING_VALUES: tuple[tuple[str, Any], ...] = (
+    ("b_id", BigInteger),
+    ("b_status", String),
+    ("b_retry_count", Integer),
+    ("b_scheduled_at", UTCDateTime),
+    ("b_completed_at", UTCDateTime),
+    ("b_next_crawl_at", UTCDateTime),
+    ("b_keep_started", Boolean),
+    ("b_error_type", String),
+    ("b_error_message", Text),
+    ("b_http_status_code", Integer),
+    ("b_html_path", String),
+    ("b_response_time_ms", Integer),
+    ("b_fetched", Boolean),
+    ("b_proxy_id", BigInteger),
+)
+
+
+def _settle(row: Any, now: Any) -> Any:
+    """The settle UPDATE, reading each task's values from ``row`` (by the names above)."""
+    return (
+        update(_TASKS)
+        .where(_TASKS.c.id == row.b_id)
+        .values(
+            status=row.b_status,
+            updated_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+            retry_count=row.b_retry_count,
+            scheduled_at=func.coalesce(row.b_scheduled_at, _TASKS.c.scheduled_at),
+            completed_at=func.coalesce(row.b_completed_at, _TASKS.c.completed_at),
+            next_crawl_at=row.b_next_crawl_at,
+            started_at=case((row.b_keep_started, _TASKS.c.started_at), else_=None),
+            error_type=row.b_error_type,
+            error_message=row.b_error_message,
+            http_status_code=row.b_http_status_code,
+            html_path=func.coalesce(row.b_html_path, _TASKS.c.html_path),
+            response_time_ms=func.coalesce(row.b_response_time_ms, _TASKS.c.response_time_ms),
+            proxy_id=case((row.b_fetched, row.b_proxy_id), else_=_TASKS.c.proxy_id),
+        )
     )
-)
 
 
-# PostgreSQL: the whole group in one statement, its rows passed as arrays. One shape whatever
-# the group's size (prepared once per connection), where an executemany ran the UPDATE, and the
-# task counters' trigger, once per task. The columns as in ``_SETTLE``.
-_PG_SETTLE_ARRAYS = (
-    ("b_id", "bigint"),
-    ("b_status", "varchar"),
-    ("b_retry_count", "integer"),
-    ("b_scheduled_at", "timestamptz"),
-    ("b_completed_at", "timestamptz"),
-    ("b_next_crawl_at", "timestamptz"),
-    ("b_keep_started", "boolean"),
-    ("b_error_type", "varchar"),
-    ("b_error_message", "text"),
-    ("b_http_status_code", "integer"),
-    ("b_html_path", "varchar"),
-    ("b_response_time_ms", "integer"),
-    ("b_fetched", "boolean"),
-    ("b_proxy_id", "bigint"),
+_NOW = _param("b_now", UTCDateTime)
+# SQLite: one statement shape for every ending, so a whole group is one executemany (in
+# process: a statement costs no round trip).
+_SETTLE = _settle(SimpleNamespace(**{n: _param(n, t) for n, t in _ENDING_VALUES}), _NOW)
+# PostgreSQL: the whole group in one UPDATE … FROM unnest(one array per value). One shape
+# whatever the group's size (prepared once per connection), where an executemany ran the
+# UPDATE, and the task counters' trigger, once per task.
+_ENDINGS = (
+    func.unnest(*[bindparam(n, type_=ARRAY(t)) for n, t in _ENDING_VALUES])
+    .table_valued(*[n for n, _ in _ENDING_VALUES])
+    .render_derived(name="endings")
 )
-_PG_SETTLE = text(
-    """
-    UPDATE crawl_tasks AS t SET
-        status = v.b_status,
-        updated_at = CAST(:b_now AS timestamptz),
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        retry_count = v.b_retry_count,
-        scheduled_at = coalesce(v.b_scheduled_at, t.scheduled_at),
-        completed_at = coalesce(v.b_completed_at, t.completed_at),
-        next_crawl_at = v.b_next_crawl_at,
-        started_at = CASE WHEN v.b_keep_started THEN t.started_at END,
-        error_type = v.b_error_type,
-        error_message = v.b_error_message,
-        http_status_code = v.b_http_status_code,
-        html_path = coalesce(v.b_html_path, t.html_path),
-        response_time_ms = coalesce(v.b_response_time_ms, t.response_time_ms),
-        proxy_id = CASE WHEN v.b_fetched THEN v.b_proxy_id ELSE t.proxy_id END
-    FROM unnest("""
-    + ", ".join(f"CAST(:{name} AS {kind}[])" for name, kind in _PG_SETTLE_ARRAYS)
-    + ") AS v("
-    + ", ".join(name for name, _ in _PG_SETTLE_ARRAYS)
-    + ") WHERE t.id = v.b_id"
-)
+_PG_SETTLE = _settle(_ENDINGS.c, _NOW)
 
 
 async def _write_endings(session: AsyncSession, rows: list[dict[str, Any]], now: datetime) -> None:
@@ -342,7 +330,7 @@ async def _write_endings(session: AsyncSession, rows: list[dict[str, Any]], now:
     if session.get_bind().dialect.name != "postgresql":
         await session.execute(_SETTLE, rows)
         return
-    columns = {name: [row[name] for row in rows] for name, _ in _PG_SETTLE_ARRAYS}
+    columns = {name: [row[name] for row in rows] for name, _ in _ENDING_VALUES}
     await session.execute(_PG_SETTLE, {"b_now": now, **columns})
 
 
