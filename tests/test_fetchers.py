@@ -364,8 +364,10 @@ async def test_the_domain_delay_holds_for_every_fetcher(
     starts = sorted(r.start for r in site_process.requests() if r.path.startswith("/product/"))
     assert len(starts) == len(urls)
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    # The site stamps a request when its handler starts, a little after it arrived.
-    assert min(gaps) >= delay - 0.03, gaps
+    # The site stamps a request when its handler starts, a little after it arrived; on a loaded
+    # 2-core machine (CI) that lag alone moved a gap by 40 ms (0.262 s). Without the delay the
+    # four concurrent fetches arrive within a few milliseconds of each other.
+    assert min(gaps) >= delay - 0.1, gaps
 
 
 async def test_browser_through_a_socks5_proxy_with_credentials(
