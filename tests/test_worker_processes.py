@@ -16,7 +16,14 @@ from tests.conftest import SettingsFactory
 from tests.support.crawling import submit
 from tests.support.site import SiteProcess
 from tests.support.waiting import completions, eventually
-from tests.support.workers import count_tasks, kill_worker, logs, start_worker, stop_worker
+from tests.support.workers import (
+    count_tasks,
+    kill_worker,
+    logs,
+    registered,
+    start_worker,
+    stop_worker,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +55,7 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
         for n in range(rounds)
         for i, host in enumerate(DELAYED_HOSTS)
     ]
-    ids = await submit(db, settings, *free, *delayed)
+    ids = await submit(db, settings, *delayed)
     async with db.session() as session:
         # robots.txt is skipped there: fetching it would take the hour-long turn first.
         await session.execute(
@@ -58,6 +65,16 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
         )
     workers = [start_worker(settings, tmp_path, f"w{i}", concurrency=16) for i in range(2)]
     try:
+        # The free pages come once both processes are up: on a loaded machine the first one
+        # up could otherwise take them all while the other is still starting.
+        for w in workers:
+            await eventually(
+                lambda w=w: registered(db, w),
+                f"worker {w.pid} to be up",
+                timeout=WAIT,
+                context=lambda: logs(tmp_path),
+            )
+        ids += await submit(db, settings, *free)
         # Across both processes, each opening of a delayed domain's gate lets one request out.
         for sent in range(1, rounds + 1):
             await eventually(
