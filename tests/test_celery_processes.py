@@ -80,7 +80,6 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
             site.url(f"/product/{n}?kb=2&ms=150", host=SITE_HOSTS[n % len(SITE_HOSTS)])
             for n in range(TOTAL)
         ]
-        ids = await submit(db, settings, *urls)
 
         def start(name: str, *args: str) -> subprocess.Popen[bytes]:
             return start_forager(settings, tmp_path, name, args)
@@ -99,6 +98,16 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
             await eventually(done, what, timeout=WAIT, context=context)
 
         try:
+            # The work comes once both Celery workers are up: on a loaded machine the first one
+            # up could otherwise run it all before the first victim holds a task.
+            for w in workers:
+                await eventually(
+                    lambda w=w: registered(db, w, "celery"),
+                    f"worker {w.pid} to be up",
+                    timeout=WAIT,
+                    context=context,
+                )
+            ids = await submit(db, settings, *urls)
             # 1. A Celery worker dies mid-task: its leases expire, the relay's scheduler makes
             # the tasks due again and they are claimed and published anew.
             await eventually(

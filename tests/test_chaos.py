@@ -48,13 +48,19 @@ async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(
         lease_seconds=3.0, heartbeat_seconds=1.0, max_retries=10, fetch_timeout_seconds=30.0
     )
     urls = [site.url(f"/product/{n}?kb=2", host=SITE_HOSTS[n % 20]) for n in range(TOTAL)]
-    ids = await submit(db, settings, *urls)
     workers = [start_worker(settings, tmp_path, f"w{i}", CONCURRENCY) for i in range(2)]
 
     async def completed(n: int) -> bool:
         return await count_tasks(db, "completed") >= n
 
     try:
+        # The work comes once both are up: on a loaded machine the first one up could otherwise
+        # finish it all before the first victim holds a task.
+        for w in workers:
+            await eventually(
+                lambda w=w: registered(db, w), f"worker {w.pid} to be up", timeout=WAIT
+            )
+        ids = await submit(db, settings, *urls)
         for kill in range(1, KILLS + 1):
             slot = kill % 2
             victim = workers[slot]

@@ -133,7 +133,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {keys['admin']}"})
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 180  # a safety net for a loaded machine
         while True:
             try:
                 if api.get("/health").status_code == 200:

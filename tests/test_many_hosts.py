@@ -31,7 +31,14 @@ from tests.support.forward import Forwarder
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from tests.support.site import SiteProcess
 from tests.support.waiting import completions, eventually
-from tests.support.workers import count_tasks, kill_worker, leased_by, logs, start_worker
+from tests.support.workers import (
+    count_tasks,
+    kill_worker,
+    leased_by,
+    logs,
+    registered,
+    start_worker,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +130,7 @@ async def test_workers_on_three_hosts_share_one_database_and_store_politely(
                 site.url(f"/product/{n}?kb=4", host=free_hosts[n % FREE]) for n in range(90)
             ]
             delayed = [site.url(f"/product/{500 + n}", host=delayed_host) for n in range(3)]
-            ids = await submit(db, settings, *products, *delayed)
+            delayed_ids = await submit(db, settings, *delayed)
             async with db.session() as session:
                 # One request an hour: robots.txt is skipped, it would take the first turn.
                 await session.execute(
@@ -133,6 +140,16 @@ async def test_workers_on_three_hosts_share_one_database_and_store_politely(
                 )
             workers = [worker(host, concurrency=8) for host in ("w1", "w2")]
             try:
+                # The products come once both hosts are up: on a loaded machine the first one
+                # up could otherwise fetch them all while the other is still starting.
+                for proc in workers:
+                    await eventually(
+                        lambda proc=proc: registered(db, proc),
+                        f"worker {proc.pid} to be up",
+                        timeout=WAIT,
+                        context=lambda: logs(tmp_path),
+                    )
+                ids = [*await submit(db, settings, *products), *delayed_ids]
                 everything = len(held_ids) + len(products) + 1  # one delayed page per hour
                 await eventually(
                     lambda: _completed_at_least(db, everything),

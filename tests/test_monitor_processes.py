@@ -41,7 +41,9 @@ async def test_two_worker_processes_split_monitors_and_take_over_a_killed_ones(
         pytest.skip("processes sharing monitors is a PostgreSQL deployment (in-process: both)")
     for name, value in {
         "FORAGER_MONITOR_CLAIM_SECONDS": "0.2",
-        "FORAGER_MONITOR_LEASE_SECONDS": "2",
+        # Long enough that a process a loaded machine starves for a moment keeps its monitors
+        # (a second start would be counted), short enough for the takeover after the kill.
+        "FORAGER_MONITOR_LEASE_SECONDS": "6",
         "FORAGER_PARSE_PROCESSES": "1",
     }.items():
         monkeypatch.setenv(name, value)

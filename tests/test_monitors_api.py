@@ -171,14 +171,15 @@ async def test_data_endpoint_history_metrics_and_health(mapi: Client, site: Test
     history = await eventually(two_changes, "the change in the history")
     assert [h["data"]["value"] for h in history] == [8, 7]  # newest first
 
-    health = await mapi.get("/health")
-    assert health.status_code == 200
-    full = health.json()
-    assert (full["status"], full["monitors"]["status"], full["queue"]["status"]) == (
-        "healthy",
-        "healthy",
-        "healthy",
-    )
+    async def healthy() -> dict[str, Any] | None:
+        health = await mapi.get("/health")
+        full = health.json()
+        statuses = (full["status"], full["monitors"]["status"], full["queue"]["status"])
+        return full if health.status_code == 200 and statuses == ("healthy",) * 3 else None
+
+    # A poll a loaded machine ran late reads as degraded for a moment (1 s here): healthy is
+    # where it settles.
+    full = await eventually(healthy, "a healthy /health")
     assert full["active_scraper_count"] == 1 and full["total_matches_scraping"] == 1
     [scraper] = full["scrapers"]
     assert scraper["monitor_id"] == mid and scraper["health_status"] == "healthy"

@@ -96,7 +96,7 @@ def test_wheel_migrates_serves_and_works(installed: Path, tmp_path: Path) -> Non
     worker = _start(installed, tmp_path, env, "worker", "--concurrency", "1")
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a safety net for a loaded machine
         while True:
             try:
                 health = httpx.get(f"{base}/health", timeout=2)

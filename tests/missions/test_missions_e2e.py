@@ -355,7 +355,9 @@ async def test_an_orchestrator_killed_mid_extraction_and_mid_storage_is_recovere
     db: Database, settings: Settings, fleet: Fleet, tmp_path: Path
 ) -> None:
     fleet.site.set_ads(per_day=5)
-    fleet.workers[1].faults(job_delay=2.0)  # its job is still running at the kill
+    # Its job is still running at the kill: long enough for the other mission to reach storage
+    # first however loaded the machine is.
+    fleet.workers[1].faults(job_delay=8.0)
     await _whole_fleet(db, settings, fleet)
     ids = await _create(db, 2, date(2026, 5, 1))
     # Submitted writer jobs would be polled only after 30 s: the storage is caught in flight.

@@ -44,9 +44,19 @@ def bad() -> Iterator[BadService]:
         yield service
 
 
+# A call that must succeed gets a timeout no loaded machine reaches (the bad service is a thread
+# of this process); a test that makes a route hang shortens it, since each hang waits it out.
+HTTP_TIMEOUT = 5.0
+HANG_TIMEOUT = 1.5
+
+
 @pytest.fixture
 def settings(make_settings: SettingsFactory) -> Settings:
-    return make_settings(**{**FAST, "mission_http_timeout_seconds": 0.5})
+    return make_settings(**{**FAST, "mission_http_timeout_seconds": HTTP_TIMEOUT})
+
+
+def _hanging(settings: Settings) -> Settings:
+    return settings.model_copy(update={"mission_http_timeout_seconds": HANG_TIMEOUT})
 
 
 async def _setup(
@@ -102,7 +112,11 @@ async def test_a_session_that_never_gets_ready_times_out_with_error101(
     db: Database, make_settings: SettingsFactory, bad: BadService, proxies: list[TestProxy]
 ) -> None:
     settings = make_settings(
-        **{**FAST, "mission_session_timeout_seconds": 0.3, "mission_http_timeout_seconds": 0.5}
+        **{
+            **FAST,
+            "mission_session_timeout_seconds": 0.3,
+            "mission_http_timeout_seconds": HANG_TIMEOUT,
+        }
     )
     bad.behave["GET /session/status"] = "hang"  # each poll times out, and so does the session
     await _setup(db, settings, bad.url, bad.url, proxies)
@@ -138,6 +152,7 @@ async def test_a_scrape_that_cannot_start_is_retried_then_error203(
 async def test_a_job_poll_that_hangs_counts_as_failed_polls(
     db: Database, settings: Settings, bad: BadService, proxies: list[TestProxy]
 ) -> None:
+    settings = _hanging(settings)
     bad.behave["GET /scrape/{id}"] = "hang"
     await control.update_settings(db, session_limit=None, max_retries=0)
     await _setup(db, settings, bad.url, bad.url, proxies)
@@ -204,6 +219,8 @@ async def test_a_writer_that_misbehaves_is_resubmitted_once_then_error304(
     how: str,
     code: str,
 ) -> None:
+    if how == "hang":
+        settings = _hanging(settings)
     bad.behave[route] = how
     [mission_id] = await _setup(db, settings, bad.url, bad.url, proxies)
     await run_until_idle(db, settings)

@@ -189,8 +189,10 @@ async def test_three_session_failures_disable_a_proxy_until_its_retest(
 async def test_the_leader_lease_has_one_holder_until_it_expires(
     db: Database, settings: Settings
 ) -> None:
-    assert await control.acquire(db, "a", 0.3)
-    assert not await control.acquire(db, "b", 0.3)
+    # Held for seconds while b is refused (a loaded machine's slow commit must not let it
+    # lapse in between), then renewed for a moment, after which b takes over.
+    assert await control.acquire(db, "a", 5)
+    assert not await control.acquire(db, "b", 5)
     assert await control.acquire(db, "a", 0.3)  # renewal
 
     async def b_takes_over() -> bool:
