@@ -26,12 +26,12 @@ from tests.support.rabbit import RABBIT
 from tests.support.site import SiteProcess
 from tests.support.waiting import eventually
 from tests.support.workers import (
+    all_up,
     assert_each_done_once,
     count_tasks,
     kill_worker,
     leased_by,
     logs,
-    registered,
     start_forager,
     stop_worker,
 )
@@ -100,13 +100,7 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
         try:
             # The work comes once both Celery workers are up: on a loaded machine the first one
             # up could otherwise run it all before the first victim holds a task.
-            for w in workers:
-                await eventually(
-                    lambda w=w: registered(db, w, "celery"),
-                    f"worker {w.pid} to be up",
-                    timeout=WAIT,
-                    context=context,
-                )
+            await all_up(db, workers, "celery", timeout=WAIT, context=context)
             ids = await submit(db, settings, *urls)
             # 1. A Celery worker dies mid-task: its leases expire, the relay's scheduler makes
             # the tasks due again and they are claimed and published anew.
@@ -155,10 +149,7 @@ async def test_kills_and_a_cut_broker_lose_nothing_and_repeat_nothing(
             )
             site.release("after-cut")
             await progress(1.0 + len(late) / TOTAL, "every task after the broker's cut")
-            for w in workers:
-                await eventually(
-                    lambda w=w: registered(db, w, "celery"), f"worker {w.pid} up", timeout=WAIT
-                )
+            await all_up(db, workers, "celery", timeout=WAIT)
         finally:
             codes = [stop_worker(p) for p in (relay, *workers)]
     assert codes == [0, 0, 0], logs(tmp_path)

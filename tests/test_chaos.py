@@ -19,12 +19,12 @@ from tests.support.crawling import submit
 from tests.support.site import SiteProcess
 from tests.support.waiting import eventually
 from tests.support.workers import (
+    all_up,
     assert_each_done_once,
     count_tasks,
     kill_worker,
     leased_by,
     logs,
-    registered,
     start_worker,
     stop_worker,
 )
@@ -56,10 +56,7 @@ async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(
     try:
         # The work comes once both are up: on a loaded machine the first one up could otherwise
         # finish it all before the first victim holds a task.
-        for w in workers:
-            await eventually(
-                lambda w=w: registered(db, w), f"worker {w.pid} to be up", timeout=WAIT
-            )
+        await all_up(db, workers, timeout=WAIT)
         ids = await submit(db, settings, *urls)
         for kill in range(1, KILLS + 1):
             slot = kill % 2
@@ -86,10 +83,7 @@ async def test_kills_and_cut_connections_lose_nothing_and_repeat_nothing(
         )
         # The graceful stop is checked on workers that are up (a worker started after the last
         # kill may still be importing when the work runs out).
-        for w in workers:
-            await eventually(
-                lambda w=w: registered(db, w), f"worker {w.pid} to be up", timeout=WAIT
-            )
+        await all_up(db, workers, timeout=WAIT)
     finally:
         codes = [stop_worker(w) for w in workers]
     assert codes == [0, 0], logs(tmp_path)

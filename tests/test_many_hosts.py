@@ -32,11 +32,11 @@ from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from tests.support.site import SiteProcess
 from tests.support.waiting import completions, eventually
 from tests.support.workers import (
+    all_up,
     count_tasks,
     kill_worker,
     leased_by,
     logs,
-    registered,
     start_worker,
 )
 
@@ -142,13 +142,7 @@ async def test_workers_on_three_hosts_share_one_database_and_store_politely(
             try:
                 # The products come once both hosts are up: on a loaded machine the first one
                 # up could otherwise fetch them all while the other is still starting.
-                for proc in workers:
-                    await eventually(
-                        lambda proc=proc: registered(db, proc),
-                        f"worker {proc.pid} to be up",
-                        timeout=WAIT,
-                        context=lambda: logs(tmp_path),
-                    )
+                await all_up(db, workers, timeout=WAIT, context=lambda: logs(tmp_path))
                 ids = [*await submit(db, settings, *products), *delayed_ids]
                 everything = len(held_ids) + len(products) + 1  # one delayed page per hour
                 await eventually(

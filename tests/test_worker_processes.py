@@ -17,10 +17,10 @@ from tests.support.crawling import submit
 from tests.support.site import SiteProcess
 from tests.support.waiting import completions, eventually
 from tests.support.workers import (
+    all_up,
     count_tasks,
     kill_worker,
     logs,
-    registered,
     start_worker,
     stop_worker,
 )
@@ -67,13 +67,7 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
     try:
         # The free pages come once both processes are up: on a loaded machine the first one
         # up could otherwise take them all while the other is still starting.
-        for w in workers:
-            await eventually(
-                lambda w=w: registered(db, w),
-                f"worker {w.pid} to be up",
-                timeout=WAIT,
-                context=lambda: logs(tmp_path),
-            )
+        await all_up(db, workers, timeout=WAIT, context=lambda: logs(tmp_path))
         ids += await submit(db, settings, *free)
         # Across both processes, each opening of a delayed domain's gate lets one request out.
         for sent in range(1, rounds + 1):

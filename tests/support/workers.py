@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Event, Product, Worker
-from tests.support.waiting import completions
+from tests.support.waiting import completions, eventually
 
 
 def start_worker(
@@ -129,6 +129,25 @@ async def registered(db: Database, proc: subprocess.Popen[bytes], kind: str = "w
             .where(Worker.id.like(f"%:{proc.pid}:{kind}:%"), Worker.stopped_at.is_(None))
         )
         return bool(n)
+
+
+async def all_up(
+    db: Database,
+    procs: Sequence[subprocess.Popen[bytes]],
+    kind: str = "worker",
+    *,
+    timeout: float = 240,
+    context: Callable[[], str] | None = None,
+) -> None:
+    """Wait until every process of ``procs`` is up (``registered``): work submitted after it
+    finds them all claiming, not the first one up alone while another is still importing."""
+    for proc in procs:
+        await eventually(
+            lambda proc=proc: registered(db, proc, kind),
+            f"{kind} {proc.pid} to be up",
+            timeout=timeout,
+            context=context,
+        )
 
 
 async def assert_each_done_once(db: Database, ids: Sequence[int]) -> None:
