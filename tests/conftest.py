@@ -239,7 +239,14 @@ def site(request: pytest.FixtureRequest) -> TestSite | SiteProcess:
 
 
 @pytest.fixture
-async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
+def api_settings() -> dict[str, Any]:
+    """Settings of the ``api`` app beyond the tests' own; a test changes them by parametrizing
+    ``api_settings`` (the app's background loops then run with them too)."""
+    return {}
+
+
+@pytest.fixture
+async def api(make_settings: SettingsFactory, api_settings: dict[str, Any]) -> AsyncIterator[Any]:
     """An httpx client on the real app, authenticated with an admin API key.
 
     The lifespan is run (migrated database, scheduler, no built-in workers);
@@ -251,7 +258,7 @@ async def api(make_settings: SettingsFactory) -> AsyncIterator[Any]:
     from forager.apikeys import create_key
     from forager.app import create_app
 
-    app = create_app(make_settings(serve_workers=0))
+    app = create_app(make_settings(**{"serve_workers": 0, **api_settings}))
     async with app.router.lifespan_context(app):
         db = app.state.runtime.db
         keys = {role: (await create_key(db, f"test-{role}", role))[1] for role in ("admin", "read")}
