@@ -105,9 +105,9 @@ _ISO_CODES = frozenset(
         "MUR",
     ]
 )
-# ``\b([A-Z]{3})\b``, written to start with the letter class so that ``re`` skips ahead to
-# capitals instead of trying the word boundary at every character.
-_ISO = re.compile(r"([A-Z](?<!\w[A-Z])[A-Z]{2})(?!\w)")
+# ``\b[A-Z]{3}\b`` (an upper-case code), written to start with the letter class so that ``re``
+# skips ahead to capitals instead of trying the word boundary at every character.
+UPPER_CODE = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]{2}(?!\w)")
 # Not inside a word: no letter (Latin or Cyrillic) on either side.
 _WORD_SYMBOL = re.compile(r"(?i)(?<![^\W\d_])(lei|zł|kč|ft|kn|лв|грн|руб|б\.р\.)(?![^\W\d_])")
 # The words' first letters, as case-blind: a text without one holds no currency word (a cheap
@@ -294,9 +294,9 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
     """ISO 4217 code from a price text's code or symbol; "$" resolved by the URL's TLD."""
     if not text:
         return None
-    for match in _ISO.finditer(text):
-        if match.group(1) in _ISO_CODES:
-            return match.group(1)
+    for match in UPPER_CODE.finditer(text):
+        if match.group(0) in _ISO_CODES:
+            return match.group(0)
     if "$" in text:
         for symbol, code in _DOLLAR_SYMBOLS:
             if symbol in text:

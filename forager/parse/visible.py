@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.parse import signals
-from forager.parse.prices import detect_currency, parse_price
+from forager.parse.prices import UPPER_CODE, detect_currency, parse_price
 from forager.parse.structured import clean
 
 # Text nodes read after the main heading (and before it) when looking for the product's price,
@@ -36,11 +36,11 @@ _LETTERS = re.compile(r"[^\W\d_]")
 # At least six / four letters (the same class), found without listing every letter.
 _SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
 _FOUR_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){4}")
-# A money sign, an upper-case code or a currency word ("€", "$", "EUR", "Kč"): cheap test before
-# reading currency (``_has_money``). As one alternation, ``re`` tried all three at every
-# character; apart, each pattern starts with a character class that ``re`` skips ahead to.
+# A money sign, an upper-case code (``UPPER_CODE``) or a currency word ("€", "$", "EUR", "Kč"):
+# a cheap test before reading currency (``_has_money``). As one alternation, ``re`` tried all
+# three at every character; apart, each pattern starts with a character class that ``re`` skips
+# ahead to.
 _MONEY_SIGN = re.compile(r"[$€£¥₹₩₺₽₴]")
-_MONEY_CODE = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]{2}(?!\w)")  # \b[A-Z]{3}\b
 _MONEY_WORD = re.compile(r"\b(?i:lei|zł|kč|ft|kr|kn)\b")
 # A currency word's first two letters, lower-case. The only characters that match them
 # case-blind are their own capitals (and the Kelvin sign for "k"), which lower() maps to them.
@@ -368,7 +368,7 @@ def _has_money(text: str) -> bool:
     """Whether ``text`` shows a money sign, an upper-case code or a currency word."""
     return bool(
         _MONEY_SIGN.search(text)
-        or _MONEY_CODE.search(text)
+        or UPPER_CODE.search(text)
         or (_MONEY_WORD_START.search(text.lower()) and _MONEY_WORD.search(text))
     )
 

@@ -318,7 +318,7 @@ _SETTLE = _settle(SimpleNamespace(**{n: _param(n, t) for n, t in _ENDING_VALUES}
 # whatever the group's size (prepared once per connection), where an executemany ran the
 # UPDATE, and the task counters' trigger, once per task.
 _ENDINGS = (
-    func.unnest(*[bindparam(n, type_=ARRAY(t)) for n, t in _ENDING_VALUES])
+    func.unnest(*[_param(n, ARRAY(t)) for n, t in _ENDING_VALUES])
     .table_valued(*[n for n, _ in _ENDING_VALUES])
     .render_derived(name="endings")
 )
