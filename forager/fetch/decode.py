@@ -131,13 +131,13 @@ class _Brotli:
         self.d = brotli.Decompressor()
 
     def write(self, data: bytes) -> int:
+        # Drained until the decoder has nothing more: ``can_accept_more_data()`` says True while
+        # output is still pending once the input is all consumed (brotli 1.2), which cut a
+        # body short after its first ~100 KB whenever a little input decodes to a lot.
         try:
             piece = self.d.process(data, output_buffer_limit=CHUNK)
-            while True:
-                if piece:
-                    self.sink.write(piece)
-                if self.d.can_accept_more_data():
-                    break
+            while piece:
+                self.sink.write(piece)
                 piece = self.d.process(b"", output_buffer_limit=CHUNK)
         except brotli.error as exc:
             raise FetchError(f"corrupt brotli body: {exc}", error_type="network") from exc

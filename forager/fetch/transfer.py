@@ -7,12 +7,18 @@ told not to decode bodies (``HTTP_CONTENT_DECODING`` off): the raw bytes go thro
 decoded, only counted, and an error page is kept only up to ``ERROR_BODY_BYTES``. The
 connection goes to the address the caller checked (``CONNECT_TO``; libcurl reuses a
 connection only for the same pinned address) or to the proxy. No environment proxy is read.
+
+Nothing is ever raised out of a libcurl callback: curl_cffi keeps such an exception on the easy
+handle and reports it again for every later transfer on it. A callback records the refusal on
+its exchange and aborts the transfer the way libcurl expects (a short count), and ``run`` raises
+it afterwards. A handle goes back to the pool only after a transfer that ended well; one that saw
+any error is closed, so no refusal can outlive its own response.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import logging
 import os
 import resource
 import tempfile
@@ -35,6 +41,7 @@ from forager.fetch.decode import BoundedDecoder
 ERROR_BODY_BYTES = 64 * 1024  # the start of an error page: enough to tell a block page
 REDIRECT_BODY_BYTES = 64 * 1024  # read (never decoded) so the connection can be reused
 _IDLE_HANDLES = 256
+log = logging.getLogger(__name__)
 _IDLE_CONNECTIONS = 1024  # at most; a quarter of the file-descriptor limit when that is lower
 
 
@@ -93,8 +100,27 @@ class _Exchange:
     started: bool = False
     wire: int = 0
     stopped: bool = False  # we ended the body on purpose (enough of an error or redirect page)
+    refused: FetchError | None = None  # what a callback refused, raised once the transfer ends
 
     def header(self, line: bytes) -> int:
+        try:
+            return self._header(line)
+        except Exception as exc:  # never into libcurl: see the module docstring
+            return self._refuse(exc)
+
+    def body(self, chunk: bytes) -> int:
+        try:
+            return self._body(chunk)
+        except Exception as exc:  # never into libcurl: see the module docstring
+            return self._refuse(exc)
+
+    def _refuse(self, exc: Exception) -> int:
+        if not isinstance(exc, FetchError):
+            exc = FetchError(f"unreadable response: {exc!r}", error_type="network")
+        self.refused = exc
+        return int(CURL_WRITEFUNC_ERROR)
+
+    def _header(self, line: bytes) -> int:
         text = line.decode("latin-1").rstrip("\r\n")
         if text.startswith("HTTP/"):
             parts = text.split(" ", 2)
@@ -107,7 +133,7 @@ class _Exchange:
             self.headers[key] = value if old is None else f"{old}, {value}"
         return len(line)
 
-    def body(self, chunk: bytes) -> int:
+    def _body(self, chunk: bytes) -> int:
         if not self.started:
             self._start()
         self.wire += len(chunk)
@@ -180,17 +206,18 @@ class _Handle:
         self.pinned: Any = ffi.NULL
 
     def _header(self, line: bytes) -> int:
-        assert self.exchange is not None
-        return self.exchange.header(line)
+        return 0 if self.exchange is None else self.exchange.header(line)  # 0: abort
 
     def _body(self, chunk: bytes) -> int:
-        assert self.exchange is not None
-        return self.exchange.body(chunk)
+        return 0 if self.exchange is None else self.exchange.body(chunk)
 
     def _debug(self, kind: int, _data: bytes) -> None:
         if kind == CURLINFO_HEADER_OUT and self.notify is not None:
             notify, self.notify = self.notify, None
-            notify()
+            try:
+                notify()
+            except Exception as exc:  # never into libcurl: see the module docstring
+                log.error("the request-sent hook failed: %r", exc)
 
     def prepare(self, hop: Hop, exchange: _Exchange) -> None:
         """Set this transfer's options (the lists libcurl reads are freed by ``done``)."""
@@ -275,22 +302,23 @@ class Transfers:
         handle = self._idle.pop() if self._idle else _Handle(self)
         exchange = _Exchange(hop)
         handle.prepare(hop, exchange)
-        reusable = True
+        ended_well = False  # only then does the handle go back to the pool
         try:
             try:
                 await multi.add_handle(handle.curl)
             except CurlError as exc:
+                if exchange.refused is not None:
+                    raise exchange.refused from None
                 if not (exchange.stopped and exc.code == CurlECode.WRITE_ERROR):
                     raise _classify(exc, hop) from exc
-            return exchange.answer()
-        except asyncio.CancelledError:
-            reusable = False
-            raise
+            answer = exchange.answer()
+            ended_well = handle.curl._get_callback_exception() is None  # belt and braces
+            return answer
         finally:
             with contextlib.suppress(CurlError):
                 multi.remove_handle(handle.curl)
             handle.done()
-            if reusable and len(self._idle) < _IDLE_HANDLES:
+            if ended_well and len(self._idle) < _IDLE_HANDLES:
                 self._idle.append(handle)
             else:
                 handle.curl.close()
@@ -315,6 +343,8 @@ def _classify(exc: CurlError, hop: Hop) -> FetchError:
     via_proxy = hop.proxy_url is not None
     if code == CurlECode.FILESIZE_EXCEEDED:
         return TooLarge(f"body exceeds the {hop.limit} byte limit (declared size)")
+    if code == CurlECode.TOO_LARGE:  # e.g. more response headers than libcurl accepts
+        return TooLarge(f"response too large: {detail}")
     if code == CurlECode.COULDNT_CONNECT and not via_proxy:
         return NetworkError(f"Connection failed: {detail}")
     if code == CurlECode.OPERATION_TIMEDOUT:
