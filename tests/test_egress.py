@@ -213,6 +213,21 @@ async def test_through_a_proxy_the_host_is_checked_before_it_is_handed_over(
         assert not [r for r in proxy.requests if r.startswith("http://localhost")]
 
 
+# 0.0.0.0 reaches this host (so, unchecked, the loopback proxy would be asked); the others are
+# never connected to, the check being made first.
+@pytest.mark.parametrize("proxy_host", ["0.0.0.0", "169.254.169.254", "[fe80::1]", "[::a9fe:a9fe]"])
+async def test_a_proxy_at_a_link_local_or_metadata_address_is_refused(
+    kind: str, tmp_path: Path, proxy_host: str
+) -> None:
+    with BombServer() as site, TestProxy() as proxy:
+        every = _settings(tmp_path, private_targets="all")
+        via = f"http://{proxy_host}:{proxy.port}"
+        refused = await _fetch(kind, every, site.url("/ok"), via)
+        assert isinstance(refused, EgressDenied), refused
+        assert "link-local or metadata" in str(refused), refused
+        assert proxy.requests == []
+
+
 # -- agents ----------------------------------------------------------------------------------
 
 

@@ -17,6 +17,10 @@ prefix's length is the operator's choice) the strictest verdict wins.
 
 Fetchers resolve a host once (``resolve``), check the addresses (``allowed_addresses``) and
 connect to a checked address, so DNS cannot answer differently between check and connect.
+
+A proxy's host is the operator's own infrastructure: it may be private whatever the setting,
+but never link-local or metadata (``check_proxy``, when a proxy is saved and before each
+connection to it).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
+from urllib.parse import urlsplit
 
 from forager.errors import EgressDenied, NetworkError
 
@@ -194,3 +199,17 @@ class Resolver:
             return
         for address in addresses:
             policy.check(host, address)
+
+    async def check_proxy(self, proxy: str) -> None:
+        """Raise ``EgressDenied`` when the host of ``proxy`` (a URL or a bare host) has a
+        link-local or metadata address. A name that does not resolve fails at the connection."""
+        host = (urlsplit(proxy).hostname or "") if "://" in proxy else proxy
+        await self.check_all(_PROXIES, host)
+
+    async def proxy_address(self, host: str) -> IPAddress:
+        """The address to connect to for the proxy at ``host``: its first one ``check_proxy``
+        allows (for a caller that opens the connection itself, and so can pin it)."""
+        return await self.connect_address(_PROXIES, host)
+
+
+_PROXIES = EgressPolicy("all")  # every address but link-local and metadata ones
