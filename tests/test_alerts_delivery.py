@@ -33,7 +33,10 @@ FAST = {"alert_retry_base_seconds": 0.05, "alert_retry_max_seconds": 0.2, "alert
 async def _queued(db: Database, settings: Settings, **target: Any) -> tuple[int, str | None]:
     """A rule and one delivery of it in the outbox; (delivery id, the rule's secret)."""
     rule, secret = await admin.create_rule(
-        db, SecretBox(settings), RuleSpec(name="r", kind="agent_blocked", **target)
+        db,
+        SecretBox(settings),
+        RuleSpec(name="r", kind="agent_blocked", **target),
+        private_targets=settings.private_targets,
     )
     async with db.session() as session:
         delivery_id = await session.scalar(

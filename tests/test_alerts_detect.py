@@ -28,7 +28,10 @@ HOOK = "http://127.0.0.1:9/forager"  # nothing listens: deliveries fail fast
 
 async def _rule(db: Database, settings: Settings, name: str, kind: str, **values: Any) -> int:
     rule, _ = await admin.create_rule(
-        db, SecretBox(settings), RuleSpec(name=name, kind=kind, webhook_url=HOOK, **values)
+        db,
+        SecretBox(settings),
+        RuleSpec(name=name, kind=kind, webhook_url=HOOK, **values),
+        private_targets=settings.private_targets,
     )
     return rule.id
 

@@ -461,3 +461,22 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
         assert (await api.get(path)).json()["disabled_reason"] == "disabled by an operator"
     again = (await api.post(f"{path}/enable")).json()
     assert (again["is_active"], again["disabled_reason"]) == (True, None)
+
+
+async def test_a_proxy_at_a_link_local_or_metadata_address_is_refused(
+    api: httpx.AsyncClient,
+) -> None:
+    for host in ("169.254.169.254", "fe80::1", "100.100.100.200", "::ffff:169.254.169.254"):
+        body = {"proxy_url": host, "proxy_port": 3128}
+        assert _fields(await api.post("/api/proxies", json=body)) == {"proxy_url"}, host
+    bulk = await api.post(
+        "/api/proxies/bulk", json={"lines": "http://169.254.169.254:3128\nhttp://10.0.0.7:3128"}
+    )
+    assert bulk.status_code == 200, bulk.text
+    [metadata, private] = bulk.json()["results"]
+    assert metadata["result"] == "invalid" and "link-local" in metadata["error"]
+    assert private["result"] == "created"  # a proxy may be private: it is the operator's own
+    moved = await api.patch(
+        f"/api/proxies/{private['proxy_id']}", json={"proxy_url": "169.254.169.254"}
+    )
+    assert _fields(moved) == {"proxy_url"}

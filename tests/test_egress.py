@@ -82,6 +82,19 @@ async def _fetch(
         ("fd00:ec2::254", "refused"),  # AWS metadata over IPv6
         ("::ffff:169.254.169.254", "refused"),  # IPv4-mapped
         ("64:ff9b::a9fe:a9fe", "refused"),  # NAT64 of 169.254.169.254
+        ("64:ff9b:1::a9fe:a9fe", "refused"),  # RFC 8215 local-use NAT64, /96 layout
+        ("64:ff9b:1:a9fe:a9:fe00::", "refused"),  # the same, /48 layout (u octet skipped)
+        ("64:ff9b:1:0:a9:fea9:fe00:0", "refused"),  # the same, /64 layout
+        ("64:ff9b:1::a00:1", "private"),  # local-use NAT64 of 10.0.0.1
+        ("64:ff9b:1::5db8:d70e", "public"),  # local-use NAT64 of 93.184.215.14
+        ("::a9fe:a9fe", "refused"),  # IPv4-compatible
+        ("::7f00:1", "private"),  # IPv4-compatible 127.0.0.1
+        ("::ffff:0:a9fe:a9fe", "refused"),  # IPv4-translated (RFC 2765)
+        ("2002:a9fe:a9fe::1", "refused"),  # 6to4 of 169.254.169.254
+        ("2002:a00:1::1", "private"),  # 6to4 of 10.0.0.1
+        ("2002:5db8:d70e::1", "public"),  # 6to4 of 93.184.215.14
+        ("2001:0:4136:e378:8000:63bf:5601:5601", "refused"),  # Teredo, client 169.254.169.254
+        ("2001:0:4136:e378:8000:63bf:a247:28f1", "public"),  # Teredo, client 93.184.215.14
         ("0.0.0.0", "refused"),
         ("224.0.0.1", "refused"),
         ("127.0.0.1", "private"),
@@ -198,6 +211,21 @@ async def test_through_a_proxy_the_host_is_checked_before_it_is_handed_over(
         redirected = await _fetch(kind, submitted, hop, proxy.url)
         assert isinstance(redirected, EgressDenied), redirected
         assert not [r for r in proxy.requests if r.startswith("http://localhost")]
+
+
+# 0.0.0.0 reaches this host (so, unchecked, the loopback proxy would be asked); the others are
+# never connected to, the check being made first.
+@pytest.mark.parametrize("proxy_host", ["0.0.0.0", "169.254.169.254", "[fe80::1]", "[::a9fe:a9fe]"])
+async def test_a_proxy_at_a_link_local_or_metadata_address_is_refused(
+    kind: str, tmp_path: Path, proxy_host: str
+) -> None:
+    with BombServer() as site, TestProxy() as proxy:
+        every = _settings(tmp_path, private_targets="all")
+        via = f"http://{proxy_host}:{proxy.port}"
+        refused = await _fetch(kind, every, site.url("/ok"), via)
+        assert isinstance(refused, EgressDenied), refused
+        assert "link-local or metadata" in str(refused), refused
+        assert proxy.requests == []
 
 
 # -- agents ----------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A webhook rule gets a signing secret made here and returned once, by ``create_rule``; the
 secret and the target URL (webhook or Apprise: both may carry credentials) are stored
-encrypted and shown back only masked.
+encrypted and shown back only masked. An Apprise URL's typed host is checked with
+``FORAGER_PRIVATE_TARGETS`` before the rule is saved (``people.check_host``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import TAG_PATTERN, AlertAttempt, AlertDelivery, AlertRule, Domain, Product
 from forager.db.types import utcnow
-from forager.errors import InvalidRequest, NotFound
+from forager.errors import EgressDenied, InvalidRequest, NotFound
+from forager.fetch.egress import Resolver
 
 THRESHOLD_KINDS = ("price_below", "price_above")
 PERCENT_KINDS = ("price_drop", "price_rise")
@@ -96,9 +98,16 @@ def check(spec: RuleSpec) -> None:
             )
 
 
-async def create_rule(db: Database, box: SecretBox, spec: RuleSpec) -> tuple[AlertRule, str | None]:
+async def create_rule(
+    db: Database, box: SecretBox, spec: RuleSpec, *, private_targets: str
+) -> tuple[AlertRule, str | None]:
     """Save a rule; returns it and, for a webhook, its signing secret (never shown again)."""
     check(spec)
+    if spec.apprise_url is not None:
+        try:
+            await people.check_host(Resolver(), spec.apprise_url, private_targets)
+        except EgressDenied as exc:
+            raise InvalidRequest(str(exc), field="apprise_url") from exc
     target = spec.webhook_url or spec.apprise_url or ""
     secret = secrets.token_urlsafe(32) if spec.webhook_url is not None else None
     async with db.session() as session:

@@ -153,7 +153,12 @@ class Deliverer:
         target = self.box.decrypt(rule.target_enc)
         timeout = self.settings.alert_timeout_seconds
         if rule.channel == "apprise":
-            return await people.notify(target, delivery.payload, seconds=timeout)
+            return await people.notify(
+                target,
+                delivery.payload,
+                seconds=timeout,
+                private_targets=self.settings.private_targets,
+            )
         if self._client is None:
             import httpx
 

@@ -3,6 +3,13 @@
 An Apprise URL carries its service's credentials, so it is stored encrypted like a webhook's
 secret, shown back only masked (``mask``), and never logged: what Apprise reports about a
 failed send is kept only with every part of the URL that could be a secret blotted out.
+
+Where an Apprise service posts to a host the operator typed (``json://``, ``xml://``,
+``form://``, a self-hosted ``gotify://``, ``ntfy://``, ``mmost://`` …: any service whose URL has
+a host), that host is checked with ``FORAGER_PRIVATE_TARGETS`` when the rule is saved
+(``check_host``), as a webhook's is when sent: it counts as the submitted host. When sent, every
+connection Apprise's HTTP makes is checked and pinned, and the send has one deadline and a reply
+budget (``confine``); SMTP (``mailto://``) does not go through requests and is not confined.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from forager.alerts import confine
 from forager.alerts.webhook import Outcome
+from forager.errors import NetworkError
+from forager.fetch.egress import EgressPolicy, Resolver
 
 _TITLES = {
     "price_drop": "Price dropped",
@@ -29,6 +39,7 @@ _TITLES = {
     "mission_failed": "Mission failed",
 }
 _ERROR_CHARS = 500
+_GRACE_SECONDS = 1.0  # after the deadline, for the worker thread to see its sockets shut
 
 
 def valid(url: str) -> bool:
@@ -36,6 +47,30 @@ def valid(url: str) -> bool:
     import apprise  # 0.05-0.1 s to import: only where alerts go to people, not every start
 
     return apprise.Apprise.instantiate(url, suppress_exceptions=True) is not None
+
+
+def typed_host(url: str) -> str | None:
+    """The host the operator typed into ``url``, when its service posts to one (None when the
+    service has fixed hosts of its own, like Telegram's or Slack's)."""
+    import apprise
+
+    plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
+    if plugin is None or "host" not in getattr(type(plugin), "template_tokens", {}):
+        return None
+    host = getattr(plugin, "host", None)
+    return host if isinstance(host, str) and host else None
+
+
+async def check_host(resolver: Resolver, url: str, private_targets: str) -> None:
+    """Raise ``EgressDenied`` when the policy refuses every address of ``url``'s typed host. A
+    host that does not resolve now is left to the send, which checks it again."""
+    host = typed_host(url)
+    if host is None:
+        return
+    try:
+        await resolver.connect_address(EgressPolicy(private_targets, host), host)
+    except NetworkError:
+        return
 
 
 def mask(url: str) -> str:
@@ -89,20 +124,32 @@ def message(payload: dict[str, Any]) -> tuple[str, str]:
     return title, f"{details}\nRule: {rule.get('name', '')}"
 
 
-async def notify(url: str, payload: dict[str, Any], *, seconds: float) -> Outcome:
-    """Send ``payload`` through Apprise; never raises for the service's faults."""
+async def notify(
+    url: str, payload: dict[str, Any], *, seconds: float, private_targets: str
+) -> Outcome:
+    """Send ``payload`` through Apprise within ``seconds``, every connection checked with
+    ``private_targets`` (``url``'s typed host counting as submitted); never raises for the
+    service's faults."""
     import apprise
 
     sender = apprise.Apprise()
     if not sender.add(url):
         return Outcome(None, "Apprise does not accept this URL")
     title, body = message(payload)
+    call = confine.Call(EgressPolicy(private_targets, typed_host(url)), seconds)
     with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as captured:  # type: ignore[no-untyped-call]
-        try:
-            sent = await asyncio.wait_for(sender.async_notify(body=body, title=title), seconds)
-        except TimeoutError:
-            return Outcome(None, f"no answer within {seconds:g} s")
+        sending = asyncio.ensure_future(
+            asyncio.to_thread(confine.run, call, lambda: sender.notify(body=body, title=title))
+        )
+        done, _ = await asyncio.wait({sending}, timeout=seconds)
+        call.end(None if done else f"no answer within {seconds:g} s")
+        if not done:  # its sockets are shut: the thread ends, and can open no other
+            await asyncio.wait({sending}, timeout=_GRACE_SECONDS)
+        sent = sending.done() and not sending.cancelled() and sending.exception() is None
+        sent = sent and bool(sending.result())
         log_text = captured.getvalue()
+    if call.why is not None:
+        return Outcome(None, scrub(call.why, url)[:_ERROR_CHARS])
     if sent:
         return Outcome(200, None)
     lines = [line for line in log_text.strip().splitlines() if line.strip()]

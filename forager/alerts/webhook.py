@@ -9,10 +9,17 @@ The target's host is resolved once and checked with ``FORAGER_PRIVATE_TARGETS`` 
 entered the URL, so it counts as the submitted host: ``submitted`` and ``all`` allow a private
 address, ``none`` refuses it; link-local and metadata addresses are always refused); the
 request then goes to that checked address, so DNS cannot answer differently in between.
+
+A try is bounded whatever the receiver does: one deadline (``seconds``, shorter than the
+delivery's lease) covers resolving, connecting, sending and the reply, and of the reply only
+the status line and headers are read (httpx refuses a header block over 16 KB), never the
+body. A receiver that trickles or answers without end is a failed try, over before another
+process could claim the delivery.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -65,7 +72,37 @@ async def post(
     private_targets: str,
     seconds: float,
 ) -> Outcome:
-    """POST ``payload`` to ``url``, signed; never raises for the receiver's or network's faults."""
+    """POST ``payload`` to ``url``, signed, within ``seconds`` in all; never raises for the
+    receiver's or network's faults."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await _post(
+                client,
+                resolver,
+                url=url,
+                secret=secret,
+                event=event,
+                delivery_id=delivery_id,
+                payload=payload,
+                private_targets=private_targets,
+                seconds=seconds,
+            )
+    except TimeoutError:
+        return Outcome(None, f"no answer within {seconds:g} s")
+
+
+async def _post(
+    client: httpx.AsyncClient,
+    resolver: Resolver,
+    *,
+    url: str,
+    secret: str | None,
+    event: str,
+    delivery_id: int,
+    payload: dict[str, Any],
+    private_targets: str,
+    seconds: float,
+) -> Outcome:
     import httpx
 
     target = httpx.URL(url)
@@ -88,10 +125,13 @@ async def post(
         return Outcome(None, str(exc)[:_ERROR_CHARS])
     pinned = target.copy_with(host=str(address))
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    request = client.build_request(
+        "POST", pinned, content=body, headers=headers, timeout=seconds, extensions=extensions
+    )
     try:
-        response = await client.post(
-            pinned, content=body, headers=headers, timeout=seconds, extensions=extensions
-        )
+        # Streamed so the body is never read: closing the response drops the connection.
+        response = await client.send(request, stream=True)
+        await response.aclose()
     except httpx.TimeoutException:
         return Outcome(None, f"no answer within {seconds:g} s")
     except httpx.HTTPError as exc:

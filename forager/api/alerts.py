@@ -49,7 +49,9 @@ async def create_alert_rule(body: AlertRuleCreate, runtime: RuntimeDep) -> Alert
         **body.model_dump(exclude={"webhook_url"}),
         webhook_url=None if body.webhook_url is None else body.webhook_url.strip(),
     )
-    rule, secret = await admin.create_rule(runtime.db, runtime.box, spec)
+    rule, secret = await admin.create_rule(
+        runtime.db, runtime.box, spec, private_targets=runtime.settings.private_targets
+    )
     return AlertRuleCreated(**public(rule).model_dump(), secret=secret)
 
 

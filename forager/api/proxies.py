@@ -77,6 +77,9 @@ async def create_proxies(body: ProxyBulkCreate, runtime: RuntimeDep) -> ProxyBul
             items.append(_reason(exc))
     inputs.extend(f"proxies[{n}]" for n in range(len(body.proxies)))
     items.extend(body.proxies)
+    for n, item in enumerate(items):
+        if isinstance(item, ProxyCreate):
+            items[n] = await admin.refusal(item.columns()["proxy_url"]) or item
     valid = [item.columns() for item in items if isinstance(item, ProxyCreate)]
     outcomes = iter(await admin.create_proxies(runtime.db, runtime.box, valid))
     results = []

@@ -10,10 +10,17 @@ Every address a fetch would connect to is classified:
 The setting decides about private addresses: ``all`` allows them, ``none`` refuses them, and
 ``submitted`` (default) allows them only for the host of the URL the operator submitted (the
 task's own host); a redirect or robots.txt hop to any other private host is refused. IPv6 forms
-that embed an IPv4 address (mapped, NAT64) are judged by that address.
+that embed an IPv4 address are judged by that address: IPv4-mapped and -translated,
+IPv4-compatible, NAT64 (the well-known ``64:ff9b::/96`` and the local-use ``64:ff9b:1::/48``),
+6to4 and Teredo (both of its addresses); where one could be read several ways (the local-use
+prefix's length is the operator's choice) the strictest verdict wins.
 
 Fetchers resolve a host once (``resolve``), check the addresses (``allowed_addresses``) and
 connect to a checked address, so DNS cannot answer differently between check and connect.
+
+A proxy's host is the operator's own infrastructure: it may be private whatever the setting,
+but never link-local or metadata (``check_proxy``, when a proxy is saved and before each
+connection to it).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
+from urllib.parse import urlsplit
 
 from forager.errors import EgressDenied, NetworkError
 
@@ -48,6 +56,11 @@ _REFUSED = [
     )
 ]
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: the operator picks the length
+_COMPATIBLE = ipaddress.ip_network("::/96")  # IPv4-compatible (deprecated, still routable by some)
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 IPv4-translated
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
+_SEVERITY: dict[Kind, int] = {"public": 0, "private": 1, "refused": 2}
 _CACHE_SECONDS = 30.0
 _CACHE_SIZE = 4096
 
@@ -56,14 +69,37 @@ _CACHE_SIZE = 4096
 def classify(address: IPAddress) -> Kind:
     """``refused``, ``private`` or ``public`` for one address (see the module docstring)."""
     if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped
-        if embedded is None and address in _NAT64:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if embedded is not None:
-            return classify(embedded)
+        embedded = _embedded(address)
+        if embedded:
+            return max((classify(a) for a in embedded), key=_SEVERITY.__getitem__)
     if any(address in network for network in _REFUSED):
         return "refused"
     return "public" if address.is_global else "private"
+
+
+def _embedded(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses ``address`` carries (none for a plain IPv6 address)."""
+    value = int(address)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _NAT64 or address in _TRANSLATED or (address in _COMPATIBLE and value > 1):
+        return [ipaddress.IPv4Address(value & 0xFFFFFFFF)]  # ``::`` is 0.0.0.0, ``::1`` loopback
+    if address in _LOCAL_NAT64:  # every layout that reads as a destination (not 0.0.0.0/8)
+        read = [_rfc6052(value, length) for length in (48, 56, 64, 96)]
+        return [a for a in read if a not in _THIS_NETWORK] or [read[-1]]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)  # (server, client): the connection involves both
+    return []
+
+
+def _rfc6052(value: int, length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address in a NAT64 address of prefix ``length`` (RFC 6052 section 2.2): bits 64-71
+    (the "u" octet) are always zero and skipped, the 32 bits start right after the prefix."""
+    squeezed = ((value >> 64) << 56) | (value & ((1 << 56) - 1))  # 120 bits without the u octet
+    start = length if length <= 64 else length - 8
+    return ipaddress.IPv4Address((squeezed >> (120 - start - 32)) & 0xFFFFFFFF)
 
 
 @lru_cache(maxsize=4096)
@@ -163,3 +199,17 @@ class Resolver:
             return
         for address in addresses:
             policy.check(host, address)
+
+    async def check_proxy(self, proxy: str) -> None:
+        """Raise ``EgressDenied`` when the host of ``proxy`` (a URL or a bare host) has a
+        link-local or metadata address. A name that does not resolve fails at the connection."""
+        host = (urlsplit(proxy).hostname or "") if "://" in proxy else proxy
+        await self.check_all(_PROXIES, host)
+
+    async def proxy_address(self, host: str) -> IPAddress:
+        """The address to connect to for the proxy at ``host``: its first one ``check_proxy``
+        allows (for a caller that opens the connection itself, and so can pin it)."""
+        return await self.connect_address(_PROXIES, host)
+
+
+_PROXIES = EgressPolicy("all")  # every address but link-local and metadata ones

@@ -267,10 +267,12 @@ class Gateway:
         tls = None
         if proxy.scheme == "https":
             tls = self._tls = self._tls or tls_context(self.settings)
+        # The proxy's own host is checked too (never link-local or metadata) and pinned.
+        proxy_address = await self.resolver.proxy_address(proxy.hostname)
         try:
             stream = await asyncio.wait_for(
                 asyncio.open_connection(
-                    proxy.hostname,
+                    str(proxy_address),
                     proxy.port,
                     ssl=tls,
                     server_hostname=proxy.hostname if tls else None,

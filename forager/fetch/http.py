@@ -122,6 +122,7 @@ class CurlFetcher(CredentialSafeFetcher):
                 truncate=request.truncate_at is not None,
             )
             if request.proxy_url:
+                await self.resolver.check_proxy(request.proxy_url)
                 await self.resolver.check_all(policy, host)
             else:
                 address = await self.resolver.connect_address(policy, host)

@@ -20,8 +20,9 @@ from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Proxy
-from forager.errors import Conflict, FetchError, NotFound
+from forager.errors import Conflict, EgressDenied, FetchError, InvalidRequest, NotFound
 from forager.fetch.base import Fetcher, FetchRequest
+from forager.fetch.egress import Resolver
 from forager.proxies import health
 from forager.proxies.health import mean
 from forager.proxies.selection import proxy_url
@@ -125,8 +126,25 @@ async def create_proxies(
     return results
 
 
+async def refusal(host: str) -> str | None:
+    """Why a proxy at ``host`` may not be saved: a link-local or metadata address (DESIGN.md
+    decision 11); None when it may."""
+    try:
+        await Resolver().check_proxy(host)
+    except EgressDenied as exc:
+        return str(exc)
+    return None
+
+
+async def _check_host(host: str) -> None:
+    why = await refusal(host)
+    if why is not None:
+        raise InvalidRequest(why, field="proxy_url")
+
+
 async def create_proxy(db: Database, box: SecretBox, values: dict[str, Any]) -> Proxy:
     """Insert one proxy; ``Conflict`` when the same host+port+username exists."""
+    await _check_host(values["proxy_url"])
     [(result, proxy_id)] = await create_proxies(db, box, [values])
     if result == "duplicate":
         raise Conflict(f"proxy {proxy_id} has the same host, port and username")
@@ -138,6 +156,8 @@ async def update_proxy(
     db: Database, box: SecretBox, proxy_id: int, changes: dict[str, Any]
 ) -> Proxy:
     """Apply ``changes`` (a new password is encrypted; an empty one clears it)."""
+    if changes.get("proxy_url") is not None:
+        await _check_host(changes["proxy_url"])
     async with db.session() as session:
         proxy = await get_proxy(session, proxy_id)
         for name, value in _encrypting(changes, box).items():
