@@ -66,7 +66,7 @@ class Dispatcher:
             return 0
         try:
             if not await conn.pipeline.allowed_by_robots(task):
-                return 0  # failed robots_denied, as before a local fetch
+                return 0  # failed robots_denied or waiting for robots.txt, as before a local fetch
         except Exception:
             log.exception("task %s: robots.txt check failed; sending it anyway", task.id)
         async with conn.status_lock:

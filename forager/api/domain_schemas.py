@@ -220,6 +220,9 @@ class DomainPublic(BaseModel):
 
 class DomainDetail(DomainPublic):
     robots_txt_content: str | None
+    robots_txt_sitemaps: list[str] | None = Field(
+        None, description="The Sitemap: URLs of the stored robots.txt; null until it is read."
+    )
 
 
 class RobotsRefreshed(DomainDetail):

@@ -61,7 +61,11 @@ FIELD_EXAMPLES: dict[str, Any] = {
     "base_url": "https://www.amazon.com.br",
     "user_agent": "Forager/0.1 (+https://github.com/forager)",
     "robots_txt_url": "https://www.amazon.com.br/robots.txt",
-    "robots_txt_content": "User-agent: *\nDisallow: /gp/cart\n",
+    "robots_txt_content": (
+        "User-agent: *\nDisallow: /gp/cart\nAllow: /gp/cart/view\n"
+        "Sitemap: https://www.amazon.com.br/sitemap.xml\n"
+    ),
+    "robots_txt_sitemaps": ["https://www.amazon.com.br/sitemap.xml"],
     "product_name": "Cafeteira Espresso Oster 15 Bar",
     "description": "Cafeteira espresso com bomba de 15 bar e vaporizador de leite.",
     "price": "1299.90",

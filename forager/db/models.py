@@ -51,6 +51,8 @@ class Domain(Timestamped, Base):
     robots_txt_url: Mapped[str | None] = mapped_column(String(512))
     robots_txt_content: Mapped[str | None] = mapped_column(Text)
     robots_txt_last_fetched: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The file's ``Sitemap:`` URLs, kept each time it is read (sitemap discovery reads them).
+    robots_txt_sitemaps: Mapped[list[str] | None] = mapped_column(JsonDoc)
     user_agent: Mapped[str] = mapped_column(String(255))
     # Politeness gate shared by every worker: no claim for this domain before this instant.
     next_fetch_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

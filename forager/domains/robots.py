@@ -1,4 +1,4 @@
-"""robots.txt, all of it: fetching, ``Crawl-delay``, caching and enforcement.
+"""robots.txt, all of it: fetching, parsing (RFC 9309), caching and enforcement.
 
 robots.txt is fetched through the fetcher port like a page: the domain's fetcher (``impersonate``
 for a ``browser`` domain: a text file needs no rendering), through the domain's proxy choice,
@@ -9,19 +9,31 @@ columns, refreshed after ``FORAGER_ROBOTS_REFRESH_SECONDS`` (a day), parsed once
 and version, and returned by the domains API: it is the site's public text, and the egress
 check means it can only come from where a page of the domain could.
 
-A domain with ``ignore_robots`` skips all of it. When robots.txt cannot be fetched and no copy
-is cached, everything is allowed and the fetch is tried again a minute later (a site whose
-robots.txt is down is not made uncrawlable; RFC 9309 leaves this to the crawler).
+The rules are read by Protego (Scrapy's parser), which follows RFC 9309 where the stdlib's
+``urllib.robotparser`` does not: the longest matching rule wins (``Allow`` on a tie), ``*`` and
+``$`` are patterns, the group of the crawler's product token (case-insensitive) replaces the
+``*`` group and groups naming the same agent are merged; ``Crawl-delay`` may be fractional. The
+file's ``Sitemap:`` lines are kept with the domain (``robots_txt_sitemaps``) each time it is read.
+
+A domain with ``ignore_robots`` skips all of it. A robots.txt answered with 4xx allows everything
+(RFC 9309 "unavailable"). One the site fails to serve (5xx, a network error or timeout: RFC 9309
+"unreachable") allows nothing while no copy is cached: the check says when to ask again (a minute
+later, when the fetch is tried again) and the task waits without spending a retry; with a cached
+copy, the copy is used meanwhile. A failure that is not the site's (its proxy failed, none is
+free, the egress policy refused a redirect) leaves a cached copy in force or, without one, allows
+everything, and the fetch is tried again a minute later: the page's own fetch meets that failure
+and reports it (a proxy's health learns from page fetches, not from robots.txt).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.robotparser import RobotFileParser
 
+from protego import Protego
 from sqlalchemy import select
 
 from forager.config import Settings
@@ -42,6 +54,9 @@ from forager.proxies.selection import (
 ROBOTS_MAX_BYTES = 512 * 1024
 MAX_CRAWL_DELAY_SECONDS = 3600.0
 _RETRY_FAILED_FETCH = timedelta(seconds=60)
+# The site's own failures (RFC 9309 2.3.1.4 "unreachable": server or network errors). A proxy
+# that fails or an egress refusal says nothing about the site: robots.txt is then "not read".
+_UNREACHABLE = frozenset({"http_5xx", "network", "timeout"})
 
 
 # -- fetching ---------------------------------------------------------------------------
@@ -49,12 +64,14 @@ _RETRY_FAILED_FETCH = timedelta(seconds=60)
 
 @dataclass(frozen=True, slots=True)
 class RobotsFetch:
-    """A fetched robots.txt: its text (empty when the site has none) or why it failed."""
+    """A fetched robots.txt: its text (empty when the site has none) or why it failed, and
+    whether the failure was the site's (``unreachable``)."""
 
     url: str
     content: str | None = None
     status_code: int | None = None
     error: str | None = None
+    unreachable: bool = False
 
 
 async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> RobotsFetch:
@@ -68,9 +85,13 @@ async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> Rob
     except HTTPStatusError as exc:
         if exc.status_code is not None and 400 <= exc.status_code < 500:
             return RobotsFetch(url, "", exc.status_code)  # RFC 9309: unavailable, all allowed
-        return RobotsFetch(url, status_code=exc.status_code, error=exc.message)
+        unreachable = exc.error_type in _UNREACHABLE
+        return RobotsFetch(
+            url, status_code=exc.status_code, error=exc.message, unreachable=unreachable
+        )
     except FetchError as exc:
-        return RobotsFetch(url, error=f"{exc.error_type}: {exc.message}")
+        error = f"{exc.error_type}: {exc.message}"
+        return RobotsFetch(url, error=error, unreachable=exc.error_type in _UNREACHABLE)
     return RobotsFetch(url, _text(response.body), response.status_code)
 
 
@@ -100,34 +121,39 @@ async def _fetch_for(
                 await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
 
 
-def crawl_delay(content: str, user_agent: str) -> float | None:
-    """The ``Crawl-delay`` for ``user_agent`` (falling back to ``User-agent: *``), if any."""
-    # Parsed here, not by RobotFileParser: it ignores fractional delays ("Crawl-delay: 0.5").
-    agent = user_agent.split("/")[0].lower()
-    delays: dict[str, float] = {}
-    group: list[str] = []
-    in_agents = False
-    for raw in content.splitlines():
-        key, _, value = raw.split("#", 1)[0].partition(":")
-        key, value = key.strip().lower(), value.strip()
-        if key == "user-agent":
-            group = group if in_agents else []
-            group.append(value.lower())
-            in_agents = True
-            continue
-        in_agents = False
-        if key == "crawl-delay":
-            try:
-                seconds = float(value)
-            except ValueError:
-                continue
-            if not 0 <= seconds < float("inf"):  # nan, negative, inf
-                continue
-            for name in group:
-                delays.setdefault(name, seconds)
-    named = [v for k, v in delays.items() if k != "*" and k in agent]
-    delay = named[0] if named else delays.get("*")
-    return None if delay is None else min(max(delay, 0.0), MAX_CRAWL_DELAY_SECONDS)
+# RFC 9309 2.2.1: a crawler's product token is made of letters, "_" and "-" only.
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
+
+
+def product_token(user_agent: str) -> str:
+    """The name robots.txt groups are matched against: ``Forager`` for ``Forager/0.1 (...)``.
+
+    Empty when the user agent does not start with one: only the ``*`` group applies then.
+    """
+    match = _PRODUCT_TOKEN.match(user_agent.strip())
+    return match.group() if match else ""
+
+
+def parse(content: str) -> Protego:
+    """The rules of a robots.txt (RFC 9309)."""
+    return Protego.parse(content)
+
+
+def allows(rules: Protego, url: str, user_agent: str) -> bool:
+    """May ``user_agent`` fetch ``url``? The longest matching rule of its group decides."""
+    return rules.can_fetch(url, product_token(user_agent))
+
+
+def crawl_delay(rules: Protego, user_agent: str) -> float | None:
+    """The ``Crawl-delay`` of ``user_agent``'s group, if any, capped at an hour."""
+    delay = rules.crawl_delay(product_token(user_agent))
+    return None if delay is None else min(delay, MAX_CRAWL_DELAY_SECONDS)
+
+
+def sitemaps(rules: Protego) -> list[str]:
+    """The file's ``Sitemap:`` URLs, in order, once each; only absolute http(s) URLs."""
+    web = ("http://", "https://")
+    return list(dict.fromkeys(u for u in rules.sitemaps if u.lower().startswith(web)))
 
 
 async def _domain(db: Database, domain_id: int) -> Domain:
@@ -151,6 +177,14 @@ async def refresh_robots(
     Returns the domain and, when the fetch failed, why (the stored content is then kept).
     ``fetcher`` and ``box`` are the process's (``Runtime.fetchers``, ``Runtime.box``).
     """
+    domain, fetched = await _refresh(db, settings, domain_id, fetcher=fetcher, box=box)
+    return domain, fetched.error
+
+
+async def _refresh(
+    db: Database, settings: Settings, domain_id: int, *, fetcher: Fetcher, box: SecretBox
+) -> tuple[Domain, RobotsFetch]:
+    """``refresh_robots``, returning what the fetch found (its failure kept whole)."""
     domain = await _domain(db, domain_id)
     fetched = await _fetch_for(db, settings, domain, fetcher, box)
     async with db.session() as session:
@@ -166,18 +200,20 @@ async def refresh_robots(
         if fetched.content is None:
             failure = {"url": fetched.url, "error": fetched.error}
             audit.record(session, "domain", [domain_id], "robots_refresh_failed", failure)
-            return domain, fetched.error
+            return domain, fetched
+        rules = parse(fetched.content)
         domain.robots_txt_url = fetched.url
         domain.robots_txt_content = fetched.content
+        domain.robots_txt_sitemaps = sitemaps(rules)
         domain.robots_txt_last_fetched = utcnow()
         details: dict[str, Any] = {"url": fetched.url, "status_code": fetched.status_code}
-        delay = crawl_delay(fetched.content, domain.user_agent)
+        delay = crawl_delay(rules, domain.user_agent)
         if delay is not None and delay > domain.crawl_delay_seconds:
             details["crawl_delay_seconds"] = {"from": domain.crawl_delay_seconds, "to": delay}
             domain.crawl_delay_seconds = delay
         await session.flush()
         audit.record(session, "domain", [domain_id], "robots_refreshed", details)
-    return await _domain(db, domain_id), None
+    return await _domain(db, domain_id), fetched
 
 
 # -- enforcement ------------------------------------------------------------------------
@@ -188,6 +224,18 @@ class Verdict:
     allowed: bool
     fetched: bool  # robots.txt was requested for this check (it used the domain's turn)
     reason: str | None = None
+    # Not allowed *yet*: robots.txt is unreachable and nothing is cached (RFC 9309: assume
+    # complete disallow). Ask again this many seconds later; the URL is not refused.
+    retry_in: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A failed fetch of a domain's robots.txt, not tried again before ``until``."""
+
+    until: datetime
+    error: str
+    unreachable: bool  # the site's failure, not the proxy's or the egress policy's
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +266,9 @@ class RobotsRules:
         self.settings = settings
         self.fetcher = fetcher
         self.box = box
-        self._parsed: dict[int, tuple[datetime | None, RobotFileParser | None]] = {}
-        self._failed_until: dict[int, datetime] = {}
+        self._parsed: dict[int, tuple[datetime | None, Protego | None]] = {}
+        # A failed fetch: not tried again before ``until``.
+        self._failed: dict[int, _Failure] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._read: dict[int, RobotsState] = {}  # each domain's state as last read here
 
@@ -254,8 +303,11 @@ class RobotsRules:
         return self._locks.setdefault(domain_id, asyncio.Lock())
 
     def _stale(self, state: RobotsState, now: datetime) -> bool:
+        failed = self._failed.get(state.domain_id)
+        if failed is not None and now < failed.until:
+            return False  # tried a moment ago: not again, with or without a cached copy
         if state.last_fetched is None:
-            return now >= self._failed_until.get(state.domain_id, now)
+            return True
         age = now - state.last_fetched
         return age > timedelta(seconds=self.settings.robots_refresh_seconds)
 
@@ -280,6 +332,13 @@ class RobotsRules:
             if fresh is None:  # the domain is gone
                 return Verdict(True, fetched)
             state = fresh
+        failed = self._failed.get(domain_id)
+        if state.last_fetched is None and failed is not None and failed.unreachable:
+            # RFC 9309 2.3.1.4: nothing is allowed until robots.txt is read; with no copy to
+            # fall back on, the URL waits for the next fetch (it is not refused).
+            reason = f"robots.txt of {state.domain_name} unreachable: {failed.error}"
+            wait = max((failed.until - utcnow()).total_seconds(), 1.0)
+            return Verdict(False, fetched, reason, wait)
         return self._verdict(state, await self._parser(state), url, user_agent, fetched)
 
     async def _refreshed(self, domain_id: int) -> tuple[RobotsState | None, bool]:
@@ -293,28 +352,31 @@ class RobotsRules:
             if state is None or not self._stale(state, utcnow()):
                 return state, False
             try:
-                _, error = await refresh_robots(
+                _, got = await _refresh(
                     self.db, self.settings, domain_id, fetcher=self.fetcher, box=self.box
                 )
             except NotFound:
                 return None, True
-            if error is not None:
-                self._failed_until[domain_id] = utcnow() + _RETRY_FAILED_FETCH
+            if got.error is None:
+                self._failed.pop(domain_id, None)
+            else:
+                until = utcnow() + _RETRY_FAILED_FETCH
+                self._failed[domain_id] = _Failure(until, got.error, got.unreachable)
             return await self._state(domain_id), True
 
     @staticmethod
     def _verdict(
         state: RobotsState,
-        parser: RobotFileParser | None,
+        rules: Protego | None,
         url: str,
         user_agent: str,
         fetched: bool,
     ) -> Verdict:
-        if parser is None or parser.can_fetch(user_agent, url):
+        if rules is None or allows(rules, url, user_agent):
             return Verdict(True, fetched)
         return Verdict(False, fetched, f"robots.txt of {state.domain_name} disallows {url}")
 
-    async def _parser(self, state: RobotsState) -> RobotFileParser | None:
+    async def _parser(self, state: RobotsState) -> Protego | None:
         """The parsed robots.txt, read from the database only when this version is new here."""
         cached = self._parsed.get(state.domain_id)
         if cached is not None and cached[0] == state.last_fetched:
@@ -329,9 +391,6 @@ class RobotsRules:
                 text = await session.scalar(
                     select(Domain.robots_txt_content).where(Domain.id == state.domain_id)
                 )
-            parser: RobotFileParser | None = None
-            if text:
-                parser = RobotFileParser()
-                parser.parse(text.splitlines())
-            self._parsed[state.domain_id] = (state.last_fetched, parser)
-            return parser
+            rules = parse(text) if text else None
+            self._parsed[state.domain_id] = (state.last_fetched, rules)
+            return rules

@@ -149,7 +149,8 @@ async def failed(session: AsyncSession, image_id: int, error: str, retry_in: flo
 
 
 async def postpone(session: AsyncSession, image_id: int, reason: str, seconds: float) -> None:
-    """Not tried (no proxy free now): due again in ``seconds``, no attempt spent."""
+    """Not tried (no proxy free now, robots.txt unreachable): due again in ``seconds``, no
+    attempt spent."""
     await session.execute(
         update(ProductImage)
         .where(ProductImage.id == image_id, ProductImage.fetched_at.is_(None))

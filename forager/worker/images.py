@@ -168,7 +168,12 @@ class ImageDownloader:
             verdict = await self.policy.robots(job)
             if not verdict.allowed:
                 await reopen()
-                await self._failed(image, verdict.reason or "robots.txt disallows this URL", False)
+                reason = verdict.reason or "robots.txt disallows this URL"
+                if verdict.retry_in is not None:  # robots.txt unreachable: the image waits
+                    async with self.db.session() as session:
+                        await images.postpone(session, image.id, reason, verdict.retry_in)
+                    return
+                await self._failed(image, reason, False)
                 return
             if verdict.fetched and delay > 0:
                 await asyncio.sleep(delay)  # robots.txt took the domain's turn (as for pages)

@@ -22,6 +22,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
+from forager.domains.robots import Verdict
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
 from forager.items.persist import ItemBatch
@@ -129,12 +130,12 @@ class Pipeline:
     async def allowed_by_robots(self, task: ClaimedTask) -> bool:
         """The robots.txt check of the fetch phase, for a task about to go to an agent.
 
-        A disallowed task fails ``robots_denied`` here, as it would before a local fetch.
+        A disallowed task fails ``robots_denied`` here, or waits while robots.txt is
+        unreachable, as it would before a local fetch.
         """
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
-            reason = verdict.reason or "robots.txt disallows this URL"
-            await self._fail(task, "robots_denied", reason, open_gate=True)
+            await self._robots_refused(task, verdict, started=False)
         return verdict.allowed
 
     # -- fetch ------------------------------------------------------------------------------
@@ -146,8 +147,7 @@ class Pipeline:
                     return None
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
-            reason = verdict.reason or "robots.txt disallows this URL"
-            return await self._fail(task, "robots_denied", reason, open_gate=True)
+            return await self._robots_refused(task, verdict, started=True)
         if verdict.fetched and task.crawl_delay_seconds > 0:
             await asyncio.sleep(task.crawl_delay_seconds)  # robots.txt took the domain's turn
         gate = _Gate(self, task)
@@ -173,6 +173,25 @@ class Pipeline:
         except FetchError as exc:
             return await self._fetch_failed(task, proxy, started, exc, gate)
         return await self._store_and_parse(task, proxy, started, response, gate)
+
+    async def _robots_refused(
+        self, task: ClaimedTask, verdict: Verdict, *, started: bool
+    ) -> str | None:
+        """Disallowed: fail ``robots_denied``. Unreadable robots.txt (RFC 9309: nothing may be
+        fetched): the task and its domain wait until it is tried again, no retry spent."""
+        reason = verdict.reason or "robots.txt disallows this URL"
+        if verdict.retry_in is None:
+            return await self._fail(task, "robots_denied", reason, open_gate=True)
+        async with self.db.session() as session:
+            if not started and not await moves.start_crawl(session, task, self.worker_id):
+                return None
+            # The domain's other tasks are not claimed meanwhile, only to wait in turn.
+            wait = max(verdict.retry_in, task.crawl_delay_seconds)
+            await moves.open_gate(session, task.domain_id, wait)
+            moved = await moves.postpone(
+                session, task, self.worker_id, reason=reason, seconds=verdict.retry_in
+            )
+        return S.PENDING if moved else None
 
     async def _choose_proxy(self, task: ClaimedTask) -> ProxyChoice | None:
         async with self.db.session() as session:

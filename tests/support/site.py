@@ -87,6 +87,7 @@ class SiteState:
         self.max_concurrency: dict[str, int] = {}
         self.prices: dict[int, tuple[Decimal, bool]] = {}
         self.robots = DEFAULT_ROBOTS
+        self.robots_status = 200
         self.flaky: dict[str, int] = {}
         self.ads = adlibrary.AdSettings()
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
@@ -103,6 +104,7 @@ class SiteState:
             self.max_concurrency = {}
             self.prices = {}
             self.robots = DEFAULT_ROBOTS
+            self.robots_status = 200
             self.flaky = {}
             self.live = {}
 
@@ -318,7 +320,10 @@ async def notproduct(request: Request) -> Response:
 
 
 async def robots(request: Request) -> Response:
-    return PlainTextResponse(_state(request).robots)
+    state = _state(request)
+    if state.robots_status != 200:
+        return _status_response(state.robots_status)
+    return PlainTextResponse(state.robots)
 
 
 async def slow(request: Request) -> Response:
@@ -774,9 +779,10 @@ class TestSite:
         """What ``POST /__price/{n}`` does."""
         self.state.set_price(n, Decimal(price), available)
 
-    def set_robots(self, text: str) -> None:
-        """What ``POST /__robots`` does."""
+    def set_robots(self, text: str, status: int = 200) -> None:
+        """What ``POST /__robots`` does; a ``status`` other than 200 is answered instead."""
         self.state.robots = text
+        self.state.robots_status = status
 
     def set_ads(self, per_day: int = 40, bad_per_day: int = 0, **days: int) -> None:
         """What ``POST /__ads`` does; ``days`` maps ``d2026_01_15=0`` to a day's own count."""
