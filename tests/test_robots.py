@@ -5,12 +5,15 @@ site, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import socket
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import httpx
 import pytest
 from sqlalchemy import select, update
 
+from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
@@ -319,41 +322,68 @@ def _later(monkeypatch: pytest.MonkeyPatch, by: timedelta) -> None:
 _real_now = utcnow
 
 
-async def test_a_task_waits_while_robots_txt_is_unreachable(
+async def test_a_try_fails_as_robots_txt_did_while_it_is_unreachable(
     db: Database, make_settings: SettingsFactory, site: TestSite
 ) -> None:
-    """The task is put back for when robots.txt is tried again (no retry spent, no request for
-    the page), and the domain is closed meanwhile so its other tasks are not claimed only to
-    wait in turn."""
-    settings = make_settings(max_retries=0)
+    """No request for the page while robots.txt answers 503: the try fails ``http_5xx`` and is
+    retried no sooner than robots.txt is asked again, with the domain closed meanwhile so its
+    other tasks are not claimed only to wait in turn; once robots.txt answers, the retry is
+    crawled."""
+    settings = make_settings(max_retries=1)
     site.set_robots("User-agent: *\nAllow: /\n", status=503)
     [task_id] = await submit(db, settings, site.url("/product/1"))
-    pool = WorkerPool(db, settings, concurrency=2)
-    runner = asyncio.create_task(pool.run())
-    try:
-        await eventually(
-            lambda: _has_event(db, task_id, "postponed"), "the task put back for robots.txt"
-        )
-    finally:
-        pool.stop()
-        await runner
+    task = await _run_until(db, settings, task_id, lambda t: t.retry_count == 1)
     async with db.reader() as session:
-        task = await session.scalar(select(CrawlTask).where(CrawlTask.id == task_id))
-        assert task is not None
         domain = await session.scalar(select(Domain).where(Domain.id == task.domain_id))
         assert domain is not None
-    assert (task.status, task.retry_count, task.error_type) == ("pending", 0, None)
+    assert (task.status, task.error_type) == ("pending", "http_5xx")
+    assert "robots.txt" in (task.error_message or "") and "unreachable" in task.error_message
     assert _after(task.scheduled_at, seconds=30) and _after(domain.next_fetch_at, seconds=30)
     assert "/product/1" not in [r.path for r in site.requests()]
     assert await task_attempts(db, task_id) == []
 
-    # robots.txt answers again: the task is crawled once it is due (made due now here).
+    # robots.txt answers again: the retry is crawled once it is due (made due now here).
     site.set_robots("User-agent: *\nAllow: /\n")
     async with db.session() as session:
         await session.execute(update(Domain).values(next_fetch_at=None))
         await session.execute(update(CrawlTask).values(scheduled_at=utcnow()))
     tasks = await crawl(db, settings, [task_id])
     assert tasks[task_id].status == "completed"
+
+
+async def test_a_dead_sites_tasks_end_failed_not_waiting_for_ever(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    """Nothing listens: robots.txt is unreachable (``network``) and, with no retry left, the
+    task fails saying so instead of being put back every minute for ever."""
+    settings = make_settings(max_retries=0)
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    [task_id] = await submit(db, settings, f"http://127.0.0.1:{port}/product/1")
+    task = await _run_until(db, settings, task_id, lambda t: t.status == "failed")
+    assert task.error_type == "network"
+    assert "robots.txt" in (task.error_message or "") and "unreachable" in task.error_message
+
+
+async def _run_until(
+    db: Database, settings: Settings, task_id: int, done: Callable[[CrawlTask], bool]
+) -> CrawlTask:
+    """Run a worker pool until the task's row satisfies ``done``; that row."""
+    pool = WorkerPool(db, settings, concurrency=2)
+    runner = asyncio.create_task(pool.run())
+
+    async def row() -> CrawlTask | None:
+        async with db.reader() as session:
+            task = await session.scalar(select(CrawlTask).where(CrawlTask.id == task_id))
+        return task if task is not None and done(task) else None
+
+    try:
+        found: CrawlTask = await eventually(row, "the task's try to end")
+    finally:
+        pool.stop()
+        await runner
+    return found
 
 
 async def _has_event(db: Database, task_id: int, name: str) -> bool:

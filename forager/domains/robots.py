@@ -18,8 +18,9 @@ file's ``Sitemap:`` lines are kept with the domain (``robots_txt_sitemaps``) eac
 A domain with ``ignore_robots`` skips all of it. A robots.txt answered with 4xx allows everything
 (RFC 9309 "unavailable"). One the site fails to serve (5xx, a network error or timeout: RFC 9309
 "unreachable") allows nothing while no copy is cached: the check says when to ask again (a minute
-later, when the fetch is tried again) and the task waits without spending a retry; with a cached
-copy, the copy is used meanwhile. A failure that is not the site's (its proxy failed, none is
+later, when the fetch is tried again) and the task's try fails as that fetch did (``network``,
+``http_5xx``, ``timeout``), retried with back-off no sooner than that, so a dead site's tasks end
+failed after their retries; with a cached copy, the copy is used meanwhile. A failure that is not the site's (its proxy failed, none is
 free, the egress policy refused a redirect) leaves a cached copy in force or, without one, allows
 everything, and the fetch is tried again a minute later: the page's own fetch meets that failure
 and reports it (a proxy's health learns from page fetches, not from robots.txt).
@@ -71,7 +72,11 @@ class RobotsFetch:
     content: str | None = None
     status_code: int | None = None
     error: str | None = None
-    unreachable: bool = False
+    error_type: str | None = None
+
+    @property
+    def unreachable(self) -> bool:
+        return self.error_type in _UNREACHABLE
 
 
 async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> RobotsFetch:
@@ -85,13 +90,12 @@ async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> Rob
     except HTTPStatusError as exc:
         if exc.status_code is not None and 400 <= exc.status_code < 500:
             return RobotsFetch(url, "", exc.status_code)  # RFC 9309: unavailable, all allowed
-        unreachable = exc.error_type in _UNREACHABLE
         return RobotsFetch(
-            url, status_code=exc.status_code, error=exc.message, unreachable=unreachable
+            url, status_code=exc.status_code, error=exc.message, error_type=exc.error_type
         )
     except FetchError as exc:
         error = f"{exc.error_type}: {exc.message}"
-        return RobotsFetch(url, error=error, unreachable=exc.error_type in _UNREACHABLE)
+        return RobotsFetch(url, error=error, error_type=exc.error_type)
     return RobotsFetch(url, _text(response.body), response.status_code)
 
 
@@ -225,8 +229,10 @@ class Verdict:
     fetched: bool  # robots.txt was requested for this check (it used the domain's turn)
     reason: str | None = None
     # Not allowed *yet*: robots.txt is unreachable and nothing is cached (RFC 9309: assume
-    # complete disallow). Ask again this many seconds later; the URL is not refused.
+    # complete disallow). Ask again this many seconds later; the URL is not refused, its
+    # try fails as the robots.txt fetch did (``error_type``) and is retried as such.
     retry_in: float | None = None
+    error_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +241,12 @@ class _Failure:
 
     until: datetime
     error: str
-    unreachable: bool  # the site's failure, not the proxy's or the egress policy's
+    error_type: str | None
+
+    @property
+    def unreachable(self) -> bool:
+        """The site's failure, not the proxy's or the egress policy's."""
+        return self.error_type in _UNREACHABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +349,7 @@ class RobotsRules:
             # fall back on, the URL waits for the next fetch (it is not refused).
             reason = f"robots.txt of {state.domain_name} unreachable: {failed.error}"
             wait = max((failed.until - utcnow()).total_seconds(), 1.0)
-            return Verdict(False, fetched, reason, wait)
+            return Verdict(False, fetched, reason, wait, failed.error_type)
         return self._verdict(state, await self._parser(state), url, user_agent, fetched)
 
     async def _refreshed(self, domain_id: int) -> tuple[RobotsState | None, bool]:
@@ -361,7 +372,7 @@ class RobotsRules:
                 self._failed.pop(domain_id, None)
             else:
                 until = utcnow() + _RETRY_FAILED_FETCH
-                self._failed[domain_id] = _Failure(until, got.error, got.unreachable)
+                self._failed[domain_id] = _Failure(until, got.error, got.error_type)
             return await self._state(domain_id), True
 
     @staticmethod

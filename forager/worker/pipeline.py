@@ -135,7 +135,7 @@ class Pipeline:
         """
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
-            await self._robots_refused(task, verdict, started=False)
+            await self._robots_refused(task, verdict)
         return verdict.allowed
 
     # -- fetch ------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ class Pipeline:
                     return None
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
-            return await self._robots_refused(task, verdict, started=True)
+            return await self._robots_refused(task, verdict)
         if verdict.fetched and task.crawl_delay_seconds > 0:
             await asyncio.sleep(task.crawl_delay_seconds)  # robots.txt took the domain's turn
         gate = _Gate(self, task)
@@ -174,24 +174,22 @@ class Pipeline:
             return await self._fetch_failed(task, proxy, started, exc, gate)
         return await self._store_and_parse(task, proxy, started, response, gate)
 
-    async def _robots_refused(
-        self, task: ClaimedTask, verdict: Verdict, *, started: bool
-    ) -> str | None:
-        """Disallowed: fail ``robots_denied``. Unreadable robots.txt (RFC 9309: nothing may be
-        fetched): the task and its domain wait until it is tried again, no retry spent."""
+    async def _robots_refused(self, task: ClaimedTask, verdict: Verdict) -> str | None:
+        """Disallowed: fail ``robots_denied``. Unreachable robots.txt (RFC 9309: nothing may be
+        fetched): the try fails as the robots.txt fetch did (``network``, ``http_5xx`` …), so it
+        is retried with back-off, not before robots.txt is asked again, and a dead site's tasks
+        end failed after their retries instead of waiting for ever. The domain's gate stays
+        closed meanwhile, so its other tasks are not claimed only to wait in turn."""
         reason = verdict.reason or "robots.txt disallows this URL"
         if verdict.retry_in is None:
             return await self._fail(task, "robots_denied", reason, open_gate=True)
         async with self.db.session() as session:
-            if not started and not await moves.start_crawl(session, task, self.worker_id):
-                return None
-            # The domain's other tasks are not claimed meanwhile, only to wait in turn.
-            wait = max(verdict.retry_in, task.crawl_delay_seconds)
-            await moves.open_gate(session, task.domain_id, wait)
-            moved = await moves.postpone(
-                session, task, self.worker_id, reason=reason, seconds=verdict.retry_in
+            await moves.open_gate(
+                session, task.domain_id, max(verdict.retry_in, task.crawl_delay_seconds)
             )
-        return S.PENDING if moved else None
+        error = (verdict.error_type or "network", reason, None)
+        ending = Ending(task, self.worker_id, LEASED, error=error, not_before=verdict.retry_in)
+        return await self.writer.finish(Finish(ending))
 
     async def _choose_proxy(self, task: ClaimedTask) -> ProxyChoice | None:
         async with self.db.session() as session:
