@@ -20,10 +20,11 @@ A domain with ``ignore_robots`` skips all of it. A robots.txt answered with 4xx 
 "unreachable") allows nothing while no copy is cached: the check says when to ask again (a minute
 later, when the fetch is tried again) and the task's try fails as that fetch did (``network``,
 ``http_5xx``, ``timeout``), retried with back-off no sooner than that, so a dead site's tasks end
-failed after their retries; with a cached copy, the copy is used meanwhile. A failure that is not the site's (its proxy failed, none is
-free, the egress policy refused a redirect) leaves a cached copy in force or, without one, allows
-everything, and the fetch is tried again a minute later: the page's own fetch meets that failure
-and reports it (a proxy's health learns from page fetches, not from robots.txt).
+failed after their retries; with a cached copy, the copy is used meanwhile. A failure that is
+not the site's (its proxy failed, none is free, the egress policy refused a redirect) leaves a
+cached copy in force or, without one, allows everything, and the fetch is tried again a minute
+later: the page's own fetch meets that failure and reports it (a proxy's health learns from page
+fetches, not from robots.txt).
 """
 
 from __future__ import annotations
