@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Event, Product, Worker
+from forager.db.models import CrawlAttempt, CrawlTask, Event, Product, Worker
 from tests.support.waiting import completions, eventually
 
 
@@ -151,24 +151,36 @@ async def all_up(
 
 
 async def assert_each_done_once(db: Database, ids: Sequence[int]) -> None:
-    """Every task of ``ids`` completed exactly once, with one product, no lease left behind,
-    and (the run killed something) leases that expired and were recovered."""
+    """Every task of ``ids`` completed exactly once — one ``completed`` event and one successful
+    attempt each (a second success would be a result written twice; products are upserted by
+    URL, so their count could not show it) — with its product, no lease left behind, and
+    (the run killed something) leases that expired and were recovered."""
     done = await completions(db)
     assert set(done) == {str(i) for i in ids} and set(done.values()) == {1}
     async with db.reader() as session:
-        products = (
-            await session.execute(
-                select(func.count(), func.count(func.distinct(Product.crawl_task_id))).select_from(
-                    Product
+        successes = dict(
+            (
+                await session.execute(
+                    select(CrawlAttempt.task_id, func.count())
+                    .where(CrawlAttempt.outcome == "success")
+                    .group_by(CrawlAttempt.task_id)
                 )
+            ).all()
+        )
+        products = await session.scalar(
+            select(func.count(func.distinct(Product.crawl_task_id))).where(
+                Product.crawl_task_id.in_(ids)
             )
-        ).one()
+        )
         leased = await session.scalar(
             select(func.count()).select_from(CrawlTask).where(CrawlTask.lease_owner.is_not(None))
         )
         expired = await session.scalar(
             select(func.count()).select_from(Event).where(Event.event == "lease_expired")
         )
-    assert tuple(products) == (len(ids), len(ids))  # one product per task
+    twice = {task: n for task, n in successes.items() if n != 1}
+    assert not twice, f"tasks with more than one successful attempt: {twice}"
+    assert set(successes) == set(ids)  # and none without one
+    assert products == len(ids)  # every task left its product
     assert leased == 0
     assert expired and expired > 0  # the kills did strand leases, and they were recovered
