@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from sqlalchemy import func, select
+import psutil
+from sqlalchemy import func, select, text
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -92,6 +95,68 @@ def kill_worker(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait(timeout=10)
+
+
+async def pause_worker(db: Database, proc: subprocess.Popen[bytes]) -> None:
+    """SIGSTOP ``proc`` at a moment it has no database transaction open, so it holds nothing
+    another process needs (SQLite's write lock, PostgreSQL's row locks) to take its tasks over:
+    frozen inside one, the test would wait on the very process it stopped. Tried again until
+    such a moment comes; ``resume_worker`` lets it go on."""
+
+    async def stopped_outside_a_transaction() -> bool:
+        os.kill(proc.pid, signal.SIGSTOP)
+        await eventually(
+            lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED,
+            f"process {proc.pid} to stop",
+            every=0.005,
+        )
+        # Twice, a moment apart: a statement sent just before the stop is still reaching the
+        # server at the first look.
+        for _ in range(2):
+            if await _in_transaction(db, proc.pid):
+                os.kill(proc.pid, signal.SIGCONT)
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    await eventually(
+        stopped_outside_a_transaction, f"worker {proc.pid} stopped between transactions"
+    )
+
+
+def resume_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGCONT: a stopped process runs on from where it was."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGCONT)
+
+
+async def _in_transaction(db: Database, pid: int) -> bool:
+    """Whether the process ``pid`` has a transaction open on ``db`` (or a statement running)."""
+    if db.is_sqlite:
+        # Only a writer can hold up the others (WAL: readers never block a writer); with the
+        # process stopped, a write lock taken by anyone but this test is the process's own.
+        with sqlite3.connect(str(db.engine.url.database), timeout=0) as check:
+            try:
+                check.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return True
+            check.rollback()
+        return False
+    server_port = db.engine.url.port or 5432
+    ports = [
+        c.laddr.port
+        for c in psutil.Process(pid).net_connections("tcp")
+        if c.raddr and c.raddr.port == server_port
+    ]
+    async with db.reader() as session:
+        busy = await session.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND client_port = ANY(:ports) AND state <> 'idle'"
+            ),
+            {"ports": ports},
+        )
+    return bool(busy)
 
 
 def logs(log_dir: Path) -> str:
