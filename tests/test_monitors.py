@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -539,9 +540,11 @@ async def _other_marker(marker: Any, first: str) -> str | None:
     fetch_timeout_seconds=20.0,
 )
 async def test_a_browser_over_the_soft_memory_limit_restarts_gracefully(
-    env: Env, site: TestSite
+    env: Env, site: TestSite, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await _memory_restart(env, site)
+    reasons, kills = await _memory_restart(env, site, caplog)
+    assert reasons[0] == "memory", reasons  # the soft limit's own reason
+    assert "memory_hard" not in reasons and kills == []  # and it never kills (hard: 2 GB)
 
 
 @pytest.mark.monitor_settings(
@@ -550,15 +553,27 @@ async def test_a_browser_over_the_soft_memory_limit_restarts_gracefully(
     fetch_timeout_seconds=20.0,
 )
 async def test_a_browser_over_the_hard_memory_limit_is_killed_and_restarted(
-    env: Env, site: TestSite
+    env: Env, site: TestSite, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await _memory_restart(env, site)
+    reasons, kills = await _memory_restart(env, site, caplog)
+    # Killed, not restarted gracefully: over the soft limit too, but a run restarts for that
+    # only after monitor_memory_restart_min_seconds (60 s), long after this one was killed.
+    assert reasons[0] == "memory_hard" and kills, (reasons, kills)
+    assert "memory" not in reasons
 
 
-async def _memory_restart(env: Env, site: TestSite) -> None:
+_RESTARTING = re.compile(r"monitor \d+: restarting run \S+ \((\w+)\)")
+
+
+async def _memory_restart(
+    env: Env, site: TestSite, caplog: pytest.LogCaptureFixture
+) -> tuple[list[str], list[str]]:
+    """Run a browser monitor until its run restarts; the restarts' reasons (from the runner's
+    log, oldest first) and its hard-limit kills (log lines)."""
     require("browser")
     if not env.db.is_sqlite:
         pytest.skip("Chromium's handling does not depend on the engine")
+    caplog.set_level(logging.WARNING, logger="forager.monitors.runner")
     site.set_live("mem", 5)
     monitor = await env.create(
         site.url("/live/mem?format=html"),
@@ -587,6 +602,11 @@ async def _memory_restart(env: Env, site: TestSite) -> None:
         ).all()
     # The run's last sample, written as it restarted, shows its Chromium over the limit.
     assert any(event == "restart" and (mb or 0) > 64 for event, mb in samples), samples
+    runner_log = [r for r in caplog.records if r.name == "forager.monitors.runner"]
+    reasons = [m[1] for r in runner_log if (m := _RESTARTING.match(r.getMessage()))]
+    kills = [r.getMessage() for r in runner_log if "over the hard limit: killed" in r.getMessage()]
+    assert reasons, [r.getMessage() for r in runner_log]
+    return reasons, kills
 
 
 # -- the bounded result queue (seed MAX_QUEUE_SIZE / MAX_QUEUE_SIZE_MB) -----------------------

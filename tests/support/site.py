@@ -93,6 +93,7 @@ class SiteState:
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
         self.live: dict[str, tuple[Any, int]] = {}  # /live/{key}: (value, status code)
         self._released: set[str] = set()
+        self._turns: dict[str, int] = {}  # /turn/{key}: requests let through, not yet taken
 
     def reset(self) -> None:
         """Clear the log and settings; held requests of the previous test are let go."""
@@ -100,6 +101,7 @@ class SiteState:
             self.ads = adlibrary.AdSettings()
             self._generation += 1
             self._released = set()
+            self._turns = {}
             self.requests = []
             self.max_concurrency = {}
             self.prices = {}
@@ -156,6 +158,21 @@ class SiteState:
         """Let every request held for ``key`` answer, now and until the next reset."""
         with self._lock:
             self._released.add(key)
+
+    def let_one(self, key: str) -> None:
+        """Let one request waiting (or the next to come) in ``/turn/{key}`` answer."""
+        with self._lock:
+            self._turns[key] = self._turns.get(key, 0) + 1
+
+    def take_turn(self, key: str, generation: int) -> bool:
+        """Whether a request held in ``/turn/{key}`` may answer now (it uses up one turn)."""
+        with self._lock:
+            if generation != self._generation:
+                return True
+            if self._turns.get(key, 0) > 0:
+                self._turns[key] -= 1
+                return True
+            return False
 
     def held(self, key: str) -> int:
         """How many requests for ``key`` are waiting to be released."""
@@ -341,6 +358,26 @@ async def hold(request: Request) -> Response:
     generation = state.hold(key)
     try:
         while not (state.is_released(key, generation) or closing.is_set()):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), 0.01)
+    finally:
+        state.unhold(key)
+    return _product_response(request, int(_query_num(request, "n", len(key))))
+
+
+async def turn(request: Request) -> Response:
+    """Like ``/hold/{key}``, but each request waits for a turn of its own (``let_one``): of
+    two requests for one URL, the test decides which answers and which still waits (a
+    ``release`` lets every one go, as for ``/hold``)."""
+    key: str = request.path_params["key"]
+    state, closing = _state(request), _closing(request)
+    generation = state.hold(key)
+    try:
+        while not (
+            state.take_turn(key, generation)
+            or state.is_released(key, generation)
+            or closing.is_set()
+        ):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(closing.wait(), 0.01)
     finally:
@@ -548,6 +585,11 @@ async def control_release(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+async def control_turn(request: Request) -> Response:
+    _state(request).let_one(request.path_params["key"])
+    return JSONResponse({"ok": True})
+
+
 async def control_robots(request: Request) -> Response:
     _state(request).robots = (await request.body()).decode()
     return JSONResponse({"ok": True})
@@ -570,6 +612,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/robots.txt", robots),
         Route("/slow/{ms:int}", slow),
         Route("/hold/{key}", hold),
+        Route("/turn/{key}", turn),
         Route("/status/{code:int}", status),
         Route("/flaky/{key}", flaky),
         Route("/redirect/{n:int}", redirect),
@@ -590,6 +633,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/__robots", control_robots, methods=["POST"]),
         Route("/__ads", control_ads, methods=["POST"]),
         Route("/__release/{key}", control_release, methods=["POST"]),
+        Route("/__turn/{key}", control_turn, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={BadParam: bad_param})
     app.state.site = state = state or SiteState()
@@ -797,8 +841,12 @@ class TestSite:
         """What ``POST /__release/{key}`` does: requests held for ``key`` answer."""
         self.state.release(key)
 
+    def let_one(self, key: str) -> None:
+        """What ``POST /__turn/{key}`` does: one request for ``/turn/{key}`` answers."""
+        self.state.let_one(key)
+
     def held(self, key: str) -> int:
-        """How many requests for ``/hold/{key}`` are in flight, waiting for ``release``."""
+        """How many requests for ``/hold/{key}`` or ``/turn/{key}`` are in flight, waiting."""
         return self.state.held(key)
 
 
@@ -927,6 +975,11 @@ class SiteProcess:
         import httpx
 
         httpx.post(self.url(f"/__release/{key}"), timeout=10).raise_for_status()
+
+    def let_one(self, key: str) -> None:
+        import httpx
+
+        httpx.post(self.url(f"/__turn/{key}"), timeout=10).raise_for_status()
 
     def held(self, key: str) -> int:
         held: int = self.log()["held"].get(key, 0)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from sqlalchemy import func, select
+import psutil
+from sqlalchemy import func, select, text
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Event, Product, Worker
+from forager.db.models import CrawlAttempt, CrawlTask, Event, Product, Worker
 from tests.support.waiting import completions, eventually
 
 
@@ -94,6 +97,68 @@ def kill_worker(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=10)
 
 
+async def pause_worker(db: Database, proc: subprocess.Popen[bytes]) -> None:
+    """SIGSTOP ``proc`` at a moment it has no database transaction open, so it holds nothing
+    another process needs (SQLite's write lock, PostgreSQL's row locks) to take its tasks over:
+    frozen inside one, the test would wait on the very process it stopped. Tried again until
+    such a moment comes; ``resume_worker`` lets it go on."""
+
+    async def stopped_outside_a_transaction() -> bool:
+        os.kill(proc.pid, signal.SIGSTOP)
+        await eventually(
+            lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED,
+            f"process {proc.pid} to stop",
+            every=0.005,
+        )
+        # Twice, a moment apart: a statement sent just before the stop is still reaching the
+        # server at the first look.
+        for _ in range(2):
+            if await _in_transaction(db, proc.pid):
+                os.kill(proc.pid, signal.SIGCONT)
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    await eventually(
+        stopped_outside_a_transaction, f"worker {proc.pid} stopped between transactions"
+    )
+
+
+def resume_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGCONT: a stopped process runs on from where it was."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGCONT)
+
+
+async def _in_transaction(db: Database, pid: int) -> bool:
+    """Whether the process ``pid`` has a transaction open on ``db`` (or a statement running)."""
+    if db.is_sqlite:
+        # Only a writer can hold up the others (WAL: readers never block a writer); with the
+        # process stopped, a write lock taken by anyone but this test is the process's own.
+        with sqlite3.connect(str(db.engine.url.database), timeout=0) as check:
+            try:
+                check.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return True
+            check.rollback()
+        return False
+    server_port = db.engine.url.port or 5432
+    ports = [
+        c.laddr.port
+        for c in psutil.Process(pid).net_connections("tcp")
+        if c.raddr and c.raddr.port == server_port
+    ]
+    async with db.reader() as session:
+        busy = await session.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND client_port = ANY(:ports) AND state <> 'idle'"
+            ),
+            {"ports": ports},
+        )
+    return bool(busy)
+
+
 def logs(log_dir: Path) -> str:
     """The tail of every worker log in ``log_dir``, for a failure message."""
     return "\n".join(
@@ -151,24 +216,36 @@ async def all_up(
 
 
 async def assert_each_done_once(db: Database, ids: Sequence[int]) -> None:
-    """Every task of ``ids`` completed exactly once, with one product, no lease left behind,
-    and (the run killed something) leases that expired and were recovered."""
+    """Every task of ``ids`` completed exactly once — one ``completed`` event and one successful
+    attempt each (a second success would be a result written twice; products are upserted by
+    URL, so their count could not show it) — with its product, no lease left behind, and
+    (the run killed something) leases that expired and were recovered."""
     done = await completions(db)
     assert set(done) == {str(i) for i in ids} and set(done.values()) == {1}
     async with db.reader() as session:
-        products = (
-            await session.execute(
-                select(func.count(), func.count(func.distinct(Product.crawl_task_id))).select_from(
-                    Product
+        successes = dict(
+            (
+                await session.execute(
+                    select(CrawlAttempt.task_id, func.count())
+                    .where(CrawlAttempt.outcome == "success")
+                    .group_by(CrawlAttempt.task_id)
                 )
+            ).all()
+        )
+        products = await session.scalar(
+            select(func.count(func.distinct(Product.crawl_task_id))).where(
+                Product.crawl_task_id.in_(ids)
             )
-        ).one()
+        )
         leased = await session.scalar(
             select(func.count()).select_from(CrawlTask).where(CrawlTask.lease_owner.is_not(None))
         )
         expired = await session.scalar(
             select(func.count()).select_from(Event).where(Event.event == "lease_expired")
         )
-    assert tuple(products) == (len(ids), len(ids))  # one product per task
+    twice = {task: n for task, n in successes.items() if n != 1}
+    assert not twice, f"tasks with more than one successful attempt: {twice}"
+    assert set(successes) == set(ids)  # and none without one
+    assert products == len(ids)  # every task left its product
     assert leased == 0
     assert expired and expired > 0  # the kills did strand leases, and they were recovered
