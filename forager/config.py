@@ -450,7 +450,10 @@ class Settings(BaseSettings):
         16.0, ge=0, description="Upper bound of a monitor's retry delay."
     )
     monitor_page_timeout_seconds: float = Field(
-        30.0, gt=0, description="Timeout of one monitor poll (fetch and parse)."
+        30.0,
+        gt=0,
+        description="Timeout of one monitor poll's fetch; its page is then read in a parse "
+        "process under FORAGER_PARSE_TIMEOUT_SECONDS.",
     )
     monitor_min_timeout_seconds: float = Field(
         5.0,

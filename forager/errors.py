@@ -47,6 +47,10 @@ ERROR_TYPES = frozenset(
         # address is one Forager must not reach (FORAGER_PRIVATE_TARGETS). None of the others
         # fits: ``blocked`` would retry through another proxy and count against the site.
         "egress_denied",
+        # Not in DESIGN.md's list either, and on attempts only: the try a worker was making when
+        # its lease expired (killed or hung), recorded by the reaper. Its task says ``internal``
+        # ("lease expired"), as before; the attempt says which try was lost and whose it was.
+        "lease_expired",
     }
 )
 

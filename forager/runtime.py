@@ -193,10 +193,13 @@ class Runtime:
 
     def monitor_runner(self, owner: str) -> MonitorRunner:
         """Live monitors (issue 15): up to ``monitor_slots`` run in this process, fetched
-        through the shared fetchers."""
+        through the shared fetchers and read in the shared parse processes."""
         from forager.monitors.runner import MonitorRunner
 
-        self.monitors = MonitorRunner(self.db, self.settings, self.parts.fetchers, owner=owner)
+        parts = self.parts
+        self.monitors = MonitorRunner(
+            self.db, self.settings, parts.fetchers, parts.parser, owner=owner
+        )
         return self.monitors
 
     async def aclose(self) -> None:

@@ -245,18 +245,22 @@ async def test_results_for_cancelled_or_reassigned_tasks_are_discarded(
                 )
             )
         )
-        outcomes = dict(
-            (
-                await session.execute(
-                    select(CrawlAttempt.worker_id, CrawlAttempt.outcome).where(
-                        CrawlAttempt.task_id == moved_id
-                    )
-                )
-            ).all()
-        )
+        attempts = (
+            await session.execute(
+                select(CrawlAttempt.worker_id, CrawlAttempt.outcome, CrawlAttempt.error_type)
+                .where(CrawlAttempt.task_id == moved_id)
+                .order_by(CrawlAttempt.id)
+            )
+        ).all()
     assert products == [moved_id]
     assert completions == [str(moved_id)]
-    assert sorted(outcomes.values()) == ["discarded", "success"]
+    # A's try, lost when its lease expired; A's late result, discarded; B's, which counts.
+    assert [(a.outcome, a.error_type) for a in attempts] == [
+        ("retry", "lease_expired"),
+        ("discarded", None),
+        ("success", None),
+    ]
+    assert attempts[0].worker_id == attempts[1].worker_id != attempts[2].worker_id
 
 
 async def test_oversize_bodies_and_messages_are_refused_not_buffered(

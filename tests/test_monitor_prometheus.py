@@ -77,7 +77,8 @@ async def test_prometheus_scrapes_a_monitors_series(
         max_interval_seconds=0.5,
     )
     monitor = await admin.create(runtime.db, settings, spec)
-    runner = MonitorRunner(runtime.db, settings, runtime.parts.fetchers, owner="prom-test")
+    parts = runtime.parts
+    runner = MonitorRunner(runtime.db, settings, parts.fetchers, parts.parser, owner="prom-test")
     running = asyncio.create_task(runner.run())
     prometheus: subprocess.Popen[bytes] | None = None
     try:

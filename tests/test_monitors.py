@@ -38,6 +38,7 @@ from forager.monitors.runner import (
 )
 from forager.monitors.window import PollWindows, bucket_of, recent
 from forager.runtime import JsonFormatter, open_database
+from forager.worker.parsing import ParsePool
 from tests.conftest import SettingsFactory
 from tests.support.fetching import require
 from tests.support.site import TestSite
@@ -57,10 +58,11 @@ class Env:
     db: Database
     settings: Settings
     fetchers: FetcherSet
+    parser: ParsePool
     runners: list[tuple[MonitorRunner, asyncio.Task[None]]]
 
     def start(self, owner: str) -> MonitorRunner:
-        runner = MonitorRunner(self.db, self.settings, self.fetchers, owner=owner)
+        runner = MonitorRunner(self.db, self.settings, self.fetchers, self.parser, owner=owner)
         self.runners.append((runner, asyncio.create_task(runner.run())))
         return runner
 
@@ -104,13 +106,15 @@ async def env(make_settings: SettingsFactory, request: pytest.FixtureRequest) ->
     settings = make_settings(**FAST, **(marker.kwargs if marker else {}))
     db = await open_database(settings)
     fetchers = FetcherSet(settings)
-    environment = Env(db, settings, fetchers, [])
+    parser = ParsePool(settings)
+    environment = Env(db, settings, fetchers, parser, [])
     try:
         yield environment
     finally:
         for runner, task in environment.runners:
             runner.stop()
             await asyncio.wait_for(task, 30)
+        await parser.aclose()
         await fetchers.aclose()
         await db.dispose()
 

@@ -42,7 +42,11 @@ class Client(httpx.AsyncClient):
     def start_runner(self) -> MonitorRunner:
         runtime = self.app.state.runtime
         self.runner = MonitorRunner(
-            runtime.db, runtime.settings, runtime.parts.fetchers, owner="test-runner"
+            runtime.db,
+            runtime.settings,
+            runtime.parts.fetchers,
+            runtime.parts.parser,
+            owner="test-runner",
         )
         self.runner_task = asyncio.create_task(self.runner.run())
         return self.runner

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -9,8 +10,9 @@ from sqlalchemy import select, update
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Domain
+from forager.db.models import CrawlAttempt, CrawlTask, Domain
 from forager.db.types import utcnow
+from forager.queue import scheduler
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.queue.submit import SubmitSpec, submit_urls
 from tests.conftest import SettingsFactory
@@ -247,6 +249,76 @@ async def test_expired_parse_lease_goes_back_to_downloaded(
     assert (await tasks_by_id(db, [task_id]))[task_id].status == "downloaded"
     [parse] = await TaskQueue(db, settings).claim_parse("w2")
     assert (parse.id, parse.status) == (task_id, "queued_parse")
+
+
+async def _attempts(db: Database, task_id: int) -> list[CrawlAttempt]:
+    async with db.reader() as session:
+        rows = await session.scalars(
+            select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
+        )
+        return list(rows)
+
+
+async def test_an_expired_fetch_lease_leaves_the_lost_try_in_the_history(
+    db: Database, settings: Settings
+) -> None:
+    [task_id] = await submit(db, settings, "https://dead.test/3")
+    queue = TaskQueue(db, settings)
+    task = await _claim_one(queue, "dead-worker")
+    async with db.session() as session:
+        assert await queue.start_crawl(session, task, "dead-worker")
+    started = (await tasks_by_id(db, [task_id]))[task_id].started_at
+    assert started is not None
+    await _set(db, CrawlTask, task_id, lease_expires_at=utcnow() - timedelta(seconds=1))
+    assert await queue.reap_expired_leases() == 1
+    assert await queue.reap_expired_leases() == 0
+    [lost] = await _attempts(db, task_id)
+    assert (lost.phase, lost.outcome, lost.error_type) == ("fetch", "retry", "lease_expired")
+    assert (lost.worker_id, lost.started_at) == ("dead-worker", started)
+    assert lost.finished_at is not None and lost.finished_at >= started
+    assert "may or may not have reached the site" in (lost.error_message or "")
+    assert lost.status_code is None and lost.page_path is None
+
+
+async def test_an_expired_parse_lease_is_a_lost_parse_try(db: Database, settings: Settings) -> None:
+    [task_id] = await submit(db, settings, "https://p.test/2", max_retries=0)
+    await _set(
+        db,
+        CrawlTask,
+        task_id,
+        status="parsing",
+        html_path="pages/p2",
+        lease_owner="parser-w",
+        lease_expires_at=utcnow() - timedelta(seconds=1),
+    )
+    assert await TaskQueue(db, settings).reap_expired_leases() == 1
+    assert (await tasks_by_id(db, [task_id]))[task_id].status == "failed"  # no retry left
+    [lost] = await _attempts(db, task_id)
+    assert (lost.phase, lost.outcome, lost.error_type) == ("parse", "failed", "lease_expired")
+    assert (lost.worker_id, lost.page_path) == ("parser-w", "pages/p2")
+
+
+async def test_two_reapers_racing_record_one_lost_try(db: Database, settings: Settings) -> None:
+    """A second process's reaper runs while the first one's sweep is not committed yet: it
+    must not move the task again, nor write a second attempt for the one lost try."""
+    [task_id] = await submit(db, settings, "https://dead.test/4")
+    await _claim_one(TaskQueue(db, settings), "dead-worker")
+    await _set(db, CrawlTask, task_id, lease_expires_at=utcnow() - timedelta(seconds=1))
+    other = Database(settings.resolved_database_url)  # another process's engine
+    try:
+        async with other.reader() as session:  # connected before the race starts
+            await session.execute(select(1))
+        async with db.session() as first:
+            assert await scheduler.reap_expired_leases(first, utcnow()) == 1
+            # SQLite: the second waits for the first's write lock; PostgreSQL: it skips the
+            # row the first holds. Either way it finds nothing once the first commits.
+            second = asyncio.create_task(TaskQueue(other, settings).reap_expired_leases())
+            await asyncio.sleep(0.2)  # give the second sweep time to run into the first
+        assert await second == 0
+    finally:
+        await other.dispose()
+    assert [a.error_type for a in await _attempts(db, task_id)] == ["lease_expired"]
+    assert (await tasks_by_id(db, [task_id]))[task_id].retry_count == 1
 
 
 async def test_exhausted_expired_lease_fails(db: Database, settings: Settings) -> None:

@@ -137,11 +137,16 @@ async def test_killed_worker_tasks_complete_after_lease_expiry(
     finally:
         kill_worker(doomed)  # no chance to release anything
     async with db.reader() as session:
-        held = set(
-            await session.scalars(
-                select(CrawlTask.id).where(CrawlTask.status.in_(["queued", "crawling"]))
-            )
+        holders = dict(
+            (
+                await session.execute(
+                    select(CrawlTask.id, CrawlTask.lease_owner).where(
+                        CrawlTask.status.in_(["queued", "crawling"])
+                    )
+                )
+            ).all()
         )
+    held = set(holders)
     assert len(held) == in_hand
     async with db.session() as session:  # the lease time passes
         await session.execute(
@@ -173,8 +178,19 @@ async def test_killed_worker_tasks_complete_after_lease_expiry(
         expired = set(
             await session.scalars(select(Event.entity_id).where(Event.event == "lease_expired"))
         )
+        lost = (
+            await session.execute(
+                select(CrawlAttempt.task_id, CrawlAttempt.worker_id, CrawlAttempt.phase).where(
+                    CrawlAttempt.error_type == "lease_expired"
+                )
+            )
+        ).all()
     assert set(retried.values()) == {1}  # the crash consumed exactly one retry each
     assert expired == {str(i) for i in held}
+    # Each try the killed worker was making is in its task's history: one row, its worker's.
+    assert sorted((r.task_id, r.worker_id, r.phase) for r in lost) == sorted(
+        (i, holders[i], "fetch") for i in held
+    )
 
 
 async def _round_over(db: Database, site: SiteProcess, sent: int) -> bool:

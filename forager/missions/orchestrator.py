@@ -6,6 +6,11 @@ with polling as the fallback, and a bounded stop. The loop ends by itself when n
 ``queued`` or ``running`` (§6.7): every session is ended and every proxy given back (§5.5).
 Stopped by the operator (or losing the lease), it ends the idle sessions only: missions in
 flight stay as they are, and the next run's recovery picks them up.
+
+A step that raises is seed §7.1's ERROR500 (internal error) for the mission it was working on,
+which §7.2 does not retry: the mission fails at once, its traceback in the log ("verificar
+logs"). Only a transient failure of the database or the network (``transient``) is not the
+mission's: that step is tried again every loop tick, as the failure could not be written anyway.
 """
 
 from __future__ import annotations
@@ -16,18 +21,40 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from forager.db.models import Mission, WorkerService
 from forager.missions import control, handoff, recovery, sessions
+from forager.missions.codes import MissionFailure
 from forager.missions.context import Env, Limits
 from forager.missions.driver import Memo, counts
 from forager.missions.driver import step as worker_step
+from forager.missions.policy import internal_failure
 from forager.missions.states import Checkpoint, MissionStatus
 from forager.missions.states import WorkerStatus as W
 
 log = logging.getLogger(__name__)
 
 FINISHED, STOPPED = "finished", "stopped"
+Step = Callable[[], Awaitable[tuple[float | None, bool]]]
+MissionOf = Callable[[], Awaitable[int | None]]
+
+
+# PostgreSQL's SQLSTATE classes that say nothing of the statement: connection exception,
+# transaction rollback (deadlock, serialization), insufficient resources, operator intervention.
+_PASSING_SQLSTATES = ("08", "40", "53", "57")
+
+
+def transient(exc: BaseException) -> bool:
+    """The database or the network failed the step, not the mission (a restart, a cut
+    connection, a full pool, SQLite busy, a deadlock): nothing could be written about it now,
+    and the same step may well pass next time."""
+    if isinstance(exc, DBAPIError):
+        state = str(getattr(exc.orig, "sqlstate", None) or "")
+        if exc.connection_invalidated or state.startswith(_PASSING_SQLSTATES):
+            return True
+    return isinstance(exc, OSError | TimeoutError | OperationalError | InterfaceError | PoolTimeout)
 
 
 class Orchestrator:
@@ -113,46 +140,76 @@ class Orchestrator:
         for worker_id in ids:
             if worker_id not in self.drivers or self.drivers[worker_id].done():
                 self.drivers[worker_id] = asyncio.create_task(
-                    self._repeat(self._worker(worker_id)), name=f"mission-worker-{worker_id}"
+                    self._repeat(*self._worker(worker_id)), name=f"mission-worker-{worker_id}"
                 )
 
     def _sync_writers(self, ids: list[int]) -> None:
         for mission_id in ids:
             if mission_id not in self.writers or self.writers[mission_id].done():
                 self.writers[mission_id] = asyncio.create_task(
-                    self._repeat(self._writer(mission_id)), name=f"mission-writer-{mission_id}"
+                    self._repeat(*self._writer(mission_id)), name=f"mission-writer-{mission_id}"
                 )
 
-    def _worker(self, worker_id: int) -> Callable[[], Awaitable[tuple[float | None, bool]]]:
+    def _worker(self, worker_id: int) -> tuple[Step, MissionOf]:
+        """A worker service's step, and the mission it works on (the one a failure is of)."""
         memo = Memo()
 
         async def once() -> tuple[float | None, bool]:
             delay = await worker_step(self.env, worker_id, self.limits, memo)
             return delay, memo.wakeable
 
-        return once
+        async def mission() -> int | None:
+            async with self.env.db.reader() as session:
+                return await session.scalar(
+                    select(WorkerService.current_mission_id).where(WorkerService.id == worker_id)
+                )
 
-    def _writer(self, mission_id: int) -> Callable[[], Awaitable[tuple[float | None, bool]]]:
+        return once, mission
+
+    def _writer(self, mission_id: int) -> tuple[Step, MissionOf]:
         watch = handoff.WriterWatch()
 
         async def once() -> tuple[float | None, bool]:
             return await handoff.step(self.env, mission_id, self.limits, watch), False
 
-        return once
+        async def mission() -> int | None:
+            return mission_id
 
-    async def _repeat(self, once: Callable[[], Awaitable[tuple[float | None, bool]]]) -> None:
-        """Run steps until one says it is done; a failing step is logged, never fatal."""
+        return once, mission
+
+    async def _repeat(self, once: Step, mission: MissionOf) -> None:
+        """Run steps until one says it is done; a failing step fails its mission (ERROR500),
+        never the loop."""
         while not self._stopping.is_set():
             wake = self._wake
             try:
                 delay, wakeable = await once()
-            except Exception:
-                log.exception("mission step failed; trying again shortly")
+            except Exception as exc:
+                await self._step_failed(exc, mission)
                 delay, wakeable = self.env.settings.mission_loop_seconds, False
             if delay is None:
                 return
             if delay > 0:
                 await self._sleep(delay, wake if wakeable else None)
+
+    async def _step_failed(self, exc: Exception, mission: MissionOf) -> None:
+        """Log the failure; unless it is transient, it is ERROR500 for the step's mission (a
+        step with no mission is tried again, as there is none to fail)."""
+        if transient(exc):
+            log.warning(
+                "mission step failed (%s: %s); trying again shortly", type(exc).__name__, exc
+            )
+            return
+        try:
+            mission_id = await mission()
+            log.error("mission %s: internal error in a step (ERROR500)", mission_id, exc_info=exc)
+            if mission_id is None:
+                return
+            first = (str(exc).splitlines() or [""])[0][:500]
+            failure = MissionFailure("ERROR500", f"{type(exc).__name__}: {first}".rstrip(": "))
+            await internal_failure(self.env, mission_id, failure, self.limits)
+        except Exception:
+            log.exception("recording an internal error (ERROR500) failed; trying again shortly")
 
     async def _sleep(self, seconds: float, wake: asyncio.Event | None) -> None:
         waits = [asyncio.ensure_future(self._stopping.wait())]

@@ -9,6 +9,8 @@
 - A scrape error (ERROR200–202) spends a retry and the job is submitted again, or the mission
   fails with ERROR203; ERROR400/401/500 fail it at once.
 - A writer error (ERROR300–303) is resubmitted once at most, or fails with ERROR304.
+- An internal error (ERROR500: a step of the orchestrator raised) fails the mission at once and
+  lets its worker service go.
 Each failure is one transaction: events, mission, service and proxy move together.
 """
 
@@ -102,3 +104,17 @@ async def writer_failure(env: Env, m: Mission, failure: MissionFailure, limits: 
             await store.retried(session, m, failure.code, "writer")
         else:
             await store.failed(session, m, verdict.final_code, failure.message)
+
+
+async def internal_failure(
+    env: Env, mission_id: int, failure: MissionFailure, limits: Limits
+) -> None:
+    """A step working on mission ``mission_id`` raised (ERROR500): seed §7.2 does not retry
+    it, so the mission fails for good and its worker service lets it go."""
+    async with env.db.session() as session:
+        m = await _mission(session, mission_id)
+        if m is None:
+            return
+        verdict = decide(failure.code, retry_count=m.retry_count, max_retries=limits.max_retries)
+        if await store.failed(session, m, verdict.final_code, failure.message):
+            await store.free_worker(session, m, counted=True)

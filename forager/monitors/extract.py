@@ -1,10 +1,10 @@
-"""What a monitor reads from a page: a registered parser's record, or a selector map.
+"""What a monitor may read from a page: a registered parser, or a selector map, checked.
 
 A selector map names fields: ``{"score": "#score", "link": "a.more@href"}`` with CSS
 (the text of the first match, or ``@attr`` for an attribute; the subset in ``CSS_SELECTOR``),
 or ``{"home": "score.home", "first": "items.0.price"}`` with ``json`` (a dotted path;
-numbers index lists). A field that
-matches nothing is ``None``. Pure and synchronous: run it off the event loop.
+numbers index lists). The reading itself runs in the parse processes, under their time budget
+(``forager.parse.fieldmap``); the content hash of what was read is here.
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ import json
 import re
 from typing import Any
 
-from selectolax.lexbor import LexborHTMLParser
-
-from forager.errors import ParseError
-from forager.parse.items import result_json
-from forager.parse.registry import get_parser, parser_names
+from forager.parse.registry import parser_names
 
 SELECTOR_TYPES = ("css", "json")
 MAX_FIELDS = 50
@@ -60,46 +56,6 @@ def check_spec(parser_name: str | None, selector_type: str | None, selectors: An
         if not isinstance(selector, str) or len(selector) > 500 or not pattern.match(selector):
             return f"{field}.{name}: {selector!r} is not a supported {selector_type} selector"
     return None
-
-
-def _json_value(doc: Any, path: str) -> Any:
-    for part in path.split("."):
-        if isinstance(doc, dict):
-            doc = doc.get(part)
-        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
-            doc = doc[int(part)]
-        else:
-            return None
-        if doc is None:
-            return None
-    return doc
-
-
-def extract(
-    body: str, url: str, parser_name: str | None, selector_type: str | None, selectors: Any
-) -> dict[str, Any]:
-    """The monitor's data from one page; ``ParseError`` when the page cannot be read."""
-    if parser_name is not None:
-        return result_json(get_parser(parser_name).parse(body, url))
-    fields: dict[str, str] = selectors or {}
-    if selector_type == "json":
-        try:
-            doc = json.loads(body)
-        except ValueError as exc:
-            raise ParseError(f"the page is not JSON: {exc}") from None
-        return {name: _json_value(doc, path) for name, path in fields.items()}
-    tree = LexborHTMLParser(body)
-    data: dict[str, Any] = {}
-    for name, selector in fields.items():
-        css, _, attr = selector.partition("@")
-        node = tree.css_first(css.strip())
-        if node is None:
-            data[name] = None
-        elif attr:
-            data[name] = node.attributes.get(attr.strip())
-        else:
-            data[name] = node.text(strip=True)
-    return data
 
 
 def content_hash(data: dict[str, Any]) -> str:

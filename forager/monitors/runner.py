@@ -3,10 +3,11 @@
 One ``MonitorRunner`` per process (``forager worker``, and ``serve`` with built-in workers).
 Every ``monitor_claim_seconds`` it renews the leases it holds (a monitor paused, deleted or
 taken over is stopped) and claims free or expired ones up to ``monitor_slots``. Each monitor
-runs in its own asyncio task (``MonitorLoop``): poll, retry by the seed's schedule (1, 2, 4,
-8, 16 s) behind the monitor's breaker, store what changed, adapt the interval, restart the
-run when the context says so. ``stop()`` is graceful: every loop finishes its cycle, writes
-a last health sample, and the runner releases the leases so another process may take over.
+runs in its own asyncio task (``MonitorLoop``): poll (fetch, then read the page in a parse
+process), retry by the seed's schedule (1, 2, 4, 8, 16 s) behind the monitor's breaker, store
+what changed, adapt the interval, restart the run when the context says so. ``stop()`` is
+graceful: every loop finishes its cycle, writes a last health sample, and the runner releases
+the leases so another process may take over.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Monitor
 from forager.db.types import utcnow
+from forager.errors import ForagerError, ParseError
 from forager.fetch import breakers
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.monitors import admin, store
 from forager.monitors.context import ScraperContext, health_of
-from forager.monitors.extract import content_hash, extract
+from forager.monitors.extract import content_hash
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
 from forager.monitors.window import LATENCY_BUCKETS, PollWindows, bucket_of
+from forager.worker.parsing import ParseJob, ParsePool
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +51,10 @@ def next_interval(current: float, outcome: str, low: float, high: float) -> floa
     return min(high, max(low, current * factor))
 
 
-# Adaptive timeouts: a poll may take TIMEOUT_FACTOR × its usual time (a moving average of
-# successful polls), within [monitor_min_timeout_seconds, monitor_page_timeout_seconds]; a
-# poll that times out doubles the budget of the next one.
+# Adaptive timeouts: a poll's fetch may take TIMEOUT_FACTOR × its usual time (a moving average
+# of successful polls), within [monitor_min_timeout_seconds, monitor_page_timeout_seconds]; a
+# poll that times out doubles the budget of the next one. Reading the page has the parse
+# processes' budget (FORAGER_PARSE_TIMEOUT_SECONDS), as a task's page does.
 TIMEOUT_FACTOR, LATENCY_WEIGHT = 5.0, 0.2
 
 
@@ -68,6 +72,13 @@ def retry_delay(attempt: int, settings: Settings) -> float:
     return float(
         min(settings.monitor_retry_max_seconds, settings.monitor_retry_base_seconds * 2**attempt)
     )
+
+
+def _failure(error_type: str, message: str) -> ForagerError:
+    """The error a parse process answered, as the exception a failed poll records."""
+    exc = ForagerError(message) if error_type == "internal" else ParseError(message)
+    exc.error_type = error_type
+    return exc
 
 
 class LeaseLost(Exception):
@@ -221,15 +232,22 @@ class MonitorLoop:
         )
         async with asyncio.timeout(self.timeout):
             response = await self._fetcher().fetch(request)
-            data = await asyncio.to_thread(
-                extract,
-                response.text,
-                response.url,
-                self.parser_name,
-                self.selector_type,
-                self.selectors,
-            )
-        return data, response.elapsed_ms
+        # Read in a parse process under its budget (FORAGER_PARSE_TIMEOUT_SECONDS), like a
+        # task's page: a page that makes the parser spin fails this poll ``parse`` and costs
+        # that process (killed and replaced), never this event loop or a thread of it.
+        job = ParseJob(
+            response.url,
+            self.parser_name or "",
+            response.body,
+            response.headers.get("content-type", ""),
+            response.status_code,
+            monitor=(self.selector_type, self.selectors),
+        )
+        parsed = await self.runner.parser.parse(job)
+        if parsed.error is not None:
+            raise _failure(*parsed.error)
+        assert parsed.data is not None  # a monitor's job answers data or an error
+        return parsed.data, response.elapsed_ms
 
     async def _cycle(self) -> None:
         """One poll with up to ``monitor_retry_max_attempts`` retries behind the breaker."""
@@ -442,18 +460,20 @@ class MonitorLoop:
 
 
 class MonitorRunner:
-    """Leases monitors and runs up to ``slots`` of them in this process until ``stop()``."""
+    """Leases monitors and runs up to ``slots`` of them in this process until ``stop()``;
+    their pages are fetched by ``fetchers`` and read by ``parser``, the process's own."""
 
     def __init__(
         self,
         db: Database,
         settings: Settings,
         fetchers: Fetcher,
+        parser: ParsePool,
         *,
         owner: str,
         slots: int | None = None,
     ) -> None:
-        self.db, self.settings, self.fetchers = db, settings, fetchers
+        self.db, self.settings, self.fetchers, self.parser = db, settings, fetchers, parser
         self.owner = owner
         self.slots = settings.monitor_slots if slots is None else slots
         self.loops: dict[int, tuple[MonitorLoop, asyncio.Task[None]]] = {}

@@ -8,6 +8,9 @@ parent only moves the response in and one answer out: both cores work. A page th
 ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse``; its process is killed and replaced, so a
 crafted page costs one budget, never the event loop (API, agent hub, heartbeats) or a core
 for ever. The page is still recorded when it was stored before the budget ran out.
+
+A live monitor's page goes the same way (``ParseJob.monitor``): decoded and read by its parser
+or field map (``forager.parse.fieldmap``) under the same budget, neither ban-checked nor stored.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 from forager.config import Settings
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
-from forager.parse import registry
+from forager.parse import fieldmap, registry
 from forager.parse.base import ProductRecord
 from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
@@ -62,6 +65,9 @@ class ParseJob:
     # (named by the pool, see ``forager.store.packs``) instead of sending it back.
     store: Path | None = None
     pack: str = ""
+    # A live monitor's page: (selector type, selectors) of its field map, or (None, None) when
+    # ``parser_name`` reads it; the answer is ``Parsed.data``.
+    monitor: tuple[str | None, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,7 @@ class Parsed:
     items: tuple[CheckedItem, ...] = ()
     error: tuple[str, str] | None = None  # error_type, message
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
+    data: dict[str, Any] | None = None  # what a monitor read from its page
 
 
 def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
@@ -87,6 +94,8 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
         return Parsed(), job.body.decode("utf-8", errors="replace")
     headers = {"content-type": job.content_type} if job.content_type else {}
     text = FetchResponse(job.url, job.status_code, headers, job.body, 0).text
+    if job.monitor is not None:  # a monitor keeps what it read, not the page
+        return Parsed(), text
     found = classify(text)
     if found is not None:
         kind, what = found
@@ -104,6 +113,9 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
 def extract(job: ParseJob, text: str) -> Parsed:
     """Second stage: the record and items, or the error that says why there are none."""
     try:
+        if job.monitor is not None:
+            parser = job.parser_name or None
+            return Parsed(data=fieldmap.read(text, job.url, parser, *job.monitor))
         if job.selector is not None:
             selector_map = cached_map(*job.selector)
             if job.preview:

@@ -27,6 +27,7 @@ class BadService:
         self.job_ids: list[str] = []
         self.calls: list[str] = []
         self.document: Any = {"ads": [AD]}  # what /storage/… serves
+        self.ads_count = 1  # what a finished job says it found
         self.jobs = 0
         self.port = 0
         self._server: _Server | None = None
@@ -62,7 +63,7 @@ class BadService:
         return await self._answer(request, "POST /scrape", {"job_id": job})
 
     async def job(self, request: Request) -> Response:
-        done = {"status": "completed", "ads_count": 1, "progress_pct": 100}
+        done = {"status": "completed", "ads_count": self.ads_count, "progress_pct": 100}
         return await self._answer(request, "GET /scrape/{id}", done)
 
     async def cancel(self, request: Request) -> Response:

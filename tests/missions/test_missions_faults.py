@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date
 
+import httpx
 import pytest
 from sqlalchemy import func, select
 
+from forager.apikeys import create_key
+from forager.app import create_app
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Proxy, WorkerService
@@ -147,6 +150,56 @@ async def test_a_scrape_that_cannot_start_is_retried_then_error203(
     assert (m.status, m.error_code, m.retry_count) == ("failed", "ERROR203", 2)
     failures = [e for e in await events(db, "mission", mission_id) if e.event == "scrape_failed"]
     assert [f.details["error_code"] for f in failures] == ["ERROR200"] * 3
+
+
+async def test_a_job_answer_the_database_cannot_store_fails_the_mission_with_error500(
+    db: Database,
+    settings: Settings,
+    bad: BadService,
+    proxies: list[TestProxy],
+) -> None:
+    """A finished job that claims more ads than a database integer holds: writing it raises
+    in every try (seed §7.1 ERROR500, which §7.2 does not retry), where the loop used to log
+    and try the same step for ever. The mission fails, and the service goes on to the next."""
+    bad.ads_count = 2**64
+    first, second = await _setup(db, settings, bad.url, bad.url, proxies, count=2)
+    await run_until_idle(db, settings)
+    found = {m.id: m for m in await missions(db)}
+    assert (found[first].status, found[first].error_code, found[first].retry_count) == (
+        "failed",
+        "ERROR500",
+        0,
+    )
+    failed = [e.details for e in await events(db, "mission", first) if e.event == "mission_failed"]
+    assert [f["error_code"] for f in failed] == ["ERROR500"]
+    message = failed[0]["error_message"]  # the database's own words (see the log for more)
+    assert any(why in message for why in ("too large", "out of int32 range")), message
+    assert await names(db, first) == [
+        "mission_queued",
+        "mission_assigned",
+        "scrape_started",
+        "mission_failed",
+    ]
+    # The service let the mission go and took the next one (which fails the same way).
+    assert found[second].error_code == "ERROR500"
+    async with db.reader() as session:
+        service = await session.scalar(select(WorkerService))
+    assert service is not None and service.current_mission_id is None
+    # What the API shows of it: the mission's code and its log, as the dashboard's missions
+    # page draws them (its Error column and the mission's log).
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        _, key = await create_key(db, "test-reader", "read")
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://forager.test",
+            headers={"Authorization": f"Bearer {key}"},
+        ) as api:
+            shown = (await api.get(f"/api/missions/{first}")).json()
+            timeline = (await api.get(f"/api/missions/{first}/timeline")).json()
+    assert (shown["status"], shown["error_code"]) == ("failed", "ERROR500")
+    assert timeline[-1]["event"] == "mission_failed"
+    assert timeline[-1]["details"]["error_code"] == "ERROR500"
 
 
 async def test_a_job_poll_that_hangs_counts_as_failed_polls(
