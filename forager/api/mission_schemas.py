@@ -72,7 +72,14 @@ StorageDomain = Annotated[
     Field(examples=["storage.example.com"]),
     AfterValidator(_storage),
 ]
-ApiKey = Annotated[SecretStr, Field(min_length=1, max_length=200)]
+# Sent as the ``x-api-key`` header: printable ASCII (spaces only inside), as HTTP carries it.
+_HEADER_VALUE = rf"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?{END}"
+_SECRET = {"format": "password", "writeOnly": True}
+ApiKey = Annotated[
+    SecretStr,
+    Shape(_HEADER_VALUE, "printable ASCII, sent as the x-api-key header", 200),
+    Field(json_schema_extra=_SECRET),
+]
 Name = Annotated[str, Field(min_length=1, max_length=100, examples=["worker-sp-1"])]
 
 
@@ -230,7 +237,7 @@ class WriterUpdate(JsonBody):
 
     name: Name | None = None
     url: ServiceURL | None = None
-    api_key: ApiKey | None = None
+    api_key: ApiKey | None = Field(None, json_schema_extra=_SECRET)
     active: bool | None = None
 
     @model_validator(mode="after")

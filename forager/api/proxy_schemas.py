@@ -22,7 +22,15 @@ from pydantic import (
     model_validator,
 )
 
-from forager.api.wire import HOST_NAME, MAX_JSON_ID, BodyMoney, JsonBody, Shape, without_null
+from forager.api.wire import (
+    CRAWL_URL,
+    HOST_NAME,
+    MAX_JSON_ID,
+    BodyMoney,
+    JsonBody,
+    Shape,
+    without_null,
+)
 from forager.db.models import Proxy
 from forager.proxies.admin import disabled_reason
 
@@ -229,7 +237,9 @@ class ProxyBulkCreated(BaseModel):
 class ProxyTestRequest(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(max_length=4096, description="An http(s) URL to fetch through the proxy.")
+    url: Annotated[str, Shape(CRAWL_URL, "an absolute http:// or https:// URL", 4096)] = Field(
+        description="An http(s) URL to fetch through the proxy."
+    )
 
     @field_validator("url")
     @classmethod
