@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic.config import JsonDict
 
 from forager.api.wire import (
     END,
@@ -74,7 +75,7 @@ StorageDomain = Annotated[
 ]
 # Sent as the ``x-api-key`` header: printable ASCII (spaces only inside), as HTTP carries it.
 _HEADER_VALUE = rf"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?{END}"
-_SECRET = {"format": "password", "writeOnly": True}
+_SECRET: JsonDict = {"format": "password", "writeOnly": True}
 ApiKey = Annotated[
     SecretStr,
     Shape(_HEADER_VALUE, "printable ASCII, sent as the x-api-key header", 200),
