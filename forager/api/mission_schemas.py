@@ -91,7 +91,11 @@ class MissionCreate(JsonBody):
     """One mission for the range, or (``split_by_day``) one per day of it."""
 
     date_start: Day
-    date_end: Day = Field(description="On or after date_start; the range is bounded.")
+    date_end: Day = Field(
+        description="On or after date_start, the range spanning at most "
+        "FORAGER_MISSION_MAX_SPAN_DAYS days: a range that runs backwards or longer is refused "
+        "(422 naming date_end)."
+    )
     media_type: MediaType = "all"
     languages: list[Language] = Field(min_length=1, max_length=6, examples=[["pt", "en"]])
     split_by_day: bool = Field(False, description="One mission per day of the range.")
