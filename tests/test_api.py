@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -445,6 +446,27 @@ async def test_unknown_route_and_method_are_problems(api: httpx.AsyncClient) -> 
     # A literal path beside an id path: the method it lacks is refused, not read as an id.
     batch = await api.get("/api/tasks/batch")
     assert (batch.status_code, batch.headers["allow"]) == (405, "POST")
+
+
+async def test_allow_names_exactly_the_methods_the_description_gives_a_path(
+    api: httpx.AsyncClient,
+) -> None:
+    """OPTIONS (which no path serves) is refused with ``Allow`` listing the path's methods as
+    the description has them: a literal path beside an id path (``/api/missions/queue`` by
+    ``/api/missions/{mission_id}``) is not taken for an id."""
+
+    async def allowed(path: str) -> set[str]:
+        response = await api.options(path)
+        _problem(response, 405)
+        return set(response.headers["allow"].split(", "))
+
+    assert await allowed("/api/missions/queue") == {"POST"}
+    assert await allowed("/api/domains/1/selector-parsers/preview") == {"POST"}
+    assert await allowed("/api/domains/1/selector-parsers") == {"GET", "POST"}
+    assert await allowed("/api/proxies") == {"GET", "POST"}
+    for template, operations in api.app.openapi()["paths"].items():  # type: ignore[attr-defined]
+        path = re.sub(r"\{[a-z_]+\}", "1", template)
+        assert await allowed(path) == {m.upper() for m in operations}, template
 
 
 # --------------------------------------------------------------------------- products

@@ -118,6 +118,52 @@ async def test_proxy_crud_never_shows_the_password(api: httpx.AsyncClient) -> No
     assert events == ["created", "updated", "updated", "updated", "deleted"]
 
 
+async def test_read_keys_never_see_a_proxy_username(api: httpx.AsyncClient) -> None:
+    """Providers put session or zone tokens in the username: a read key gets it null (and
+    ``username_set``) from every read the API offers it, the dashboard's cookie included; an
+    admin key still sees it."""
+    token = "customer-acme-zone-br-session-8f3a"
+    created = await _create(api, proxy_username=token, proxy_password=PASSWORD)
+    assert (created["proxy_username"], created["username_set"]) == (token, True)
+    proxy_id = created["id"]
+    bare = await _create(api, proxy_port=3128)
+    assert (bare["proxy_username"], bare["username_set"]) == (None, False)
+    domain_id = await _domain(api, "shop.example")
+    mapped = await api.post(f"/api/domains/{domain_id}/proxies", json={"proxy_ids": [proxy_id]})
+    assert mapped.status_code == 200, mapped.text
+    renamed = await api.patch(f"/api/proxies/{proxy_id}", json={"city": "Recife"})
+    assert renamed.json()["proxy_username"] == token
+    assert (await api.get(f"/api/proxies/{proxy_id}")).json()["proxy_username"] == token
+
+    read = {"Authorization": f"Bearer {api.keys['read']}"}  # type: ignore[attr-defined]
+    shown = (await api.get(f"/api/proxies/{proxy_id}", headers=read)).json()
+    assert (shown["proxy_username"], shown["username_set"], shown["city"]) == (None, True, "Recife")
+    listed = (await api.get("/api/proxies", headers=read)).json()["items"]
+    seen = [(p["proxy_username"], p["username_set"]) for p in listed]
+    assert seen == [(None, True), (None, False)]
+
+    # Every read the description offers (ids filled in where a path names a proxy or domain).
+    ids = {"{proxy_id}": str(proxy_id), "{domain_id}": str(domain_id)}
+    paths = []
+    for path, operations in api.app.openapi()["paths"].items():  # type: ignore[attr-defined]
+        for name, value in ids.items():
+            path = path.replace(name, value)
+        if "get" in operations and "{" not in path:
+            paths.append(path)
+    assert f"/api/proxies/{proxy_id}" in paths and f"/api/domains/{domain_id}/proxies" in paths
+    for path in paths:
+        response = await api.get(path, headers=read)
+        assert response.status_code == 200, (path, response.text)
+        assert token not in response.text, path
+
+    # The dashboard signed in with the read key reads through the same API.
+    async with httpx.AsyncClient(transport=api._transport, base_url="http://forager.test") as ui:
+        assert (await ui.post("/ui/login", json={"key": api.keys["read"]})).status_code == 200  # type: ignore[attr-defined]
+        page = await ui.get("/api/proxies")
+        assert page.status_code == 200 and page.json()["total"] == 2
+        assert token not in page.text
+
+
 async def test_duplicates_and_validation(api: httpx.AsyncClient) -> None:
     api = api
     first = await _create(api, proxy_username="u")
@@ -146,9 +192,10 @@ async def test_duplicates_and_validation(api: httpx.AsyncClient) -> None:
     assert _fields(await api.patch(f"/api/proxies/{first['id']}", json={"proxy_port": None})) == {
         "body"
     }
-    assert _fields(await api.post(f"/api/proxies/{first['id']}/test", json={"url": "ftp://x"})) == {
-        "url"
-    }
+    for url in ("ftp://x", "0" * 100):  # the description's pattern and the validator agree
+        assert _fields(await api.post(f"/api/proxies/{first['id']}/test", json={"url": url})) == {
+            "url"
+        }
     assert _fields(await api.get("/api/proxies", params={"limit": 0})) == {"limit"}
 
 

@@ -114,3 +114,11 @@ def test_examples_follow_the_glossary_and_the_bounds() -> None:
         "tags": ["text", "text"],
         "kind": "a",
     }
+
+
+def test_health_declares_its_503_with_the_same_body(spec: dict[str, Any]) -> None:
+    responses = spec["paths"]["/health"]["get"]["responses"]
+    for status in ("200", "503"):
+        schema = responses[status]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/Health"}, status
+    assert "down" in responses["503"]["description"]

@@ -108,7 +108,8 @@ class AlertRuleCreate(JsonBody):
     apprise_url: AppriseURL | None = Field(
         None,
         description="Send to people through Apprise (mailto://, slack://, tgram://, discord:// "
-        "…); stored encrypted, shown back masked.",
+        "…); stored encrypted, shown back masked. Each service has its own URL grammar, "
+        "Apprise's to say: a URL Apprise does not recognise is refused (422 naming the field).",
     )
     percent: Percent | None = Field(
         None, description="price_drop / price_rise: at least this many percent (default: any)."

@@ -64,12 +64,12 @@ async def list_alert_rules(session: ReadSessionDep, paging: PagingDep) -> Page[A
     )
 
 
-@router.get("/rules/{rule_id}", operation_id="get_alert_rule", responses=_NO_RULE)
+@router.get("/rules/{rule_id:int}", operation_id="get_alert_rule", responses=_NO_RULE)
 async def get_alert_rule(rule_id: EntityId, session: ReadSessionDep) -> AlertRulePublic:
     return public(await admin.get_rule(session, rule_id))
 
 
-@router.patch("/rules/{rule_id}", operation_id="update_alert_rule", responses=_NO_RULE)
+@router.patch("/rules/{rule_id:int}", operation_id="update_alert_rule", responses=_NO_RULE)
 async def update_alert_rule(
     rule_id: EntityId, body: AlertRuleUpdate, runtime: RuntimeDep
 ) -> AlertRulePublic:
@@ -78,7 +78,7 @@ async def update_alert_rule(
 
 
 @router.delete(
-    "/rules/{rule_id}", operation_id="delete_alert_rule", status_code=204, responses=_NO_RULE
+    "/rules/{rule_id:int}", operation_id="delete_alert_rule", status_code=204, responses=_NO_RULE
 )
 async def delete_alert_rule(rule_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete the rule and its deliveries."""
@@ -105,7 +105,9 @@ async def list_alert_deliveries(
     )
 
 
-@router.get("/deliveries/{delivery_id}", operation_id="get_alert_delivery", responses=_NO_DELIVERY)
+@router.get(
+    "/deliveries/{delivery_id:int}", operation_id="get_alert_delivery", responses=_NO_DELIVERY
+)
 async def get_alert_delivery(delivery_id: EntityId, session: ReadSessionDep) -> AlertDeliveryDetail:
     """One delivery with every try: status code or error, and how long it took."""
     delivery, attempts = await admin.get_delivery(session, delivery_id)
@@ -116,7 +118,7 @@ async def get_alert_delivery(delivery_id: EntityId, session: ReadSessionDep) -> 
 
 
 @router.post(
-    "/deliveries/{delivery_id}/resend",
+    "/deliveries/{delivery_id:int}/resend",
     operation_id="resend_alert_delivery",
     responses=_NO_DELIVERY,
 )

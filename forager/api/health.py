@@ -17,6 +17,7 @@ from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.api.schemas import (
     BreakerSeen,
     CircuitBreakerSeen,
+    CrawlWorkerSeen,
     Health,
     HealthErrors,
     HealthPerformance,
@@ -24,7 +25,6 @@ from forager.api.schemas import (
     PartHealth,
     ScraperSeen,
     Stats,
-    WorkerSeen,
 )
 from forager.config import Settings
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
@@ -73,7 +73,16 @@ async def _due_count(session: AsyncSession, now: datetime) -> int:
 @router.get(
     "/health",
     operation_id="health",
-    responses={503: {"model": Health}, 404: {"description": "The health check is turned off."}},
+    response_model=Health,
+    responses={
+        200: {"description": "``healthy`` or ``degraded``."},
+        503: {
+            "model": Health,
+            "description": "``down``: the database does not answer, or the live monitors are "
+            "down (enabled but none running, or more than 10 errors a minute). The same body.",
+        },
+        404: {"description": "The health check is turned off."},
+    },
 )
 async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
     """The worse of the crawl queue's and the live monitors' health. Queue: ``degraded`` when
@@ -98,7 +107,7 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
             else:
                 due = await _due_count(session, now)
                 body.queue_depth = await counts.by_status(session)
-                body.workers = [WorkerSeen.model_validate(w) for w in workers]
+                body.workers = [CrawlWorkerSeen.model_validate(w) for w in workers]
                 every_breaker = await breakers.views(session, runtime.settings)
                 body.circuit_breakers = [
                     BreakerSeen.model_validate(b)
@@ -184,7 +193,7 @@ async def stats(session: ReadSessionDep, runtime: RuntimeDep) -> Stats:
             CrawlAttempt.error_type, recent, CrawlAttempt.error_type.is_not(None)
         ),
         workers=[
-            WorkerSeen.model_validate(w)
+            CrawlWorkerSeen.model_validate(w)
             for w in await live_workers(session, now - alive_window(runtime.settings))
         ],
     )

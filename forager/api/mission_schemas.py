@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic.config import JsonDict
 
 from forager.api.wire import (
     END,
@@ -72,7 +73,14 @@ StorageDomain = Annotated[
     Field(examples=["storage.example.com"]),
     AfterValidator(_storage),
 ]
-ApiKey = Annotated[SecretStr, Field(min_length=1, max_length=200)]
+# Sent as the ``x-api-key`` header: printable ASCII (spaces only inside), as HTTP carries it.
+_HEADER_VALUE = rf"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?{END}"
+_SECRET: JsonDict = {"format": "password", "writeOnly": True}
+ApiKey = Annotated[
+    SecretStr,
+    Shape(_HEADER_VALUE, "printable ASCII, sent as the x-api-key header", 200),
+    Field(json_schema_extra=_SECRET),
+]
 Name = Annotated[str, Field(min_length=1, max_length=100, examples=["worker-sp-1"])]
 
 
@@ -83,7 +91,11 @@ class MissionCreate(JsonBody):
     """One mission for the range, or (``split_by_day``) one per day of it."""
 
     date_start: Day
-    date_end: Day = Field(description="On or after date_start; the range is bounded.")
+    date_end: Day = Field(
+        description="On or after date_start, the range spanning at most "
+        "FORAGER_MISSION_MAX_SPAN_DAYS days: a range that runs backwards or longer is refused "
+        "(422 naming date_end)."
+    )
     media_type: MediaType = "all"
     languages: list[Language] = Field(min_length=1, max_length=6, examples=[["pt", "en"]])
     split_by_day: bool = Field(False, description="One mission per day of the range.")
@@ -230,7 +242,7 @@ class WriterUpdate(JsonBody):
 
     name: Name | None = None
     url: ServiceURL | None = None
-    api_key: ApiKey | None = None
+    api_key: ApiKey | None = Field(None, json_schema_extra=_SECRET)
     active: bool | None = None
 
     @model_validator(mode="after")

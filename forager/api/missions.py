@@ -199,13 +199,13 @@ async def update_mission_settings(
     return MissionSettings(session_limit=view.session_limit, max_retries=view.max_retries)
 
 
-@router.get("/{mission_id}", operation_id="get_mission", responses=_NO_MISSION)
+@router.get("/{mission_id:int}", operation_id="get_mission", responses=_NO_MISSION)
 async def get_mission(mission_id: EntityId, session: ReadSessionDep) -> MissionPublic:
     """One mission."""
     return MissionPublic.model_validate(await admin.get(session, mission_id))
 
 
-@router.get("/{mission_id}/timeline", operation_id="mission_timeline", responses=_NO_MISSION)
+@router.get("/{mission_id:int}/timeline", operation_id="mission_timeline", responses=_NO_MISSION)
 async def mission_timeline(mission_id: EntityId, session: ReadSessionDep) -> list[TimelineEvent]:
     """Seed §10.3: the mission's log in order, with its service's session events naming it."""
     mission = await admin.get(session, mission_id)
@@ -213,7 +213,7 @@ async def mission_timeline(mission_id: EntityId, session: ReadSessionDep) -> lis
 
 
 @router.post(
-    "/{mission_id}/cancel",
+    "/{mission_id:int}/cancel",
     operation_id="cancel_mission",
     responses={
         **_NO_MISSION,
@@ -270,14 +270,14 @@ async def list_worker_services(
     )
 
 
-@services.get("/{service_id}", operation_id="get_worker_service", responses=_NO_SERVICE)
+@services.get("/{service_id:int}", operation_id="get_worker_service", responses=_NO_SERVICE)
 async def get_worker_service(service_id: EntityId, session: ReadSessionDep) -> WorkerServicePublic:
     """One worker service."""
     return await _one_service(session, service_id)
 
 
 @services.patch(
-    "/{service_id}",
+    "/{service_id:int}",
     operation_id="update_worker_service",
     responses={**_NO_SERVICE, **_NAME_TAKEN},
 )
@@ -294,7 +294,7 @@ async def update_worker_service(
 
 
 @services.delete(
-    "/{service_id}",
+    "/{service_id:int}",
     operation_id="delete_worker_service",
     status_code=204,
     responses={**_NO_SERVICE, 409: {"description": "It has a session or a mission."}},
@@ -305,7 +305,7 @@ async def delete_worker_service(service_id: EntityId, runtime: RuntimeDep) -> Re
     return Response(status_code=204)
 
 
-@services.post("/{service_id}/test", operation_id="test_worker_service", responses=_NO_SERVICE)
+@services.post("/{service_id:int}/test", operation_id="test_worker_service", responses=_NO_SERVICE)
 async def test_worker_service(service_id: EntityId, runtime: RuntimeDep) -> ConnectionTestResult:
     """Call ``GET /session/status`` with its key now; the outcome is kept."""
     box = runtime.box
@@ -335,14 +335,14 @@ async def list_writers(session: ReadSessionDep, paging: PagingDep) -> Page[Write
     )
 
 
-@writers.get("/{writer_id}", operation_id="get_writer", responses=_NO_WRITER)
+@writers.get("/{writer_id:int}", operation_id="get_writer", responses=_NO_WRITER)
 async def get_writer(writer_id: EntityId, session: ReadSessionDep) -> WriterPublic:
     """One writer."""
     return WriterPublic.model_validate(await registry.get(session, Writer, writer_id))
 
 
 @writers.patch(
-    "/{writer_id}", operation_id="update_writer", responses={**_NO_WRITER, **_NAME_TAKEN}
+    "/{writer_id:int}", operation_id="update_writer", responses={**_NO_WRITER, **_NAME_TAKEN}
 )
 async def update_writer(
     writer_id: EntityId, body: WriterUpdate, runtime: RuntimeDep
@@ -355,7 +355,7 @@ async def update_writer(
 
 
 @writers.delete(
-    "/{writer_id}",
+    "/{writer_id:int}",
     operation_id="delete_writer",
     status_code=204,
     responses={**_NO_WRITER, 409: {"description": "It is storing a mission."}},
@@ -366,7 +366,7 @@ async def delete_writer(writer_id: EntityId, runtime: RuntimeDep) -> Response:
     return Response(status_code=204)
 
 
-@writers.post("/{writer_id}/test", operation_id="test_writer", responses=_NO_WRITER)
+@writers.post("/{writer_id:int}/test", operation_id="test_writer", responses=_NO_WRITER)
 async def test_writer(writer_id: EntityId, runtime: RuntimeDep) -> ConnectionTestResult:
     """Call ``GET /health``, then an authenticated call with its key, now; the outcome is kept."""
     box = runtime.box

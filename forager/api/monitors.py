@@ -127,20 +127,20 @@ async def list_monitors(
     )
 
 
-@router.get("/{monitor_id}", operation_id="get_monitor", responses=_NO_MONITOR)
+@router.get("/{monitor_id:int}", operation_id="get_monitor", responses=_NO_MONITOR)
 async def get_monitor(
     monitor_id: EntityId, session: ReadSessionDep, runtime: RuntimeDep
 ) -> MonitorPublic:
     return public(await admin.get(session, monitor_id), runtime.settings, utcnow())
 
 
-@router.post("/{monitor_id}/pause", operation_id="pause_monitor", responses=_NO_MONITOR)
+@router.post("/{monitor_id:int}/pause", operation_id="pause_monitor", responses=_NO_MONITOR)
 async def pause_monitor(monitor_id: EntityId, runtime: RuntimeDep) -> MonitorPublic:
     """Stop watching (the process running it stops after its current cycle); idempotent."""
     return public(await admin.pause(runtime.db, monitor_id), runtime.settings, utcnow())
 
 
-@router.post("/{monitor_id}/resume", operation_id="resume_monitor", responses=_NO_MONITOR)
+@router.post("/{monitor_id:int}/resume", operation_id="resume_monitor", responses=_NO_MONITOR)
 async def resume_monitor(
     monitor_id: EntityId, runtime: RuntimeDep, request: Request
 ) -> MonitorPublic:
@@ -151,7 +151,7 @@ async def resume_monitor(
 
 
 @router.delete(
-    "/{monitor_id}", operation_id="delete_monitor", status_code=204, responses=_NO_MONITOR
+    "/{monitor_id:int}", operation_id="delete_monitor", status_code=204, responses=_NO_MONITOR
 )
 async def delete_monitor(monitor_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete the monitor and its snapshots (its error and health logs stay)."""
@@ -160,7 +160,7 @@ async def delete_monitor(monitor_id: EntityId, runtime: RuntimeDep) -> Response:
 
 
 @router.get(
-    "/{monitor_id}/data",
+    "/{monitor_id:int}/data",
     operation_id="monitor_data",
     response_model=MonitorData,
     responses={
@@ -202,7 +202,7 @@ async def monitor_data(monitor_id: EntityId, session: ReadSessionDep) -> JSONRes
     return JSONResponse(body, headers={"X-Data-Freshness": stamp, "X-Data-Age-Seconds": str(age)})
 
 
-@router.get("/{monitor_id}/history", operation_id="monitor_history", responses=_NO_MONITOR)
+@router.get("/{monitor_id:int}/history", operation_id="monitor_history", responses=_NO_MONITOR)
 async def monitor_history(
     monitor_id: EntityId,
     session: ReadSessionDep,
@@ -237,7 +237,7 @@ async def list_monitor_errors(
 
 
 @errors_router.post(
-    "/{error_id}/resolve",
+    "/{error_id:int}/resolve",
     operation_id="resolve_monitor_error",
     responses={404: {"description": "No such error."}},
 )

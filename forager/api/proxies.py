@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.proxy_schemas import (
     AlertPublic,
@@ -56,10 +57,11 @@ def _reason(exc: ValueError) -> str:
     status_code=201,
     responses={409: {"description": "A proxy with this host, port and username exists."}},
 )
-async def create_proxy(body: ProxyCreate, runtime: RuntimeDep) -> ProxyPublic:
+async def create_proxy(body: ProxyCreate, runtime: RuntimeDep, key: ApiKeyDep) -> ProxyPublic:
     """Add one proxy; its password is encrypted at rest and never returned."""
     box = runtime.box
-    return ProxyPublic.of(await admin.create_proxy(runtime.db, box, body.columns()))
+    proxy = await admin.create_proxy(runtime.db, box, body.columns())
+    return ProxyPublic.of(proxy, role=key.role)
 
 
 @router.post("/bulk", operation_id="create_proxies")
@@ -101,6 +103,7 @@ async def create_proxies(body: ProxyBulkCreate, runtime: RuntimeDep) -> ProxyBul
 @router.get("", operation_id="list_proxies")
 async def list_proxies(
     session: ReadSessionDep,
+    key: ApiKeyDep,
     paging: PagingDep,
     is_active: Annotated[bool | None, Query(description="Only enabled or disabled ones.")] = None,
     country_code: Annotated[str | None, Query(min_length=2, max_length=2)] = None,
@@ -116,7 +119,7 @@ async def list_proxies(
         query = query.where(Proxy.provider == provider)
     rows, total = await page(session, query, Proxy.id, limit=paging.limit, offset=paging.offset)
     return Page(
-        items=[ProxyPublic.of(p) for p in rows],
+        items=[ProxyPublic.of(p, role=key.role) for p in rows],
         total=total,
         limit=paging.limit,
         offset=paging.offset,
@@ -140,9 +143,9 @@ async def proxy_health(session: ReadSessionDep, runtime: RuntimeDep) -> ProxyHea
 
 
 @router.get("/{proxy_id:int}", operation_id="get_proxy", responses=_NO_PROXY)
-async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
-    """One proxy (the password only as ``password_set``)."""
-    return ProxyPublic.of(await admin.get_proxy(session, proxy_id))
+async def get_proxy(proxy_id: EntityId, session: ReadSessionDep, key: ApiKeyDep) -> ProxyPublic:
+    """One proxy (the password only as ``password_set``, the username to admin keys only)."""
+    return ProxyPublic.of(await admin.get_proxy(session, proxy_id), role=key.role)
 
 
 @router.patch(
@@ -150,10 +153,12 @@ async def get_proxy(proxy_id: EntityId, session: ReadSessionDep) -> ProxyPublic:
     operation_id="update_proxy",
     responses={**_NO_PROXY, 409: {"description": "Another proxy has that host+port+username."}},
 )
-async def update_proxy(proxy_id: EntityId, body: ProxyUpdate, runtime: RuntimeDep) -> ProxyPublic:
+async def update_proxy(
+    proxy_id: EntityId, body: ProxyUpdate, runtime: RuntimeDep, key: ApiKeyDep
+) -> ProxyPublic:
     """Change fields; a new password is encrypted, an empty or null one clears it."""
-    box = runtime.box
-    return ProxyPublic.of(await admin.update_proxy(runtime.db, box, proxy_id, body.changes()))
+    proxy = await admin.update_proxy(runtime.db, runtime.box, proxy_id, body.changes())
+    return ProxyPublic.of(proxy, role=key.role)
 
 
 @router.delete("/{proxy_id:int}", operation_id="delete_proxy", status_code=204, responses=_NO_PROXY)
@@ -164,15 +169,17 @@ async def delete_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> Response:
 
 
 @router.post("/{proxy_id:int}/enable", operation_id="enable_proxy", responses=_NO_PROXY)
-async def enable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
+async def enable_proxy(proxy_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> ProxyPublic:
     """Put a proxy back in rotation with its failure count reset."""
-    return ProxyPublic.of(await admin.set_proxy_active(runtime.db, proxy_id, active=True))
+    proxy = await admin.set_proxy_active(runtime.db, proxy_id, active=True)
+    return ProxyPublic.of(proxy, role=key.role)
 
 
 @router.post("/{proxy_id:int}/disable", operation_id="disable_proxy", responses=_NO_PROXY)
-async def disable_proxy(proxy_id: EntityId, runtime: RuntimeDep) -> ProxyPublic:
+async def disable_proxy(proxy_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> ProxyPublic:
     """Take a proxy out of rotation for every domain; no background re-test brings it back."""
-    return ProxyPublic.of(await admin.set_proxy_active(runtime.db, proxy_id, active=False))
+    proxy = await admin.set_proxy_active(runtime.db, proxy_id, active=False)
+    return ProxyPublic.of(proxy, role=key.role)
 
 
 @router.post("/{proxy_id:int}/test", operation_id="test_proxy", responses=_NO_PROXY)

@@ -1,6 +1,8 @@
 """Request and response bodies of the proxy and domain ↔ proxy mapping API.
 
 Passwords are write-only: ``SecretStr`` on the way in, ``password_set`` on the way out.
+Usernames are shown to admin keys only (providers put session or zone tokens there): a read
+key gets ``proxy_username`` null and ``username_set``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from pydantic import (
     model_validator,
 )
 
-from forager.api.wire import HOST_NAME, MAX_JSON_ID, BodyMoney, JsonBody, Shape, without_null
+from forager.api.wire import (
+    CRAWL_URL,
+    HOST_NAME,
+    MAX_JSON_ID,
+    BodyMoney,
+    JsonBody,
+    Shape,
+    without_null,
+)
 from forager.db.models import Proxy
 from forager.proxies.admin import disabled_reason
 
@@ -128,13 +138,19 @@ class ProxyUpdate(JsonBody):
 
 
 class ProxyPublic(BaseModel):
-    """A proxy as the API shows it: never the password, only whether one is set."""
+    """A proxy as the API shows it: never the password, only whether one is set; the username
+    to admin keys only."""
 
     id: int
     proxy_url: str
     proxy_port: int
     proxy_protocol: str
-    proxy_username: str | None
+    proxy_username: str | None = Field(
+        description="The username the proxy authenticates with, shown to admin keys only: "
+        "always null for a read-only key (providers put session or zone tokens in it); "
+        "``username_set`` says whether there is one."
+    )
+    username_set: bool = Field(description="Whether the proxy has a username (for any key).")
     password_set: bool
     is_active: bool
     failure_count: int
@@ -160,11 +176,16 @@ class ProxyPublic(BaseModel):
     )
 
     @classmethod
-    def of(cls, proxy: Proxy) -> ProxyPublic:
-        derived = ("password_set", "disabled_reason")
+    def of(cls, proxy: Proxy, *, role: str) -> ProxyPublic:
+        """``proxy`` as a key of ``role`` may see it."""
+        derived = ("proxy_username", "username_set", "password_set", "disabled_reason")
         data = {n: getattr(proxy, n) for n in cls.model_fields if n not in derived}
         return cls(
-            **data, password_set=bool(proxy.proxy_password), disabled_reason=disabled_reason(proxy)
+            **data,
+            proxy_username=proxy.proxy_username if role == "admin" else None,
+            username_set=proxy.proxy_username is not None,
+            password_set=bool(proxy.proxy_password),
+            disabled_reason=disabled_reason(proxy),
         )
 
 
@@ -216,7 +237,9 @@ class ProxyBulkCreated(BaseModel):
 class ProxyTestRequest(JsonBody):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(max_length=4096, description="An http(s) URL to fetch through the proxy.")
+    url: Annotated[str, Shape(CRAWL_URL, "an absolute http:// or https:// URL", 4096)] = Field(
+        description="An http(s) URL to fetch through the proxy."
+    )
 
     @field_validator("url")
     @classmethod

@@ -454,7 +454,10 @@ class ProductDetail(ProductPublic):
     )
 
 
-class WorkerSeen(BaseModel):
+class CrawlWorkerSeen(BaseModel):
+    """A crawl worker process seen recently, by its process name; not a mission's worker
+    service (``/api/worker-services``, whose numeric ids ``worker_id`` filters name)."""
+
     model_config = ConfigDict(from_attributes=True)
 
     id: str
@@ -570,7 +573,9 @@ class Health(BaseModel):
     database: Literal["ok", "unreachable"] | None = Field(None, description="With an API key.")
     queue_depth: dict[str, int] | None = Field(None, description="Tasks by status.")
     due_tasks: int | None = Field(None, description="Pending tasks whose time has come.")
-    workers: list[WorkerSeen] | None = Field(None, description="Worker processes seen recently.")
+    workers: list[CrawlWorkerSeen] | None = Field(
+        None, description="Worker processes seen recently."
+    )
     circuit_breakers: list[BreakerSeen] | None = Field(
         None, description="Domain and proxy circuit breakers that are open or half-open."
     )
@@ -593,4 +598,4 @@ class Stats(BaseModel):
     proxies: dict[str, int] = Field(description="Proxies by is_active (true/false).")
     fetches_last_hour: dict[str, int] = Field(description="Fetch attempts by outcome.")
     errors_last_hour: dict[str, int] = Field(description="Attempts by error type.")
-    workers: list[WorkerSeen]
+    workers: list[CrawlWorkerSeen]

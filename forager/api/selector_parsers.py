@@ -23,7 +23,7 @@ from forager.domains import selectors
 from forager.parse.selectors import ITEMS, SELECTOR, compile_map
 from forager.worker.parsing import ParseJob
 
-router = APIRouter(prefix="/api/domains/{domain_id}", tags=["selector parsers"])
+router = APIRouter(prefix="/api/domains/{domain_id:int}", tags=["selector parsers"])
 
 Version = Annotated[int, Path(ge=1, le=2**31 - 1, description="A version of the map.")]
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such domain."}}
@@ -80,7 +80,7 @@ async def list_selector_parsers(
 
 
 @router.get(
-    "/selector-parsers/{version}", operation_id="get_selector_parser", responses=_NO_VERSION
+    "/selector-parsers/{version:int}", operation_id="get_selector_parser", responses=_NO_VERSION
 )
 async def get_selector_parser(
     domain_id: EntityId, version: Version, session: ReadSessionDep
@@ -90,7 +90,7 @@ async def get_selector_parser(
 
 
 @router.post(
-    "/selector-parsers/{version}/use", operation_id="use_selector_parser", responses=_NO_VERSION
+    "/selector-parsers/{version:int}/use", operation_id="use_selector_parser", responses=_NO_VERSION
 )
 async def use_selector_parser(
     domain_id: EntityId, version: Version, runtime: RuntimeDep

@@ -12,14 +12,24 @@ from forager.parse.base import EXTRACTED_FIELDS
 from forager.parse.items import KIND
 from forager.parse.selectors import ITEM_FIELD, ITEMS, MAX_ITEM_FIELDS, MAX_ITEM_SPECS
 
+# Whether a selector parses is its grammar's to say (no JSON Schema states CSS or XPath): each
+# field says so in words, and a 422 names the field and the parser's reason.
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 500}
+_CSS = {**_TEXT, "description": "A CSS selector that parses; one that does not is refused (422)."}
+_XPATH = {
+    **_TEXT,
+    "description": "An XPath 1.0 expression that compiles; one that does not is refused (422).",
+}
+
 _RULE = {
     "type": "object",
     "description": 'Exactly one of "css", "xpath", "jsonld"; optional "attr" (css only), '
     '"all" (every match) and "post" (steps: strip, lower, price, number, present, '
-    '{"join": sep}, {"regex": RE2 pattern}).',
+    '{"join": sep}, {"regex": RE2 pattern}). A selector, JSON-LD path or regex its engine '
+    "cannot run is refused (422 naming it).",
     "properties": {
-        "css": {"type": "string", "minLength": 1, "maxLength": 500},
-        "xpath": {"type": "string", "minLength": 1, "maxLength": 500},
+        "css": _CSS,
+        "xpath": _XPATH,
         "jsonld": {"type": "string", "minLength": 1, "maxLength": 500},
         "attr": {"type": "string", "minLength": 1, "maxLength": 100},
         "all": {"type": "boolean"},
@@ -50,8 +60,8 @@ _ITEMS_SCHEMA = {
                 "minProperties": 1,
                 "maxProperties": 1,
                 "properties": {
-                    "css": {"type": "string", "minLength": 1, "maxLength": 500},
-                    "xpath": {"type": "string", "minLength": 1, "maxLength": 500},
+                    "css": _CSS,
+                    "xpath": _XPATH,
                 },
                 "additionalProperties": False,
             },

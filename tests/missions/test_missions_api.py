@@ -114,9 +114,12 @@ async def test_worker_service_keys_are_encrypted_and_never_returned(
         {"storage_domain": "../etc"},
         {"storage_domain": "http://a@b"},
         {"name": None},
+        {"api_key": "clé-secrète"},  # sent as a header: printable ASCII only (was a 500)
+        {"api_key": " padded"},
     ):
         refused = await api.patch(f"/api/worker-services/{service['id']}", json=bad)
         assert refused.status_code == 422, (bad, refused.text)
+        assert "secrète" not in refused.text
     writer = await api.post(
         "/api/writers", json={"name": "wr", "url": "http://127.0.0.1:9", "api_key": SECRET}
     )
