@@ -72,37 +72,8 @@ async def post(
     private_targets: str,
     seconds: float,
 ) -> Outcome:
-    """POST ``payload`` to ``url``, signed, within ``seconds`` in all; never raises for the
-    receiver's or network's faults."""
-    try:
-        async with asyncio.timeout(seconds):
-            return await _post(
-                client,
-                resolver,
-                url=url,
-                secret=secret,
-                event=event,
-                delivery_id=delivery_id,
-                payload=payload,
-                private_targets=private_targets,
-                seconds=seconds,
-            )
-    except TimeoutError:
-        return Outcome(None, f"no answer within {seconds:g} s")
-
-
-async def _post(
-    client: httpx.AsyncClient,
-    resolver: Resolver,
-    *,
-    url: str,
-    secret: str | None,
-    event: str,
-    delivery_id: int,
-    payload: dict[str, Any],
-    private_targets: str,
-    seconds: float,
-) -> Outcome:
+    """POST ``payload`` to ``url``, signed, within ``seconds`` in all (resolving, connecting,
+    sending and the reply's head); never raises for the receiver's or network's faults."""
     import httpx
 
     target = httpx.URL(url)
@@ -119,20 +90,26 @@ async def _post(
     if secret is not None:
         headers[SIGNATURE_HEADER] = signature(secret, stamp, body)
     try:
-        policy = EgressPolicy(private_targets, target.host)
-        address = await resolver.connect_address(policy, target.host)
-    except (EgressDenied, NetworkError) as exc:
-        return Outcome(None, str(exc)[:_ERROR_CHARS])
-    pinned = target.copy_with(host=str(address))
-    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-    request = client.build_request(
-        "POST", pinned, content=body, headers=headers, timeout=seconds, extensions=extensions
-    )
-    try:
-        # Streamed so the body is never read: closing the response drops the connection.
-        response = await client.send(request, stream=True)
-        await response.aclose()
-    except httpx.TimeoutException:
+        async with asyncio.timeout(seconds):
+            try:
+                policy = EgressPolicy(private_targets, target.host)
+                address = await resolver.connect_address(policy, target.host)
+            except (EgressDenied, NetworkError) as exc:
+                return Outcome(None, str(exc)[:_ERROR_CHARS])
+            pinned = target.copy_with(host=str(address))
+            extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+            request = client.build_request(
+                "POST",
+                pinned,
+                content=body,
+                headers=headers,
+                timeout=seconds,
+                extensions=extensions,
+            )
+            # Streamed so the body is never read: closing the response drops the connection.
+            response = await client.send(request, stream=True)
+            await response.aclose()
+    except (TimeoutError, httpx.TimeoutException):
         return Outcome(None, f"no answer within {seconds:g} s")
     except httpx.HTTPError as exc:
         return Outcome(None, (f"{type(exc).__name__}: {exc}")[:_ERROR_CHARS])
