@@ -1,14 +1,17 @@
 """Forager's exception tree; every error the package raises on purpose is a ``ForagerError``.
 
-ForagerError
-├── ConfigError              refused settings (raised at start-up)
-├── InvalidRequest           a request value that is wrong in a way a schema cannot say
-│   └── InvalidURL           a submitted URL cannot be crawled
-├── Unauthorized             no valid API key
-├── Forbidden                a valid key that may not do this
-├── NotFound                 an entity id that does not exist
-├── Conflict                 an action not allowed from the entity's current state
-│   └── LifecycleConflict    a task action refused by the task lifecycle
+What each one causes is on its line: an HTTP status when one reaches the API's handler
+(``forager.api.errors``; any other is a 500), a task's ``error_type`` in parentheses.
+
+ForagerError                 (internal) anything below not named otherwise
+├── ConfigError              refused settings: the process does not start
+├── InvalidRequest           422: a request value wrong in a way a schema cannot say
+│   └── InvalidURL           422: a submitted URL cannot be crawled
+├── Unauthorized             401: no valid API key
+├── Forbidden                403: a valid key that may not do this
+├── NotFound                 404: an entity id that does not exist
+├── Conflict                 409: an action not allowed from the entity's current state
+│   └── LifecycleConflict    409: a task action refused by the task lifecycle
 ├── FetchError               the fetch phase failed; carries the attempt's ``error_type``
 │   ├── FetchTimeout         (timeout)
 │   ├── NetworkError         (network)
@@ -16,11 +19,30 @@ ForagerError
 │   ├── HTTPStatusError      (http_4xx / http_5xx / rate_limited)
 │   ├── TooLarge             (too_large)      body or decompressed body over the limit
 │   └── EgressDenied         (egress_denied)  Forager's address policy refused the target
+├── NoProxyAvailable         no fetch: the task waits ``retry_in``, or fails if no proxy can serve
 ├── PageStoreError           the page store could not write or read a page
-└── ParseError               (parse)          the page could not be turned into a product
-    ├── CaptchaPage          (captcha)        a robot check instead of the page
-    ├── BlockedPage          (blocked)        an access-denied / block page
-    └── NotProductPage       (parse)          a real page, but not a product page
+├── NotAnImage               a product image's answer is not a kept image: the image fails
+├── ParseError               (parse)          the page could not be turned into a product
+│   ├── CaptchaPage          (captcha)        a robot check instead of the page
+│   ├── BlockedPage          (blocked)        an access-denied / block page
+│   └── NotProductPage       (parse)          a real page, but not a product page
+├── BadItem                  (internal)       a parser's item breaks the items contract
+├── UnknownParser            a parser name not registered, or its parser broken
+├── PluginProblem            a parser plugin breaks the contract: listed as broken, not used
+├── AgentRefused             the server refused an agent for good: it stops, no reconnect
+├── LeaseLost                a monitor's lease is another process's: its loop stops, no write
+├── ServiceError             a mission service gave no usable answer; ``kind`` picks the code
+├── MissionFailure           a mission step failed with a seed code: retried or the mission fails
+├── ScrapeFailed             reference worker service: the scrape job fails
+└── Refused                  reference writer (also a ValueError): the value or job is refused
+
+Where each lives: ``NoProxyAvailable`` in ``proxies.selection``, ``NotAnImage`` in
+``products.imagefile``, ``BadItem`` in ``parse.items``, ``UnknownParser`` in ``parse.registry``,
+``PluginProblem`` in ``parse.plugins``, ``AgentRefused`` in ``agents.client``, ``LeaseLost`` in
+``monitors.runner``, ``ServiceError`` in ``missions.clients``, ``MissionFailure`` in
+``missions.codes``, ``ScrapeFailed`` and ``Refused`` in ``missions.reference``; the rest here.
+Module-private signals (``_Full``, ``_NotStarted``, ``_Moved``), raised and caught inside one
+module, are not shown and stay plain exceptions.
 
 ``error_type`` values are the closed set in DESIGN.md ("Error types").
 """

@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from forager import __version__
 from forager.agents import protocol
 from forager.config import Settings
-from forager.errors import FetchError, HTTPStatusError
+from forager.errors import FetchError, ForagerError, HTTPStatusError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.egress import PRIVATE_TARGETS
 from forager.fetch.http import HttpFetcher
@@ -34,7 +34,7 @@ BACKOFF_START = 1.0
 BACKOFF_MAX = 30.0
 
 
-class AgentRefused(Exception):
+class AgentRefused(ForagerError):
     """The server closed the connection for a reason reconnecting cannot fix."""
 
 

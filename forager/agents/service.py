@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Agent
-from forager.db.queries import page
+from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
 from forager.errors import Conflict, InvalidRequest, LifecycleConflict, NotFound
 
@@ -111,10 +111,7 @@ async def create_agent(db: Database, name: str) -> tuple[Agent, str]:
 
 
 async def get_agent(session: AsyncSession, agent_id: int) -> Agent:
-    row = await session.get(Agent, agent_id)
-    if row is None:
-        raise NotFound(f"no agent with id {agent_id}")
-    return row
+    return await get_or_not_found(session, Agent, agent_id, f"no agent with id {agent_id}")
 
 
 async def find_agent(db: Database, ref: str) -> Agent:

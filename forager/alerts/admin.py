@@ -23,8 +23,9 @@ from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import TAG_PATTERN, AlertAttempt, AlertDelivery, AlertRule, Domain, Product
+from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
-from forager.errors import EgressDenied, InvalidRequest, NotFound
+from forager.errors import EgressDenied, InvalidRequest
 from forager.fetch.egress import Resolver
 
 THRESHOLD_KINDS = ("price_below", "price_above")
@@ -112,8 +113,9 @@ async def create_rule(
     secret = secrets.token_urlsafe(32) if spec.webhook_url is not None else None
     async with db.session() as session:
         for model, value in ((Product, spec.product_id), (Domain, spec.domain_id)):
-            if value is not None and await session.get(model, value) is None:
-                raise NotFound(f"no {model.__tablename__[:-1]} {value}")
+            if value is not None:
+                missing = f"no {model.__tablename__[:-1]} {value}"
+                await get_or_not_found(session, model, value, missing)
         rule = AlertRule(
             name=spec.name,
             kind=spec.kind,
@@ -141,10 +143,7 @@ async def create_rule(
 
 
 async def get_rule(session: AsyncSession, rule_id: int) -> AlertRule:
-    rule = await session.get(AlertRule, rule_id)
-    if rule is None:
-        raise NotFound(f"no alert rule {rule_id}")
-    return rule
+    return await get_or_not_found(session, AlertRule, rule_id, f"no alert rule {rule_id}")
 
 
 async def list_rules(
@@ -202,9 +201,8 @@ async def list_deliveries(
 async def get_delivery(
     session: AsyncSession, delivery_id: int
 ) -> tuple[AlertDelivery, Sequence[AlertAttempt]]:
-    delivery = await session.get(AlertDelivery, delivery_id)
-    if delivery is None:
-        raise NotFound(f"no alert delivery {delivery_id}")
+    missing = f"no alert delivery {delivery_id}"
+    delivery = await get_or_not_found(session, AlertDelivery, delivery_id, missing)
     attempts = await session.execute(
         select(AlertAttempt)
         .where(AlertAttempt.delivery_id == delivery_id)

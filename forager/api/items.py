@@ -14,8 +14,7 @@ from forager.api.item_schemas import ItemDetail, ItemPublic, ItemVersionPublic
 from forager.api.schemas import Page
 from forager.api.wire import Timestamp
 from forager.db.models import Item, ItemVersion
-from forager.db.queries import page
-from forager.errors import NotFound
+from forager.db.queries import get_or_not_found, page
 from forager.items import export, search
 from forager.items.records import item_record
 from forager.items.search import ItemFilters
@@ -94,10 +93,7 @@ _NO_ITEM: dict[int | str, dict[str, Any]] = {404: {"description": "No such item.
 
 
 async def _item_or_404(session: ReadSessionDep, item_id: int) -> Item:
-    item = await session.get(Item, item_id)
-    if item is None:
-        raise NotFound(f"item {item_id} does not exist")
-    return item
+    return await get_or_not_found(session, Item, item_id, f"item {item_id} does not exist")
 
 
 async def _versions(

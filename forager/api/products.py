@@ -24,7 +24,7 @@ from forager.api.schemas import (
 )
 from forager.api.wire import QueryMoney, Timestamp
 from forager.db.models import PriceHistory, Product, ProductImage
-from forager.db.queries import page
+from forager.db.queries import get_or_not_found, page
 from forager.errors import NotFound, PageStoreError
 from forager.products import export, images, search, tags
 from forager.products.records import image_urls
@@ -153,10 +153,8 @@ _NO_PRODUCT: dict[int | str, dict[str, Any]] = {404: {"description": "No such pr
 
 
 async def _product_or_404(session: ReadSessionDep, product_id: int) -> Product:
-    product = await session.get(Product, product_id)
-    if product is None:
-        raise NotFound(f"product {product_id} does not exist")
-    return product
+    missing = f"product {product_id} does not exist"
+    return await get_or_not_found(session, Product, product_id, missing)
 
 
 def _history_of(product_id: int) -> Any:

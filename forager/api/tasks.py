@@ -35,9 +35,9 @@ from forager.api.schemas import (
 from forager.api.task_filters import TaskFiltersDep
 from forager.api.wire import Timestamp
 from forager.db.models import CrawlAttempt, CrawlTask, Event
-from forager.db.queries import page, page_and_total
+from forager.db.queries import get_or_not_found, page, page_and_total
 from forager.db.types import utcnow
-from forager.errors import InvalidURL, NotFound
+from forager.errors import InvalidURL
 from forager.products import tags
 from forager.queue import admin, counts
 from forager.queue.lifecycle import TaskStatus
@@ -187,10 +187,7 @@ _NO_TASK: dict[int | str, dict[str, Any]] = {404: {"description": "No such task.
 
 
 async def _task_or_404(session: ReadSessionDep, task_id: int) -> CrawlTask:
-    task = await session.get(CrawlTask, task_id)
-    if task is None:
-        raise NotFound(f"task {task_id} does not exist")
-    return task
+    return await get_or_not_found(session, CrawlTask, task_id, f"task {task_id} does not exist")
 
 
 def _attempts_of(task_id: int) -> Any:

@@ -1,11 +1,16 @@
-"""Two query shapes every list and summary uses: one page with its total, and counts by value."""
+"""Query shapes the lists, summaries and lookups share: one page with its total, counts by
+value, and one row by id or ``NotFound``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from forager.errors import NotFound
+
+Row = TypeVar("Row")
 
 
 async def page(
@@ -29,6 +34,18 @@ async def count_by(
     if where:
         query = query.where(*where)
     return {row[0]: row[1] for row in await session.execute(query)}
+
+
+async def get_or_not_found(
+    session: AsyncSession, model: type[Row], key: int, missing: str, **options: Any
+) -> Row:
+    """The ``model`` row whose primary key is ``key``, or ``NotFound(missing)``: the one
+    get-or-404 of the services and routers. ``options`` go to ``session.get``
+    (``with_for_update``, ``populate_existing``)."""
+    row = await session.get(model, key, **options)
+    if row is None:
+        raise NotFound(missing)
+    return row
 
 
 async def page_and_total(

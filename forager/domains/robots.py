@@ -43,6 +43,7 @@ from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Domain
+from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import FetchError, HTTPStatusError, NotFound
 from forager.fetch.base import Fetcher, FetchRequest
@@ -163,10 +164,9 @@ def sitemaps(rules: Protego) -> list[str]:
 
 async def _domain(db: Database, domain_id: int) -> Domain:
     async with db.reader() as session:
-        domain = await session.scalar(select(Domain).where(Domain.id == domain_id))
-    if domain is None:
-        raise NotFound(f"domain {domain_id} does not exist")
-    return domain
+        return await get_or_not_found(
+            session, Domain, domain_id, f"domain {domain_id} does not exist"
+        )
 
 
 async def refresh_robots(
@@ -193,15 +193,14 @@ async def _refresh(
     domain = await _domain(db, domain_id)
     fetched = await _fetch_for(db, settings, domain, fetcher, box)
     async with db.session() as session:
-        locked = await session.scalar(
-            select(Domain)
-            .where(Domain.id == domain_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
+        domain = await get_or_not_found(
+            session,
+            Domain,
+            domain_id,
+            f"domain {domain_id} does not exist",
+            with_for_update=True,
+            populate_existing=True,
         )
-        if locked is None:
-            raise NotFound(f"domain {domain_id} does not exist")
-        domain = locked
         if fetched.content is None:
             failure = {"url": fetched.url, "error": fetched.error}
             audit.record(session, "domain", [domain_id], "robots_refresh_failed", failure)

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain, SelectorParser
-from forager.db.queries import page
+from forager.db.queries import get_or_not_found, page
 from forager.errors import NotFound
 from forager.parse.selectors import SELECTOR, compile_map
 
@@ -29,11 +29,8 @@ class StoredPage:
 
 
 async def _domain(session: AsyncSession, domain_id: int, *, lock: bool = False) -> Domain:
-    query = select(Domain).where(Domain.id == domain_id)
-    domain = await session.scalar(query.with_for_update() if lock else query)
-    if domain is None:
-        raise NotFound(f"domain {domain_id} does not exist")
-    return domain
+    missing = f"domain {domain_id} does not exist"
+    return await get_or_not_found(session, Domain, domain_id, missing, with_for_update=lock)
 
 
 async def _version(session: AsyncSession, domain_id: int, version: int) -> SelectorParser:

@@ -15,10 +15,10 @@ from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
-from forager.db.queries import page
+from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
 from forager.domains import robots
-from forager.errors import Conflict, NotFound
+from forager.errors import Conflict
 from forager.parse.registry import parser_name_for_host
 from forager.queue import admin as queue_admin
 from forager.queue.lifecycle import LEASED, TaskStatus
@@ -49,11 +49,10 @@ class Stats:
 
 
 async def _get(session: AsyncSession, domain_id: int, *, lock: bool = False) -> Domain:
-    query = select(Domain).where(Domain.id == domain_id).execution_options(populate_existing=True)
-    domain = await session.scalar(query.with_for_update() if lock else query)
-    if domain is None:
-        raise NotFound(f"domain {domain_id} does not exist")
-    return domain
+    missing = f"domain {domain_id} does not exist"
+    return await get_or_not_found(
+        session, Domain, domain_id, missing, populate_existing=True, with_for_update=lock
+    )
 
 
 async def get(session: AsyncSession, domain_id: int) -> Domain:

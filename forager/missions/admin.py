@@ -16,8 +16,8 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Mission, WorkerService
-from forager.db.queries import page
-from forager.errors import InvalidRequest, LifecycleConflict, NotFound
+from forager.db.queries import get_or_not_found, page
+from forager.errors import InvalidRequest, LifecycleConflict
 from forager.missions import store
 from forager.missions.clients import ServiceError, WorkerServiceAPI, http_client
 from forager.missions.states import CANCELABLE, LANGUAGES, MEDIA_TYPES, Checkpoint
@@ -98,10 +98,8 @@ async def queue(db: Database, ids: list[int], by: str) -> tuple[list[int], dict[
 
 
 async def get(session: AsyncSession, mission_id: int) -> Mission:
-    mission = await session.get(Mission, mission_id)
-    if mission is None:
-        raise NotFound(f"mission {mission_id} does not exist")
-    return mission
+    missing = f"mission {mission_id} does not exist"
+    return await get_or_not_found(session, Mission, mission_id, missing)
 
 
 async def cancel(

@@ -15,19 +15,19 @@ from typing import Any, Literal
 
 import httpx
 
+from forager.errors import ForagerError
 from forager.missions.dataurl import is_safe_job_id
 from forager.missions.states import JOB_STATUSES, WRITER_STATUSES
 
 Kind = Literal["unreachable", "timeout", "status", "not_found", "garbage"]
 
 
-class ServiceError(Exception):
+class ServiceError(ForagerError):
     """A call to a worker service or writer that did not give a usable answer."""
 
     def __init__(self, kind: Kind, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
-        self.message = message
         self.status = status
 
 

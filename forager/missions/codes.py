@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from forager.errors import ForagerError
+
 CODES: dict[str, str] = {
     "ERROR100": "session error",
     "ERROR101": "session timeout",
@@ -41,7 +43,7 @@ _RETRIED = frozenset(
 WRITER_RESUBMITS = 1
 
 
-class MissionFailure(Exception):
+class MissionFailure(ForagerError):
     """Something went wrong for a mission; ``code`` is one of ``CODES``."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -49,7 +51,7 @@ class MissionFailure(Exception):
             raise ValueError(f"unknown mission error code {code}")
         super().__init__(f"{code}: {message}")
         self.code = code
-        self.message = message
+        self.message = message  # without the code, which str() of the failure starts with
 
 
 def phase_of(code: str) -> str:

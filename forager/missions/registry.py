@@ -15,9 +15,9 @@ from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Mission, Proxy, WorkerService, Writer
-from forager.db.queries import page
+from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
-from forager.errors import Conflict, NotFound
+from forager.errors import Conflict
 from forager.missions.clients import ServiceError, WorkerServiceAPI, WriterAPI, http_client
 from forager.missions.proxy_lease import proxy_label
 from forager.missions.states import MissionStatus, WorkerStatus
@@ -34,10 +34,8 @@ def _encrypting(values: dict[str, Any], box: SecretBox) -> dict[str, Any]:
 
 
 async def get(session: AsyncSession, model: type[Service], service_id: int) -> Service:
-    found = await session.get(model, service_id)
-    if found is None:
-        raise NotFound(f"{_NOUN[model]} {service_id} does not exist")
-    return found
+    missing = f"{_NOUN[model]} {service_id} does not exist"
+    return await get_or_not_found(session, model, service_id, missing)
 
 
 async def listing(

@@ -14,8 +14,9 @@ from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHealthLog
+from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
-from forager.errors import InvalidRequest, NotFound
+from forager.errors import InvalidRequest
 from forager.fetch.registry import FETCHER_KINDS
 from forager.monitors.extract import check_spec
 
@@ -95,10 +96,7 @@ async def create(db: Database, settings: Settings, spec: MonitorSpec) -> Monitor
 
 
 async def get(session: AsyncSession, monitor_id: int) -> Monitor:
-    monitor = await session.get(Monitor, monitor_id)
-    if monitor is None:
-        raise NotFound(f"monitor {monitor_id} not found")
-    return monitor
+    return await get_or_not_found(session, Monitor, monitor_id, f"monitor {monitor_id} not found")
 
 
 async def listing(
@@ -114,9 +112,10 @@ async def listing(
 
 async def _switch(db: Database, monitor_id: int, *, enable: bool) -> Monitor:
     async with db.session() as session:
-        monitor = await session.get(Monitor, monitor_id, with_for_update=True)
-        if monitor is None:
-            raise NotFound(f"monitor {monitor_id} not found")
+        missing = f"monitor {monitor_id} not found"
+        monitor = await get_or_not_found(
+            session, Monitor, monitor_id, missing, with_for_update=True
+        )
         if monitor.enabled != enable:
             # Pausing drops the lease: the process running it writes nothing more and stops it.
             await session.execute(
@@ -146,8 +145,7 @@ async def resume(db: Database, monitor_id: int) -> Monitor:
 async def remove(db: Database, monitor_id: int) -> None:
     """Delete a monitor with its snapshots (its errors and health samples stay as history)."""
     async with db.session() as session:
-        if await session.get(Monitor, monitor_id) is None:
-            raise NotFound(f"monitor {monitor_id} not found")
+        await get_or_not_found(session, Monitor, monitor_id, f"monitor {monitor_id} not found")
         await session.execute(
             delete(MonitorSnapshot).where(MonitorSnapshot.monitor_id == monitor_id)
         )
@@ -234,9 +232,10 @@ async def resolve_error(db: Database, error_id: int) -> ScraperError:
     """An operator marks an error resolved by hand (``manual``); resolving twice changes
     nothing."""
     async with db.session() as session:
-        error = await session.get(ScraperError, error_id, with_for_update=True)
-        if error is None:
-            raise NotFound(f"scraper error {error_id} not found")
+        missing = f"scraper error {error_id} not found"
+        error = await get_or_not_found(
+            session, ScraperError, error_id, missing, with_for_update=True
+        )
         if not error.resolved:
             error.resolved = True
             error.resolution_time = utcnow()

@@ -81,8 +81,11 @@ def _failure(error_type: str, message: str) -> ForagerError:
     return exc
 
 
-class LeaseLost(Exception):
+class LeaseLost(ForagerError):
     """The monitor's lease is no longer this process's: stop without writing."""
+
+    def __init__(self, message: str = "the monitor's lease is no longer this process's") -> None:
+        super().__init__(message)
 
 
 class MonitorLoop:

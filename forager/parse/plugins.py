@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal
 
+from forager.errors import ForagerError
 from forager.parse.base import Parser
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ MAX_VERSION = 50  # products.parser_version is VARCHAR(50)
 Origin = Literal["builtin", "plugin", "module"]
 
 
-class PluginProblem(Exception):
+class PluginProblem(ForagerError):
     """Why an entry point does not give a usable parser (the message says what to fix)."""
 
 

@@ -16,6 +16,8 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
+from forager.errors import ForagerError
+
 # Pillow is imported where an image is read (only processes that download images pay for it).
 
 # The formats kept, as (MIME type, file extension). SVG is not among them: it is a document
@@ -42,7 +44,7 @@ def _openable() -> list[str]:
     return [name for name in FORMATS if name in Image.OPEN]
 
 
-class NotAnImage(Exception):
+class NotAnImage(ForagerError):
     """The answer is not an image Forager keeps; the message says why."""
 
 

@@ -20,7 +20,8 @@ from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Proxy
-from forager.errors import Conflict, EgressDenied, FetchError, InvalidRequest, NotFound
+from forager.db.queries import get_or_not_found
+from forager.errors import Conflict, EgressDenied, FetchError, InvalidRequest
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.egress import Resolver
 from forager.proxies import health
@@ -74,10 +75,7 @@ def masked_line(line: str) -> str:
 
 
 async def get_proxy(session: AsyncSession, proxy_id: int) -> Proxy:
-    proxy = await session.get(Proxy, proxy_id)
-    if proxy is None:
-        raise NotFound(f"proxy {proxy_id} does not exist")
-    return proxy
+    return await get_or_not_found(session, Proxy, proxy_id, f"proxy {proxy_id} does not exist")
 
 
 async def _same_proxy(

@@ -19,16 +19,14 @@ from forager.db import audit
 from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Proxy
+from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import NotFound
 from forager.proxies.health import rate
 
 
 async def _domain(session: AsyncSession, domain_id: int) -> Domain:
-    domain = await session.get(Domain, domain_id)
-    if domain is None:
-        raise NotFound(f"domain {domain_id} does not exist")
-    return domain
+    return await get_or_not_found(session, Domain, domain_id, f"domain {domain_id} does not exist")
 
 
 @dataclass(frozen=True, slots=True)

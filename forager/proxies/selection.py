@@ -28,6 +28,7 @@ from forager.crypto import SecretBox
 from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
+from forager.errors import ForagerError
 from forager.fetch import breakers
 
 STRATEGIES = ("lru", "random", "exclusive")
@@ -68,7 +69,7 @@ class DomainPolicy:
         )
 
 
-class NoProxyAvailable(Exception):
+class NoProxyAvailable(ForagerError):
     """The domain needs a proxy but none may be used now.
 
     ``retry_in`` is how long until one may be free (leases, rate limits, breakers);
@@ -77,7 +78,6 @@ class NoProxyAvailable(Exception):
 
     def __init__(self, message: str, retry_in: float | None) -> None:
         super().__init__(message)
-        self.message = message
         self.retry_in = retry_in
 
 

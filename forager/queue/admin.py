@@ -18,8 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
+from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
-from forager.errors import LifecycleConflict, NotFound
+from forager.errors import LifecycleConflict
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.store import transition
 from forager.queue.submit import recrawl_columns
@@ -56,10 +57,8 @@ RESTART_PARSING = Action(
 
 
 async def _current(session: AsyncSession, task_id: int) -> CrawlTask:
-    task = await session.get(CrawlTask, task_id, populate_existing=True)
-    if task is None:
-        raise NotFound(f"task {task_id} does not exist")
-    return task
+    missing = f"task {task_id} does not exist"
+    return await get_or_not_found(session, CrawlTask, task_id, missing, populate_existing=True)
 
 
 def _refuse(action: Action, task: CrawlTask) -> LifecycleConflict:

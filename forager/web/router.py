@@ -23,6 +23,7 @@ from forager.api.deps import MAX_ID, EntityId, ReadSessionDep, Runtime, RuntimeD
 from forager.api.sessions import COOKIE, LIFETIME_SECONDS, log_out, session_key, signer
 from forager.apikeys import authenticate
 from forager.db.models import ApiKey, CrawlTask, PriceHistory, Product
+from forager.db.queries import get_or_not_found
 from forager.errors import NotFound, PageStoreError, Unauthorized
 from forager.web.live import Publisher
 
@@ -160,9 +161,7 @@ async def stored_page(
     task_id: EntityId, _: KeyDep, session: ReadSessionDep, runtime: RuntimeDep
 ) -> HTMLResponse:
     """The task's stored page, sandboxed: no scripts run, nothing is fetched."""
-    task = await session.get(CrawlTask, task_id)
-    if task is None:
-        raise NotFound(f"task {task_id} does not exist")
+    task = await get_or_not_found(session, CrawlTask, task_id, f"task {task_id} does not exist")
     if task.html_path is None:
         raise NotFound(f"task {task_id} has no stored page")
     try:
@@ -185,9 +184,7 @@ async def stored_page(
 @router.get("/ui/tasks/{task_id}/product")
 async def task_product(task_id: EntityId, _: KeyDep, session: ReadSessionDep) -> dict[str, Any]:
     """The id of the product extracted from the task's URL (``null`` when none yet)."""
-    task = await session.get(CrawlTask, task_id)
-    if task is None:
-        raise NotFound(f"task {task_id} does not exist")
+    task = await get_or_not_found(session, CrawlTask, task_id, f"task {task_id} does not exist")
     found = await session.scalar(
         select(Product.id).where(
             or_(Product.crawl_task_id == task_id, Product.url_hash == task.url_hash)

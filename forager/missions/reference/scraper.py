@@ -15,11 +15,13 @@ import httpx
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 from selectolax.lexbor import LexborNode as Node
 
+from forager.errors import ForagerError
+
 Progress = Callable[[int, float], Awaitable[None]]
 MAX_PAGES = 10_000
 
 
-class ScrapeFailed(Exception):
+class ScrapeFailed(ForagerError):
     """The target answered something the scraper cannot use."""
 
 

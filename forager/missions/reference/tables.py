@@ -16,11 +16,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from forager.errors import ForagerError
+
 MANAGED = frozenset({"created_at", "updated_at"})
 
 
-class Refused(ValueError):
-    """A value, column or table the allow-list does not take."""
+class Refused(ForagerError, ValueError):
+    """A value, column or table the allow-list does not take.
+
+    Still a ``ValueError``, as before it joined the tree: the ``except ValueError`` clauses
+    (``coerce``'s, the writer's job loop) catch it as they did."""
 
 
 @dataclass(frozen=True)
