@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from forager.api.schemas import TaskCreate, TaskOptions
+from forager.api.task_schemas import TaskCreate, TaskOptions
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.errors import InvalidRequest

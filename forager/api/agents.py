@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, WebSocket
 from forager.agents import service
 from forager.api.agent_schemas import AgentCreate, AgentPublic, AgentStatusName, AgentWithToken
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
-from forager.api.schemas import Page
+from forager.api.pages import Page
 
 router = APIRouter(prefix="/api/agents", tags=["agents"])
 ws_router = APIRouter(tags=["agents"])

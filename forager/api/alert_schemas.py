@@ -16,8 +16,7 @@ from forager.alerts.admin import (
     THRESHOLD_KINDS,
 )
 from forager.alerts.rules import PRICE_KINDS, PRODUCT_KINDS
-from forager.api.schemas import CrawlURL, Tag
-from forager.api.wire import MAX_JSON_ID, BodyMoney, JsonBody, Shape, without_null
+from forager.api.wire import MAX_JSON_ID, BodyMoney, CrawlURL, JsonBody, Shape, Tag, without_null
 
 AlertKind = Literal[
     "price_drop",

@@ -18,7 +18,7 @@ from forager.api.alert_schemas import (
     DeliveryStatus,
 )
 from forager.api.deps import MAX_ID, EntityId, PagingDep, ReadSessionDep, RuntimeDep
-from forager.api.schemas import Page
+from forager.api.pages import Page
 from forager.db.models import AlertRule
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])

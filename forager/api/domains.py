@@ -17,7 +17,7 @@ from forager.api.domain_schemas import (
     DomainUpdate,
     RobotsRefreshed,
 )
-from forager.api.schemas import Page
+from forager.api.pages import Page
 from forager.db.models import Domain
 from forager.domains import service
 

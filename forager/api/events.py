@@ -5,23 +5,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import ConfigDict
 from sqlalchemy import select
 
 from forager.api.deps import PagingDep, ReadSessionDep
-from forager.api.schemas import EventPublic, Page
+from forager.api.event_schemas import AuditEvent
+from forager.api.pages import Page
 from forager.api.wire import Timestamp
 from forager.db.models import Event
 from forager.db.queries import page
 
 router = APIRouter(prefix="/api/events", tags=["events"])
-
-
-class AuditEvent(EventPublic):
-    model_config = ConfigDict(from_attributes=True)
-
-    entity_type: str
-    entity_id: str
 
 
 @router.get("", operation_id="list_events")

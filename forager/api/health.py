@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.auth import OptionalKeyDep
 from forager.api.deps import ReadSessionDep, RuntimeDep
-from forager.api.schemas import (
+from forager.api.health_schemas import (
     BreakerSeen,
     CircuitBreakerSeen,
     CrawlWorkerSeen,

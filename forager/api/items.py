@@ -11,7 +11,7 @@ from sqlalchemy import select
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.downloads import described, download
 from forager.api.item_schemas import ItemDetail, ItemPublic, ItemVersionPublic
-from forager.api.schemas import Page
+from forager.api.pages import Page
 from forager.api.wire import Timestamp
 from forager.db.models import Item, ItemVersion
 from forager.db.queries import get_or_not_found, page

@@ -34,7 +34,7 @@ from forager.api.mission_schemas import (
     WriterPublic,
     WriterUpdate,
 )
-from forager.api.schemas import Page
+from forager.api.pages import Page
 from forager.api.wire import Day
 from forager.db.models import Mission, WorkerService, Writer
 from forager.db.queries import count_by

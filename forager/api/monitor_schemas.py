@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forager.api.schemas import CrawlURL
-from forager.api.wire import JsonBody, Shape, choice_of
+from forager.api.wire import CrawlURL, JsonBody, Shape, choice_of
 from forager.monitors.extract import CSS_SELECTOR, FIELD_NAME, JSON_PATH, MAX_FIELDS
 from forager.parse.registry import parser_names
 

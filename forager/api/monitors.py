@@ -20,7 +20,7 @@ from forager.api.monitor_schemas import (
     ScraperErrorPublic,
     SnapshotPublic,
 )
-from forager.api.schemas import Page
+from forager.api.pages import Page
 from forager.config import Settings
 from forager.db.models import Monitor
 from forager.db.types import utcnow

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.deps import Paging
-from forager.api.schemas import Page
 from forager.db.queries import page
 
+T = TypeVar("T")
 Shape = TypeVar("Shape", bound=BaseModel)
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int = Field(description="Rows matching the filters, all pages together.")
+    limit: int
+    offset: int
+    total_exact: bool = Field(
+        True,
+        description=(
+            "False only for a product search (q) that more than 10,000 products match: total "
+            "is then 10,000, a lower bound (as search engines report broad matches), and the "
+            "pages go on past it."
+        ),
+    )
 
 
 async def paged(

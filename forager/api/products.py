@@ -11,9 +11,8 @@ from sqlalchemy import select
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.downloads import described, download
-from forager.api.pages import paged
-from forager.api.schemas import (
-    Page,
+from forager.api.pages import Page, paged
+from forager.api.product_schemas import (
     PricePoint,
     ProductDetail,
     ProductImagePublic,

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.pages import Page
 from forager.api.proxy_schemas import (
     AlertPublic,
     AssignmentPublic,
@@ -27,7 +28,6 @@ from forager.api.proxy_schemas import (
     ProxyTestResult,
     ProxyUpdate,
 )
-from forager.api.schemas import Page
 from forager.db.models import Proxy
 from forager.db.queries import page
 from forager.proxies import admin, health

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
-from forager.api.schemas import Page
+from forager.api.pages import Page
 from forager.api.selector_schemas import (
     SelectorMapIn,
     SelectorParserList,

@@ -10,12 +10,12 @@ from sqlalchemy import select
 
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
-from forager.api.pages import paged
-from forager.api.schemas import (
+from forager.api.event_schemas import EventPublic
+from forager.api.pages import Page, paged
+from forager.api.task_filters import TaskFiltersDep
+from forager.api.task_schemas import (
     AttemptPublic,
     BatchSubmitted,
-    EventPublic,
-    Page,
     RestartedTasks,
     RestartFailed,
     RestartParsing,
@@ -32,7 +32,6 @@ from forager.api.schemas import (
     TaskStats,
     TaskSubmitted,
 )
-from forager.api.task_filters import TaskFiltersDep
 from forager.api.wire import Timestamp
 from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.db.queries import get_or_not_found, page, page_and_total

@@ -9,7 +9,9 @@ built from it must not learn the server is looser than its contract. So request 
   for a number or text for either;
 - ``Timestamp``: an ISO 8601 date-time with a time zone, never a number (query and body);
 - ``Day``: an ISO 8601 date (``2026-11-26``), never a number (query and body);
-- ``QueryMoney`` / ``BodyMoney``: a non-negative amount, rounded to cents.
+- ``QueryMoney`` / ``BodyMoney``: a non-negative amount, rounded to cents;
+- ``CrawlURL``, ``Tag`` / ``Tags``, ``VersionText``: text with a documented shape (``Shape``),
+  shared by several resources' bodies.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     ValidationInfo,
@@ -34,6 +37,10 @@ from pydantic import (
     field_validator,
 )
 from pydantic_core import core_schema
+
+from forager.errors import InvalidURL
+from forager.products.tags import MAX_TAGS, TAG
+from forager.queue.urls import normalize_url
 
 # Ids in bodies stay within JSON's exact integers (2**53 - 1): a larger one written as a JSON
 # number may be rounded by the client's parser past the 64-bit range.
@@ -177,6 +184,36 @@ class Shape:
 
     def __get_pydantic_json_schema__(self, schema: Any, handler: GetJsonSchemaHandler) -> Any:
         return {"type": "string", "pattern": self.pattern, "maxLength": self.max_length}
+
+
+def _why_not_crawlable(url: str) -> str | None:
+    """The normalizer's own reason for refusing ``url``, when it has one."""
+    try:
+        normalize_url(url)
+    except InvalidURL as exc:
+        return exc.message
+    return None
+
+
+CrawlURL = Annotated[
+    str,
+    Shape(
+        CRAWL_URL,
+        "an http(s) URL: scheme, host name, optional port and path",
+        2047,
+        explain=_why_not_crawlable,
+    ),
+]
+Tag = Annotated[
+    str,
+    Shape(
+        TAG,
+        "a tag: 1-50 lowercase letters, digits, -, _, . or :, starting with a letter or digit",
+        50,
+    ),
+]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
+VersionText = Annotated[str, Shape(r"^[A-Za-z0-9_.-]+(?![\s\S])", "a version like 2.1", 50)]
 
 
 def without_null(*names: str, also: dict[str, Any] | None = None) -> Any:
