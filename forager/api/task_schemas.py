@@ -79,22 +79,10 @@ class TaskOptions(JsonBody):
 
     def spec(self, url: str, created_by: str) -> SubmitSpec:
         """The submit path's request for ``url`` with these options (API and ``forager
-        submit`` alike)."""
-        return SubmitSpec(
-            url=url,
-            priority=self.priority,
-            is_recurring=self.is_recurring,
-            crawl_frequency_seconds=self.crawl_frequency_seconds,
-            max_retries=self.max_retries,
-            scheduled_at=self.scheduled_at,
-            parser_name=self.parser_name,
-            batch_name=self.batch_name,
-            created_by=created_by,
-            adaptive_recrawl=self.adaptive_recrawl,
-            min_crawl_frequency_seconds=self.min_crawl_frequency_seconds,
-            max_crawl_frequency_seconds=self.max_crawl_frequency_seconds,
-            tags=tuple(dict.fromkeys(self.tags)),
-        )
+        submit`` alike): each option goes to the SubmitSpec field of its name."""
+        options = {name: getattr(self, name) for name in TaskOptions.model_fields}
+        options["tags"] = tuple(dict.fromkeys(self.tags))
+        return SubmitSpec(url=url, created_by=created_by, **options)
 
 
 class TaskCreate(TaskOptions):
@@ -232,6 +220,8 @@ class RestartedTasks(BaseModel):
 
 
 class StatusStats(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     status: str
     count: int
     avg_duration_seconds: float | None = Field(
@@ -245,6 +235,8 @@ class TaskStats(BaseModel):
 
 
 class SubmitResult(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     input_url: str
     result: Literal["created", "duplicate", "invalid"]
     task_id: int | None = None

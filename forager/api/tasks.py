@@ -77,17 +77,7 @@ async def submit_tasks(
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
     runtime.wake()
-    results = [
-        SubmitResult(
-            input_url=o.input_url,
-            result=o.result,
-            task_id=o.task_id,
-            url=o.url,
-            status=o.status,
-            error=o.error,
-        )
-        for o in outcomes
-    ]
+    results = [SubmitResult.model_validate(o) for o in outcomes]
     count = {kind: sum(r.result == kind for r in results) for kind in ("created", "duplicate")}
     return BatchSubmitted(
         created=count["created"],
@@ -134,10 +124,7 @@ async def task_stats(
     hour = counts.hour_of(since or utcnow() - timedelta(days=1))
     return TaskStats(
         since=counts.hour_start(hour),
-        statuses=[
-            StatusStats(status=w.status, count=w.count, avg_duration_seconds=w.avg_duration_seconds)
-            for w in await counts.created_since(session, hour)
-        ],
+        statuses=[StatusStats.model_validate(w) for w in await counts.created_since(session, hour)],
     )
 
 
