@@ -152,7 +152,7 @@ def _seed_blocks(
     errors (every domain, proxy and monitor breaker, closed ones too, with its kind and the
     seed's statistics) and performance."""
     body.queue = queue
-    body.monitors = PartHealth(status=watched.status, detail=watched.detail)
+    body.monitors = PartHealth.model_validate(watched)
     body.active_scraper_count = len(watched.scrapers)
     body.total_matches_scraping = watched.enabled
     body.scrapers = [ScraperSeen.model_validate(s) for s in watched.scrapers]

@@ -112,6 +112,8 @@ class HealthPerformance(BaseModel):
 
 
 class PartHealth(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     status: Literal["healthy", "degraded", "down"]
     detail: str | None = None
 

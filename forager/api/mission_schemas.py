@@ -200,6 +200,8 @@ class ProxyTroublePublic(BaseModel):
 class MissionSettings(BaseModel):
     """Seed §8.1: set from the interface, shared by every process."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     session_limit: int = Field(ge=1, le=1000, description="Missions per session.")
     max_retries: int = Field(ge=0, le=20, description="Retries before a mission fails.")
 
@@ -290,6 +292,8 @@ class WorkerServicePublic(WriterPublic):
 
 
 class ConnectionTestResult(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     ok: bool
     detail: str = Field(examples=["reachable, API key accepted; session: ready"])
 

@@ -185,7 +185,7 @@ async def stop_orchestrator(
 async def get_mission_settings(runtime: RuntimeDep) -> MissionSettings:
     """Seed §8.1: ``session_limit`` and ``max_retries``."""
     view = await control.read(runtime.db)
-    return MissionSettings(session_limit=view.session_limit, max_retries=view.max_retries)
+    return MissionSettings.model_validate(view)
 
 
 @router.patch("/settings", operation_id="update_mission_settings")
@@ -196,7 +196,7 @@ async def update_mission_settings(
     view = await control.update_settings(
         runtime.db, session_limit=body.session_limit, max_retries=body.max_retries
     )
-    return MissionSettings(session_limit=view.session_limit, max_retries=view.max_retries)
+    return MissionSettings.model_validate(view)
 
 
 @router.get("/{mission_id:int}", operation_id="get_mission", responses=_NO_MISSION)
@@ -310,7 +310,7 @@ async def test_worker_service(service_id: EntityId, runtime: RuntimeDep) -> Conn
     """Call ``GET /session/status`` with its key now; the outcome is kept."""
     box = runtime.box
     result = await registry.test(runtime.db, runtime.settings, box, WorkerService, service_id)
-    return ConnectionTestResult(ok=result.ok, detail=result.detail)
+    return ConnectionTestResult.model_validate(result)
 
 
 # -- writers --------------------------------------------------------------------------------------
@@ -371,4 +371,4 @@ async def test_writer(writer_id: EntityId, runtime: RuntimeDep) -> ConnectionTes
     """Call ``GET /health``, then an authenticated call with its key, now; the outcome is kept."""
     box = runtime.box
     result = await registry.test(runtime.db, runtime.settings, box, Writer, writer_id)
-    return ConnectionTestResult(ok=result.ok, detail=result.detail)
+    return ConnectionTestResult.model_validate(result)

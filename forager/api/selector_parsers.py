@@ -109,9 +109,7 @@ async def list_stored_pages(
         session, domain_id, limit=paging.limit, offset=paging.offset
     )
     return Page(
-        items=[
-            StoredPagePublic(task_id=p.task_id, url=p.url, fetched_at=p.fetched_at) for p in pages
-        ],
+        items=[StoredPagePublic.model_validate(p) for p in pages],
         total=total,
         limit=paging.limit,
         offset=paging.offset,

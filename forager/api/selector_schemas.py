@@ -164,6 +164,8 @@ class SelectorParserList(BaseModel):
 class StoredPagePublic(BaseModel):
     """A page of the domain in the page store, by the task that fetched it."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     task_id: int = Field(examples=[1])
     url: str = Field(examples=["https://books.toscrape.com/catalogue/a/index.html"])
     fetched_at: datetime | None
