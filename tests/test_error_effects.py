@@ -156,7 +156,7 @@ def test_the_proxy_verdict_is_the_tables(error_type: str) -> None:
     # A ban the fetch itself saw (a connection reset through the proxy) is a ban, unless nothing
     # went through the proxy at all.
     assert health.verdict(error_type, ban=True) == ("none" if expected == "none" else "ban")
-    assert health.verdict(None) == "ok"
+    assert health.verdict(None) == health.verdict(None, ban=True) == "ok"
 
 
 @pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxied"])
