@@ -65,7 +65,8 @@ SiteBreaker = Literal["fail", "fail_direct", "ok", "none"]
 class Effect:
     """What a try that ended with one ``error_type`` causes; the defaults are "nothing"."""
 
-    # The task (or product image) is tried again with back-off while it has retries left.
+    # The task (or product image) is tried again with back-off while it has retries left: the
+    # page may come out differently next time.
     retry: bool = False
     # The retry avoids the proxy this try went through.
     rotate_proxy: bool = False
@@ -158,8 +159,6 @@ EFFECTS: Mapping[str, Effect] = MappingProxyType(
 NO_EFFECT = Effect()
 
 ERROR_TYPES = frozenset(EFFECTS)
-# Error types worth another fetch: the page may come out differently next time.
-RETRYABLE_ERROR_TYPES = frozenset(t for t, e in EFFECTS.items() if e.retry)
 
 
 def effect(error_type: str | None) -> Effect:
