@@ -77,8 +77,9 @@ class Effect:
     # The domain's circuit breaker: a failure (``fail_direct``: only on a direct fetch, since
     # through a proxy it may be the proxy's), a success (the site answered: it is up), or nothing.
     site_breaker: SiteBreaker = "none"
-    # A robots.txt fetch failing so is the site's own failure (RFC 9309 "unreachable"): it allows
-    # nothing while no copy is cached. Any other failure leaves robots.txt "not read".
+    # A robots.txt fetch failing so is the site's own failure (RFC 9309 2.3.1.4 "unreachable":
+    # server or network errors): it allows nothing while no copy is cached. A failing proxy or an
+    # egress refusal says nothing about the site: robots.txt is then "not read".
     robots_unreachable: bool = False
     # The agent whose task ended so is marked blocked (the site sees its address as a robot).
     blocks_agent: bool = False
