@@ -44,42 +44,127 @@ Where each lives: ``NoProxyAvailable`` in ``proxies.selection``, ``NotAnImage`` 
 Module-private signals (``_Full``, ``_NotStarted``, ``_Moved``), raised and caught inside one
 module, are not shown and stay plain exceptions.
 
-``error_type`` values are the closed set in DESIGN.md ("Error types").
+``error_type`` values are the closed set in DESIGN.md ("Error types"), the keys of ``EFFECTS``
+below: one row per type says what a try ending with it causes (retried, the proxy rotated,
+counted against the proxy or the site, robots.txt unreachable, the agent blocked). Every decision
+about a failed try reads that table or a set drawn from it; none keeps its own list.
 """
 
 from __future__ import annotations
 
-ERROR_TYPES = frozenset(
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+ProxyVerdict = Literal["ok", "fault", "ban", "none"]
+SiteBreaker = Literal["fail", "fail_direct", "ok", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """What a try that ended with one ``error_type`` causes; the defaults are "nothing"."""
+
+    # The task (or product image) is tried again with back-off while it has retries left: the
+    # page may come out differently next time.
+    retry: bool = False
+    # The retry avoids the proxy this try went through.
+    rotate_proxy: bool = False
+    # What it says about the proxy it went through (``proxies.health``): ``fault`` counts
+    # against the proxy everywhere, ``ban`` against it for this domain only, ``ok`` is the site's
+    # answer through a working proxy, ``none`` is not recorded (nothing went through it).
+    proxy_verdict: ProxyVerdict = "ok"
+    # The domain's circuit breaker: a failure (``fail_direct``: only on a direct fetch, since
+    # through a proxy it may be the proxy's), a success (the site answered: it is up), or nothing.
+    site_breaker: SiteBreaker = "none"
+    # A robots.txt fetch failing so is the site's own failure (RFC 9309 2.3.1.4 "unreachable":
+    # server or network errors): it allows nothing while no copy is cached. A failing proxy or an
+    # egress refusal says nothing about the site: robots.txt is then "not read".
+    robots_unreachable: bool = False
+    # The agent whose task ended so is marked blocked (the site sees its address as a robot).
+    blocks_agent: bool = False
+    # An agent may report it for its fetch; any other type an agent reports is taken as network.
+    from_agent: bool = False
+    # An error status from the site: an agent's report of it keeps the answer's status, headers
+    # and start of body (an ``HTTPStatusError``), for the same ban checks as a local fetch.
+    http_status: bool = False
+
+
+# What each error_type does: every decision about a failed try reads its row here (``effect``), so
+# a type's meaning is changed in one place.
+EFFECTS: Mapping[str, Effect] = MappingProxyType(
     {
-        "network",
-        "timeout",
-        "http_4xx",
-        "http_5xx",
-        "rate_limited",
-        "captcha",
-        "blocked",
-        "robots_denied",
-        "too_large",
-        "parse",
-        "validation",
-        "proxy",
-        "cancelled",
-        "internal",
-        # Not in DESIGN.md's original list: the request was never made because the target's
-        # address is one Forager must not reach (FORAGER_PRIVATE_TARGETS). None of the others
-        # fits: ``blocked`` would retry through another proxy and count against the site.
-        "egress_denied",
-        # Not in DESIGN.md's list either, and on attempts only: the try a worker was making when
-        # its lease expired (killed or hung), recorded by the reaper. Its task says ``internal``
-        # ("lease expired"), as before; the attempt says which try was lost and whose it was.
-        "lease_expired",
+        "network": Effect(
+            retry=True,
+            proxy_verdict="fault",
+            site_breaker="fail_direct",
+            robots_unreachable=True,
+            from_agent=True,
+        ),
+        "timeout": Effect(
+            retry=True,
+            proxy_verdict="fault",
+            site_breaker="fail_direct",
+            robots_unreachable=True,
+            from_agent=True,
+        ),
+        "http_4xx": Effect(site_breaker="ok", from_agent=True, http_status=True),
+        "http_5xx": Effect(
+            retry=True,
+            site_breaker="fail",
+            robots_unreachable=True,
+            from_agent=True,
+            http_status=True,
+        ),
+        "rate_limited": Effect(
+            retry=True,
+            rotate_proxy=True,
+            proxy_verdict="ban",
+            site_breaker="fail",
+            from_agent=True,
+            http_status=True,
+        ),
+        "captcha": Effect(
+            retry=True,
+            rotate_proxy=True,
+            proxy_verdict="ban",
+            site_breaker="fail",
+            blocks_agent=True,
+        ),
+        "blocked": Effect(
+            retry=True,
+            rotate_proxy=True,
+            proxy_verdict="ban",
+            site_breaker="fail",
+            blocks_agent=True,
+        ),
+        "robots_denied": Effect(),
+        "too_large": Effect(from_agent=True),
+        "parse": Effect(),
+        "validation": Effect(),
+        # The proxy refused or broke the connection: the site is not blamed, even on a direct fetch.
+        "proxy": Effect(retry=True, rotate_proxy=True, proxy_verdict="fault", from_agent=True),
+        "cancelled": Effect(),
+        "internal": Effect(retry=True),
+        # Not in DESIGN.md's original list: the request was never made because the target's address
+        # is one Forager must not reach (FORAGER_PRIVATE_TARGETS). None of the others fits:
+        # ``blocked`` would retry through another proxy and count against the site.
+        "egress_denied": Effect(proxy_verdict="none", from_agent=True),
+        # Not in DESIGN.md's list either, and on attempts only: the try a worker was making when its
+        # lease expired (killed or hung), recorded by the reaper. Its task says ``internal`` ("lease
+        # expired"), as before; the attempt says which try was lost and whose it was.
+        "lease_expired": Effect(),
     }
 )
+# What a type outside the table (or no type: the fetch answered) causes: nothing.
+NO_EFFECT = Effect()
 
-# Error types worth another fetch: the page may come out differently next time.
-RETRYABLE_ERROR_TYPES = frozenset(
-    {"network", "timeout", "http_5xx", "rate_limited", "captcha", "blocked", "proxy", "internal"}
-)
+ERROR_TYPES = frozenset(EFFECTS)
+
+
+def effect(error_type: str | None) -> Effect:
+    """The row of ``error_type`` in ``EFFECTS``; ``NO_EFFECT`` for ``None`` or an unknown type."""
+    return EFFECTS.get(error_type, NO_EFFECT) if error_type is not None else NO_EFFECT
 
 
 class ForagerError(Exception):

@@ -8,41 +8,32 @@ agent costs at most the limit in memory.
 from __future__ import annotations
 
 from forager.agents.protocol import ERROR_BODY_BYTES, Result
-from forager.errors import FetchError, HTTPStatusError, TooLarge
+from forager.errors import FetchError, HTTPStatusError, TooLarge, effect
 from forager.fetch.base import FetchResponse
 from forager.fetch.decode import BoundedDecoder
 
 # gzip of incompressible data is slightly larger than the data itself.
 _GZIP_SLACK = 64 * 1024
-# Error types an agent may report; anything else is taken as a network error.
-FETCH_ERRORS = frozenset(
-    {
-        "network",
-        "timeout",
-        "http_4xx",
-        "http_5xx",
-        "rate_limited",
-        "too_large",
-        "proxy",
-        "egress_denied",
-    }
-)
-_HTTP_ERRORS = frozenset({"http_4xx", "http_5xx", "rate_limited"})
 
 
 def failure(header: Result, body: bytes = b"") -> FetchError:
     """The error of a failed ``result``: an HTTP error answer keeps its status, headers and the
-    start of its body, as a local fetch's ``HTTPStatusError`` does, for the same ban checks."""
+    start of its body, as a local fetch's ``HTTPStatusError`` does, for the same ban checks.
+
+    Which types an agent may report, and which are an error status, is ``from_agent`` and
+    ``http_status`` in ``forager.errors.EFFECTS``; any other type is taken as ``network``.
+    """
     text = header.message or "the agent's fetch failed"
     status = header.status_code
-    if status is not None and status >= 400 and header.error_type in _HTTP_ERRORS:
+    said = effect(header.error_type)
+    if status is not None and status >= 400 and said.http_status:
         return HTTPStatusError(
             text,
             status_code=status,
             headers={k.lower(): v for k, v in header.headers.items()},
             body=body[:ERROR_BODY_BYTES],
         )
-    kind = header.error_type if header.error_type in FETCH_ERRORS else "network"
+    kind = header.error_type if said.from_agent else "network"
     return FetchError(text, status_code=status, error_type=kind)
 
 

@@ -43,7 +43,7 @@ from forager.agents.service import A
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
-from forager.errors import FetchError, TooLarge
+from forager.errors import FetchError, TooLarge, effect
 from forager.fetch.base import FetchResponse
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.store import TaskQueue
@@ -54,7 +54,6 @@ from forager.worker.pipeline import Pipeline
 log = logging.getLogger(__name__)
 S = TaskStatus
 _MESSAGES: TypeAdapter[Any] = TypeAdapter(AgentMessage)
-_BLOCK_TYPES = frozenset({"captcha", "blocked"})
 # Messages about task ids a connection never held (or long forgot) before it is closed.
 _UNKNOWN_LIMIT = 100
 
@@ -424,7 +423,7 @@ class AgentHub:
                     )
                 )
             ).one_or_none()
-        if row is None or row.error_type not in _BLOCK_TYPES:
+        if row is None or not effect(row.error_type).blocks_agent:
             return None
         return f"{row.error_type}: {row.error_message or ''}"[:500]
 

@@ -17,9 +17,10 @@ file's ``Sitemap:`` lines are kept with the domain (``robots_txt_sitemaps``) eac
 
 A domain with ``ignore_robots`` skips all of it. A robots.txt answered with 4xx allows everything
 (RFC 9309 "unavailable"). One the site fails to serve (5xx, a network error or timeout: RFC 9309
-"unreachable") allows nothing while no copy is cached: the check says when to ask again (a minute
-later, when the fetch is tried again) and the task's try fails as that fetch did (``network``,
-``http_5xx``, ``timeout``), retried with back-off no sooner than that, so a dead site's tasks end
+"unreachable", the types marked ``robots_unreachable`` in ``forager.errors.EFFECTS``) allows
+nothing while no copy is cached: the check says when to ask again (a minute later, when the fetch
+is tried again) and the task's try fails as that fetch did (``network``, ``http_5xx``,
+``timeout``), retried with back-off no sooner than that, so a dead site's tasks end
 failed after their retries; with a cached copy, the copy is used meanwhile. A failure that is
 not the site's (its proxy failed, none is free, the egress policy refused a redirect) leaves a
 cached copy in force or, without one, allows everything, and the fetch is tried again a minute
@@ -45,7 +46,7 @@ from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
-from forager.errors import FetchError, HTTPStatusError, NotFound
+from forager.errors import FetchError, HTTPStatusError, NotFound, effect
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.proxies.selection import (
     DomainPolicy,
@@ -57,9 +58,6 @@ from forager.proxies.selection import (
 ROBOTS_MAX_BYTES = 512 * 1024
 MAX_CRAWL_DELAY_SECONDS = 3600.0
 _RETRY_FAILED_FETCH = timedelta(seconds=60)
-# The site's own failures (RFC 9309 2.3.1.4 "unreachable": server or network errors). A proxy
-# that fails or an egress refusal says nothing about the site: robots.txt is then "not read".
-_UNREACHABLE = frozenset({"http_5xx", "network", "timeout"})
 
 
 # -- fetching ---------------------------------------------------------------------------
@@ -78,7 +76,7 @@ class RobotsFetch:
 
     @property
     def unreachable(self) -> bool:
-        return self.error_type in _UNREACHABLE
+        return effect(self.error_type).robots_unreachable
 
 
 async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> RobotsFetch:
@@ -246,7 +244,7 @@ class _Failure:
     @property
     def unreachable(self) -> bool:
         """The site's failure, not the proxy's or the egress policy's."""
-        return self.error_type in _UNREACHABLE
+        return effect(self.error_type).robots_unreachable
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,6 @@ from forager.errors import FetchError, HTTPStatusError, ProxyError
 from forager.fetch.base import FetchResponse
 from forager.parse.classify import classify
 
-# Error types after which the retry should go through another proxy.
-ROTATE_ON = frozenset({"rate_limited", "blocked", "captcha", "proxy"})
-
 
 def page_ban(response: FetchResponse) -> tuple[str, str] | None:
     """(error_type, message) when a 2xx/3xx answer is a robot check or block page."""

@@ -2,7 +2,8 @@
 the per-domain health view with the seed's two alerts.
 
 One classification serves every fetch through a proxy, the operator's test fetch, the background
-re-test and the crawl alike (``verdict``):
+re-test and the crawl alike (``verdict``, reading each type's ``proxy_verdict`` in
+``forager.errors.EFFECTS``):
 
 - the proxy failed (refused, unreachable, timed out): it counts against the proxy everywhere;
 - the site refused this proxy's exit address (a ban: 429, a block or robot-check page, a CAPTCHA,
@@ -28,23 +29,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.config import Settings
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
+from forager.errors import ProxyVerdict, effect
 from forager.fetch import breakers
 
-# The proxy failed: counts against it everywhere.
-PROXY_FAULTS = frozenset({"proxy", "network", "timeout"})
-# The site refused this proxy's exit address: counts against it for that domain only.
-BANS = frozenset({"rate_limited", "captcha", "blocked"})
-# Refused by Forager before anything went through the proxy: no verdict on it.
-NO_VERDICT = frozenset({"egress_denied"})
 # Weight of the newest response time in the moving average.
 EWMA_ALPHA = 0.3
 MIN_ACTIVE_PROXIES = 3  # seed alert 1: fewer active proxies than this for an active domain
 MAX_FAILURE_RATE_PERCENT = 10.0  # seed alert 2: a domain's proxies fail more often than this
 
-Verdict = Literal["ok", "fault", "ban", "none"]
 
-
-def verdict(error_type: str | None, *, ban: bool = False) -> Verdict:
+def verdict(error_type: str | None, *, ban: bool = False) -> ProxyVerdict:
     """What a fetch through a proxy says about the proxy (``error_type`` ``None``: it answered).
 
     ``ban`` is the fetch's own ban classification (``fetch.bans.classify_error``): a connection
@@ -52,19 +46,14 @@ def verdict(error_type: str | None, *, ban: bool = False) -> Verdict:
     """
     if error_type is None:
         return "ok"
-    if error_type in NO_VERDICT:
-        return "none"
-    if ban or error_type in BANS:
-        return "ban"
-    if error_type in PROXY_FAULTS:
-        return "fault"
-    return "ok"
+    said = effect(error_type).proxy_verdict
+    return "ban" if ban and said != "none" else said
 
 
 async def record_verdict(
     session: AsyncSession,
     proxy_id: int,
-    outcome: Verdict,
+    outcome: ProxyVerdict,
     *,
     domain_id: int | None,
     response_ms: int | None,

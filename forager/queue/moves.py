@@ -44,7 +44,7 @@ from forager.config import Settings
 from forager.db import audit
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import UTCDateTime, utcnow
-from forager.errors import RETRYABLE_ERROR_TYPES
+from forager.errors import effect
 from forager.queue import adaptive
 from forager.queue.lifecycle import LEASED, PARSE_LEASED, TaskStatus
 from forager.queue.tasks import ClaimedTask
@@ -400,7 +400,7 @@ def _ending_row(
     row |= {"b_error_type": error_type, "b_error_message": message[:2000]}
     if ending.fetched is None:
         row["b_http_status_code"] = http_status
-    if error_type in RETRYABLE_ERROR_TYPES and task.retry_count < task.max_retries:
+    if effect(error_type).retry and task.retry_count < task.max_retries:
         wait = max(retry_delay(settings, task.retry_count), ending.not_before or 0.0)
         row |= {
             "b_status": S.PENDING,

@@ -35,7 +35,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
-from forager.errors import RETRYABLE_ERROR_TYPES, FetchError, PageStoreError
+from forager.errors import FetchError, PageStoreError, effect
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.products import images
 from forager.products.imagefile import NotAnImage, inspect
@@ -223,7 +223,7 @@ class ImageDownloader:
         except FetchError as exc:
             async with self.db.session() as session:
                 await self.policy.failed(session, job, proxy, exc)
-            may_pass = exc.error_type in RETRYABLE_ERROR_TYPES
+            may_pass = effect(exc.error_type).retry
             await self._failed(image, f"{exc.error_type}: {exc.message}", may_pass)
             return
         async with self.db.session() as session:

@@ -26,18 +26,12 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
 from forager.domains.robots import RobotsRules, RobotsState, Verdict
-from forager.errors import FetchError
+from forager.errors import FetchError, effect
 from forager.fetch import bans, breakers, throttle
 from forager.fetch.base import Fetcher, FetchResponse
 from forager.proxies import health
 from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
 
-# Failures that say the site (not the proxy) is in trouble; through a proxy a network error
-# or timeout may be the proxy's, so only answers from the site count then.
-_SITE_FAULTS_DIRECT = frozenset(
-    {"network", "timeout", "http_5xx", "rate_limited", "captcha", "blocked"}
-)
-_SITE_FAULTS_PROXIED = frozenset({"http_5xx", "rate_limited", "captcha", "blocked"})
 _OVERLOAD_STATUSES = frozenset({429, 503})
 _RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
 _ALLOWED = Verdict(True, False)
@@ -113,7 +107,7 @@ class FetchPolicy:
             )
         ).one_or_none()
         avoid: frozenset[int] = frozenset()
-        if last is not None and last.proxy_id is not None and last.error_type in bans.ROTATE_ON:
+        if last is not None and last.proxy_id is not None and effect(last.error_type).rotate_proxy:
             avoid = frozenset({last.proxy_id})
         return await choose_proxy(
             session,
@@ -169,10 +163,11 @@ class FetchPolicy:
                 settings=self.settings,
             )
             await self.release(session, proxy)
-        site_faults = _SITE_FAULTS_PROXIED if proxy is not None else _SITE_FAULTS_DIRECT
-        if exc.error_type in site_faults:
+        # The domain's breaker, by the type's ``site_breaker`` (``forager.errors.EFFECTS``).
+        site = effect(exc.error_type).site_breaker
+        if site == "fail" or (site == "fail_direct" and proxy is None):
             await self._domain_breaker(session, task.domain_id, ok=False)
-        elif exc.error_type == "http_4xx":  # the site answered: it is up
+        elif site == "ok":  # the site answered: it is up
             await self._domain_breaker(session, task.domain_id, ok=True)
         retry_after = None
         if exc.status_code in _OVERLOAD_STATUSES:
