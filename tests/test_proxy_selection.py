@@ -17,7 +17,7 @@ from sqlalchemy import select, text, update
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import Domain, DomainProxy, Proxy
+from forager.db.models import CrawlAttempt, Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import EgressDenied, FetchError
 from forager.fetch import breakers
@@ -36,6 +36,7 @@ from forager.proxies.selection import (
 )
 from forager.runtime import open_database
 from forager.worker.policy import FetchPolicy
+from tests.support.crawling import submit, tasks_by_id
 from tests.support.waiting import eventually
 
 
@@ -514,3 +515,31 @@ async def _mapping(db: Database, domain_id: int, proxy_id: int) -> DomainProxy:
         )
         assert row is not None
         return row
+
+
+async def test_a_lost_try_does_not_hide_the_ban_the_retry_rotates_from(
+    db: Database, settings: Settings
+) -> None:
+    """A ban through proxy A, then a try a dead worker lost (its ``lease_expired`` row names no
+    proxy): the next fetch still goes through the other proxy."""
+    [task_id] = await submit(db, settings, "http://shop.test/p")
+    task = (await tasks_by_id(db, [task_id]))[task_id]
+    a, b = await _proxies(db, 2, map_to=task.domain_id)
+    async with db.session() as session:
+        for proxy_id, error_type in ((a, "blocked"), (None, "lease_expired")):
+            session.add(
+                CrawlAttempt(
+                    task_id=task_id,
+                    proxy_id=proxy_id,
+                    outcome="retry",
+                    error_type=error_type,
+                    finished_at=utcnow(),
+                )
+            )
+    policy = FetchPolicy(db, settings, None, "w")
+    for _ in range(3):
+        async with db.session() as session:
+            choice = await policy.choose(
+                session, _Task(task_id, task.domain_id), DomainPolicy(task.domain_id)
+            )
+        assert choice is not None and choice.proxy_id == b

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -101,7 +101,16 @@ class FetchPolicy:
         last = (
             await session.execute(
                 select(CrawlAttempt.proxy_id, CrawlAttempt.error_type)
-                .where(CrawlAttempt.task_id == task.id, CrawlAttempt.phase == "fetch")
+                .where(
+                    CrawlAttempt.task_id == task.id,
+                    CrawlAttempt.phase == "fetch",
+                    # A try a dead worker lost says nothing about any proxy: the ban before
+                    # it still decides the rotation.
+                    or_(
+                        CrawlAttempt.error_type.is_(None),
+                        CrawlAttempt.error_type != "lease_expired",
+                    ),
+                )
                 .order_by(CrawlAttempt.id.desc())
                 .limit(1)
             )
