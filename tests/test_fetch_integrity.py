@@ -18,7 +18,7 @@ from forager.agents import service
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.errors import FetchError
-from forager.fetch.base import FetchRequest
+from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.decode import BoundedDecoder
 from forager.fetch.registry import build_fetcher
 from forager.fetch.transfer import Transfers
@@ -41,11 +41,20 @@ def hostile() -> Iterator[HostileServer]:
         yield server
 
 
-async def _ok_three_times(fetcher: object, hostile: HostileServer) -> None:
+async def _ok_three_times(fetcher: Fetcher, hostile: HostileServer) -> None:
     for path in ("/ok", "/to-ok", "/ok"):
-        response = await fetcher.fetch(FetchRequest(hostile.url(path), UA))  # type: ignore[attr-defined]
+        response = await fetcher.fetch(FetchRequest(hostile.url(path), UA))
         assert response.status_code == 200 and response.body == OK_PAGE, path
         assert response.url == hostile.url("/ok")
+
+
+async def _refused_then_whole(fetcher: Fetcher, hostile: HostileServer, path: str) -> None:
+    """``path`` is refused as ``REFUSALS`` says; good pages and a redirect follow on the same
+    fetcher."""
+    with pytest.raises(FetchError) as refused:
+        await fetcher.fetch(FetchRequest(hostile.url(path), UA))
+    assert refused.value.error_type == REFUSALS[path], (path, str(refused.value))
+    await _ok_three_times(fetcher, hostile)
 
 
 @pytest.mark.parametrize("kind", ["http", "impersonate"])
@@ -58,10 +67,7 @@ async def test_a_refusal_leaves_the_fetcher_whole(
     try:
         await _ok_three_times(fetcher, hostile)
         for _ in range(2):  # twice: a second refusal on a fresh handle says the same
-            with pytest.raises(FetchError) as refused:
-                await fetcher.fetch(FetchRequest(hostile.url(path), UA))
-            assert refused.value.error_type == REFUSALS[path], str(refused.value)
-            await _ok_three_times(fetcher, hostile)
+            await _refused_then_whole(fetcher, hostile, path)
     finally:
         await fetcher.aclose()
 
@@ -73,11 +79,8 @@ async def test_every_refusal_in_a_row_on_one_fetcher(
     settings = fetch_settings(tmp_path, max_body_bytes=LIMIT, fetch_timeout_seconds=TIMEOUT)
     fetcher = build_fetcher("http", settings)
     try:
-        for path, error_type in REFUSALS.items():
-            with pytest.raises(FetchError) as refused:
-                await fetcher.fetch(FetchRequest(hostile.url(path), UA))
-            assert refused.value.error_type == error_type, (path, str(refused.value))
-            await _ok_three_times(fetcher, hostile)
+        for path in REFUSALS:
+            await _refused_then_whole(fetcher, hostile, path)
     finally:
         await fetcher.aclose()
 

@@ -10,14 +10,14 @@ from sqlalchemy import select, update
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, CrawlTask, Domain
+from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.queue import scheduler
 from forager.queue.store import ClaimedTask, TaskQueue
 from forager.queue.submit import SubmitSpec, submit_urls
 from tests.conftest import SettingsFactory
 from tests.support.crawling import submit, tasks_by_id
-from tests.support.waiting import entity_events
+from tests.support.waiting import entity_events, task_attempts
 
 
 async def _set(db: Database, model: type, row_id: int, **values: object) -> None:
@@ -251,14 +251,6 @@ async def test_expired_parse_lease_goes_back_to_downloaded(
     assert (parse.id, parse.status) == (task_id, "queued_parse")
 
 
-async def _attempts(db: Database, task_id: int) -> list[CrawlAttempt]:
-    async with db.reader() as session:
-        rows = await session.scalars(
-            select(CrawlAttempt).where(CrawlAttempt.task_id == task_id).order_by(CrawlAttempt.id)
-        )
-        return list(rows)
-
-
 async def test_an_expired_fetch_lease_leaves_the_lost_try_in_the_history(
     db: Database, settings: Settings
 ) -> None:
@@ -272,7 +264,7 @@ async def test_an_expired_fetch_lease_leaves_the_lost_try_in_the_history(
     await _set(db, CrawlTask, task_id, lease_expires_at=utcnow() - timedelta(seconds=1))
     assert await queue.reap_expired_leases() == 1
     assert await queue.reap_expired_leases() == 0
-    [lost] = await _attempts(db, task_id)
+    [lost] = await task_attempts(db, task_id)
     assert (lost.phase, lost.outcome, lost.error_type) == ("fetch", "retry", "lease_expired")
     assert (lost.worker_id, lost.started_at) == ("dead-worker", started)
     assert lost.finished_at is not None and lost.finished_at >= started
@@ -293,7 +285,7 @@ async def test_an_expired_parse_lease_is_a_lost_parse_try(db: Database, settings
     )
     assert await TaskQueue(db, settings).reap_expired_leases() == 1
     assert (await tasks_by_id(db, [task_id]))[task_id].status == "failed"  # no retry left
-    [lost] = await _attempts(db, task_id)
+    [lost] = await task_attempts(db, task_id)
     assert (lost.phase, lost.outcome, lost.error_type) == ("parse", "failed", "lease_expired")
     assert (lost.worker_id, lost.page_path) == ("parser-w", "pages/p2")
 
@@ -317,7 +309,7 @@ async def test_two_reapers_racing_record_one_lost_try(db: Database, settings: Se
         assert await second == 0
     finally:
         await other.dispose()
-    assert [a.error_type for a in await _attempts(db, task_id)] == ["lease_expired"]
+    assert [a.error_type for a in await task_attempts(db, task_id)] == ["lease_expired"]
     assert (await tasks_by_id(db, [task_id]))[task_id].retry_count == 1
 
 

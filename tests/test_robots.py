@@ -19,7 +19,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.domains import robots
-from forager.domains.robots import RobotsRules
+from forager.domains.robots import RobotsRules, Verdict
 from forager.fetch.registry import FetcherSet
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
@@ -239,12 +239,7 @@ async def test_a_robots_txt_answered_4xx_allows_everything(
     site.set_robots("User-agent: *\nDisallow: /\n", status=404)
     [task_id] = await submit(db, settings, site.url("/product/1"))
     domain_id = await _domain_of(db, task_id)
-    fetchers = FetcherSet(settings)
-    try:
-        rules = RobotsRules(db, settings, fetcher=fetchers, box=SecretBox(settings))
-        verdict = await rules.check(domain_id, site.url("/product/1"), AGENT)
-    finally:
-        await fetchers.aclose()
+    verdict = await _check_once(db, settings, domain_id, site.url("/product/1"))
     assert (verdict.allowed, verdict.fetched, verdict.retry_in) == (True, True, None)
     async with db.reader() as session:
         domain = await session.scalar(select(Domain).where(Domain.id == domain_id))
@@ -304,12 +299,7 @@ async def test_a_failure_that_is_not_the_sites_does_not_stop_the_crawl(
         await session.execute(
             update(Domain).where(Domain.id == domain_id).values(required_country_code="DE")
         )
-    fetchers = FetcherSet(settings)
-    try:
-        rules = RobotsRules(db, settings, fetcher=fetchers, box=SecretBox(settings))
-        verdict = await rules.check(domain_id, site.url("/product/1"), AGENT)
-    finally:
-        await fetchers.aclose()
+    verdict = await _check_once(db, settings, domain_id, site.url("/product/1"))
     assert (verdict.allowed, verdict.fetched, verdict.retry_in) == (True, True, None)
     assert _robots_requests(site) == 0
 
@@ -384,6 +374,16 @@ async def _run_until(
         pool.stop()
         await runner
     return found
+
+
+async def _check_once(db: Database, settings: Settings, domain_id: int, url: str) -> Verdict:
+    """One robots.txt check of ``url`` with fetchers of its own (closed afterwards)."""
+    fetchers = FetcherSet(settings)
+    try:
+        rules = RobotsRules(db, settings, fetcher=fetchers, box=SecretBox(settings))
+        return await rules.check(domain_id, url, AGENT)
+    finally:
+        await fetchers.aclose()
 
 
 async def _has_event(db: Database, task_id: int, name: str) -> bool:
