@@ -25,7 +25,7 @@ from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHea
 from forager.db.types import utcnow
 from forager.errors import ConfigError, InvalidRequest
 from forager.fetch.registry import FetcherSet
-from forager.monitors import admin, store
+from forager.monitors import admin, writes
 from forager.monitors import health as monitor_health
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.health import status_of
@@ -225,7 +225,7 @@ async def test_two_runners_never_run_the_same_monitor(env: Env, site: TestSite) 
         ids.append((await env.create(site.url(f"/live/m{n}"))).id)
     # Racing claims: every monitor is won by exactly one claimer.
     won_a, won_b = await asyncio.gather(
-        store.claim(env.db, "a", env.settings, 10), store.claim(env.db, "b", env.settings, 10)
+        writes.claim(env.db, "a", env.settings, 10), writes.claim(env.db, "b", env.settings, 10)
     )
     a_ids, b_ids = {m.id for m in won_a}, {m.id for m in won_b}
     assert not a_ids & b_ids and a_ids | b_ids == set(ids)
@@ -640,7 +640,7 @@ def test_a_full_result_queue_drops_the_oldest_never_the_latest() -> None:
 async def test_queued_snapshots_and_drops_are_written_with_the_next_poll(env: Env) -> None:
     a = await env.create("http://127.0.0.1:9/a")
     b = await env.create("http://127.0.0.1:9/b")
-    assert {m.id for m in await store.claim(env.db, "o", env.settings, 2)} == {a.id, b.id}
+    assert {m.id for m in await writes.claim(env.db, "o", env.settings, 2)} == {a.id, b.id}
     queue = SnapshotQueue(max_items=2, max_bytes=10_000)
     for snapshot in (_snap(a.id, 1), _snap(a.id, 2), _snap(a.id, 3), _snap(b.id, 9)):
         queue.put(snapshot)  # a's 1 and 2 are dropped: a write failed meanwhile, say
@@ -658,13 +658,15 @@ async def test_queued_snapshots_and_drops_are_written_with_the_next_poll(env: En
     }
     # A process that lost a's lease writes nothing of a; b's snapshot waits for the next write.
     assert (
-        await store.record_success(env.db, env.settings, owner="x", monitor_id=a.id, **common)
+        await writes.record_success(env.db, env.settings, owner="x", monitor_id=a.id, **common)
         is None
     )
     assert [s.monitor_id for s in queue.take()] == [b.id]
     queue.give_back([_snap(a.id, 3), _snap(b.id, 9)])
     queue.unrecorded_drops.update({a.id: 2})
-    written = await store.record_success(env.db, env.settings, owner="o", monitor_id=a.id, **common)
+    written = await writes.record_success(
+        env.db, env.settings, owner="o", monitor_id=a.id, **common
+    )
     assert written is not None and len(queue) == 0 and not queue.unrecorded_drops
     assert (await env.snapshots(a.id), await env.snapshots(b.id)) == ([3], [9])
     row_a, row_b = await env.monitor(a.id), await env.monitor(b.id)
@@ -674,7 +676,7 @@ async def test_queued_snapshots_and_drops_are_written_with_the_next_poll(env: En
     assert seen.resources["dropped_snapshots"] == 2
     # What a runner's tick or graceful stop flushes when no poll writes.
     queue.put(_snap(b.id, 10))
-    assert await store.flush(env.db, queue) == 1
+    assert await writes.flush(env.db, queue) == 1
     assert await env.snapshots(b.id) == [9, 10]
 
 

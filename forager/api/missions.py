@@ -39,7 +39,7 @@ from forager.api.wire import Day
 from forager.db.models import Mission, WorkerService, Writer
 from forager.db.queries import count_by
 from forager.db.types import utcnow
-from forager.missions import admin, control, registry, reports
+from forager.missions import admin, control, endpoints, reports
 
 router = APIRouter(prefix="/api/missions", tags=["missions"])
 services = APIRouter(prefix="/api/worker-services", tags=["missions"])
@@ -151,7 +151,7 @@ async def _status(runtime: RuntimeDep, session: ReadSessionDep) -> OrchestratorS
         session_limit=view.session_limit,
         max_retries=view.max_retries,
         missions_by_status={str(k): v for k, v in by_status.items()},
-        workers=[_service(s, p) for s, p in await registry.services_with_proxies(session)],
+        workers=[_service(s, p) for s, p in await endpoints.services_with_proxies(session)],
     )
 
 
@@ -238,9 +238,9 @@ def _service(row: WorkerService, proxy_name: str | None) -> WorkerServicePublic:
 
 
 async def _one_service(session: ReadSessionDep, service_id: int) -> WorkerServicePublic:
-    found = await registry.services_with_proxies(session, [service_id])
+    found = await endpoints.services_with_proxies(session, [service_id])
     if not found:
-        await registry.get(session, WorkerService, service_id)  # raises NotFound
+        await endpoints.get(session, WorkerService, service_id)  # raises NotFound
     return _service(*found[0])
 
 
@@ -249,7 +249,7 @@ async def create_worker_service(
     body: WorkerServiceCreate, runtime: RuntimeDep
 ) -> WorkerServicePublic:
     """Add a worker service; its API key is encrypted at rest and never returned."""
-    row = await registry.create(runtime.db, runtime.box, WorkerService, body.columns())
+    row = await endpoints.create(runtime.db, runtime.box, WorkerService, body.columns())
     return _service(row, None)
 
 
@@ -258,10 +258,10 @@ async def list_worker_services(
     session: ReadSessionDep, paging: PagingDep
 ) -> Page[WorkerServicePublic]:
     """Worker services by id, with their state and the proxy their session holds."""
-    rows, total = await registry.listing(
+    rows, total = await endpoints.listing(
         session, WorkerService, limit=paging.limit, offset=paging.offset
     )
-    found = await registry.services_with_proxies(session, [r.id for r in rows])
+    found = await endpoints.services_with_proxies(session, [r.id for r in rows])
     return Page(
         items=[_service(s, p) for s, p in found],
         total=total,
@@ -287,7 +287,7 @@ async def update_worker_service(
     """Change fields (a new API key replaces the old one); ``active: false`` retires it once
     its mission is done."""
     box = runtime.box
-    await registry.update(runtime.db, box, WorkerService, service_id, body.changes())
+    await endpoints.update(runtime.db, box, WorkerService, service_id, body.changes())
     runtime.wake_missions()
     async with runtime.db.reader() as session:
         return await _one_service(session, service_id)
@@ -301,7 +301,7 @@ async def update_worker_service(
 )
 async def delete_worker_service(service_id: EntityId, runtime: RuntimeDep) -> Response:
     """Remove an idle worker service (missions keep their history)."""
-    await registry.delete(runtime.db, WorkerService, service_id)
+    await endpoints.delete(runtime.db, WorkerService, service_id)
     return Response(status_code=204)
 
 
@@ -309,7 +309,7 @@ async def delete_worker_service(service_id: EntityId, runtime: RuntimeDep) -> Re
 async def test_worker_service(service_id: EntityId, runtime: RuntimeDep) -> ConnectionTestResult:
     """Call ``GET /session/status`` with its key now; the outcome is kept."""
     box = runtime.box
-    result = await registry.test(runtime.db, runtime.settings, box, WorkerService, service_id)
+    result = await endpoints.test(runtime.db, runtime.settings, box, WorkerService, service_id)
     return ConnectionTestResult.model_validate(result)
 
 
@@ -319,14 +319,14 @@ async def test_worker_service(service_id: EntityId, runtime: RuntimeDep) -> Conn
 @writers.post("", operation_id="create_writer", status_code=201, responses=_NAME_TAKEN)
 async def create_writer(body: WriterCreate, runtime: RuntimeDep) -> WriterPublic:
     """Add a writer; its API key is encrypted at rest and never returned."""
-    row = await registry.create(runtime.db, runtime.box, Writer, body.columns())
+    row = await endpoints.create(runtime.db, runtime.box, Writer, body.columns())
     return WriterPublic.model_validate(row)
 
 
 @writers.get("", operation_id="list_writers")
 async def list_writers(session: ReadSessionDep, paging: PagingDep) -> Page[WriterPublic]:
     """Writers by id (the first active one stores every mission)."""
-    rows, total = await registry.listing(session, Writer, limit=paging.limit, offset=paging.offset)
+    rows, total = await endpoints.listing(session, Writer, limit=paging.limit, offset=paging.offset)
     return Page(
         items=[WriterPublic.model_validate(w) for w in rows],
         total=total,
@@ -338,7 +338,7 @@ async def list_writers(session: ReadSessionDep, paging: PagingDep) -> Page[Write
 @writers.get("/{writer_id:int}", operation_id="get_writer", responses=_NO_WRITER)
 async def get_writer(writer_id: EntityId, session: ReadSessionDep) -> WriterPublic:
     """One writer."""
-    return WriterPublic.model_validate(await registry.get(session, Writer, writer_id))
+    return WriterPublic.model_validate(await endpoints.get(session, Writer, writer_id))
 
 
 @writers.patch(
@@ -350,7 +350,7 @@ async def update_writer(
     """Change fields (a new API key replaces the old one)."""
     box = runtime.box
     return WriterPublic.model_validate(
-        await registry.update(runtime.db, box, Writer, writer_id, body.changes())
+        await endpoints.update(runtime.db, box, Writer, writer_id, body.changes())
     )
 
 
@@ -362,7 +362,7 @@ async def update_writer(
 )
 async def delete_writer(writer_id: EntityId, runtime: RuntimeDep) -> Response:
     """Remove a writer that is storing nothing."""
-    await registry.delete(runtime.db, Writer, writer_id)
+    await endpoints.delete(runtime.db, Writer, writer_id)
     return Response(status_code=204)
 
 
@@ -370,5 +370,5 @@ async def delete_writer(writer_id: EntityId, runtime: RuntimeDep) -> Response:
 async def test_writer(writer_id: EntityId, runtime: RuntimeDep) -> ConnectionTestResult:
     """Call ``GET /health``, then an authenticated call with its key, now; the outcome is kept."""
     box = runtime.box
-    result = await registry.test(runtime.db, runtime.settings, box, Writer, writer_id)
+    result = await endpoints.test(runtime.db, runtime.settings, box, Writer, writer_id)
     return ConnectionTestResult.model_validate(result)

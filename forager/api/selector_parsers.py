@@ -18,7 +18,7 @@ from forager.api.selector_schemas import (
     StoredPagePublic,
 )
 from forager.db import audit
-from forager.db.models import SelectorParser
+from forager.db.models import SelectorMapVersion
 from forager.domains import selectors
 from forager.parse.selectors import ITEMS, SELECTOR, compile_map
 from forager.worker.parsing import ParseJob
@@ -32,7 +32,7 @@ _NO_VERSION: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _public(row: SelectorParser, in_use: bool) -> SelectorParserPublic:
+def _public(row: SelectorMapVersion, in_use: bool) -> SelectorParserPublic:
     return SelectorParserPublic(
         id=row.id,
         domain_id=row.domain_id,

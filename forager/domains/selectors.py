@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db import audit
 from forager.db.engine import Database
-from forager.db.models import CrawlTask, Domain, SelectorParser
+from forager.db.models import CrawlTask, Domain, SelectorMapVersion
 from forager.db.queries import get_or_not_found, page
 from forager.errors import NotFound
 from forager.parse.selectors import SELECTOR, compile_map
@@ -33,10 +33,10 @@ async def _domain(session: AsyncSession, domain_id: int, *, lock: bool = False) 
     return await get_or_not_found(session, Domain, domain_id, missing, with_for_update=lock)
 
 
-async def _version(session: AsyncSession, domain_id: int, version: int) -> SelectorParser:
+async def _version(session: AsyncSession, domain_id: int, version: int) -> SelectorMapVersion:
     found = await session.scalar(
-        select(SelectorParser).where(
-            SelectorParser.domain_id == domain_id, SelectorParser.version == version
+        select(SelectorMapVersion).where(
+            SelectorMapVersion.domain_id == domain_id, SelectorMapVersion.version == version
         )
     )
     if found is None:
@@ -54,16 +54,18 @@ def _use(session: AsyncSession, domain: Domain, version: int, by: str) -> None:
 
 async def save(
     db: Database, domain_id: int, fields: dict[str, Any], note: str | None, *, use: bool, by: str
-) -> tuple[SelectorParser, bool]:
+) -> tuple[SelectorMapVersion, bool]:
     """A new version of the domain's map (refused with ``InvalidRequest`` naming the bad
     rule); with ``use`` the domain's pages are parsed with it from now on."""
     compile_map(fields)
     async with db.session() as session:
         domain = await _domain(session, domain_id, lock=True)
         latest = await session.scalar(
-            select(func.max(SelectorParser.version)).where(SelectorParser.domain_id == domain_id)
+            select(func.max(SelectorMapVersion.version)).where(
+                SelectorMapVersion.domain_id == domain_id
+            )
         )
-        row = SelectorParser(
+        row = SelectorMapVersion(
             domain_id=domain_id, version=(latest or 0) + 1, fields=fields, note=note, created_by=by
         )
         session.add(row)
@@ -73,7 +75,7 @@ async def save(
         return row, domain.selector_version == row.version
 
 
-async def use(db: Database, domain_id: int, version: int, by: str) -> SelectorParser:
+async def use(db: Database, domain_id: int, version: int, by: str) -> SelectorMapVersion:
     """Parse the domain's pages with ``version`` from now on (a roll-back, or a new one)."""
     async with db.session() as session:
         domain = await _domain(session, domain_id, lock=True)
@@ -84,12 +86,12 @@ async def use(db: Database, domain_id: int, version: int, by: str) -> SelectorPa
 
 async def versions(
     session: AsyncSession, domain_id: int, *, limit: int, offset: int
-) -> tuple[list[SelectorParser], int, int | None]:
+) -> tuple[list[SelectorMapVersion], int, int | None]:
     """The domain's versions, newest first, their total, and the version in use."""
     domain = await _domain(session, domain_id)
-    query = select(SelectorParser).where(SelectorParser.domain_id == domain_id)
+    query = select(SelectorMapVersion).where(SelectorMapVersion.domain_id == domain_id)
     rows, total = await page(
-        session, query, SelectorParser.version.desc(), limit=limit, offset=offset
+        session, query, SelectorMapVersion.version.desc(), limit=limit, offset=offset
     )
     return list(rows), total, _in_use(domain)
 
@@ -98,7 +100,9 @@ def _in_use(domain: Domain) -> int | None:
     return domain.selector_version if domain.parser_name == SELECTOR else None
 
 
-async def one(session: AsyncSession, domain_id: int, version: int) -> tuple[SelectorParser, bool]:
+async def one(
+    session: AsyncSession, domain_id: int, version: int
+) -> tuple[SelectorMapVersion, bool]:
     """One version, and whether the domain uses it."""
     domain = await _domain(session, domain_id)
     return await _version(session, domain_id, version), _in_use(domain) == version

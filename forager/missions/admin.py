@@ -1,5 +1,5 @@
 """What an operator does with missions: create (one, or a date range split per day), queue,
-cancel, list. Every change goes through ``store`` (compare-and-sets with their events)."""
+cancel, list. Every change goes through ``moves`` (compare-and-sets with their events)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from forager.db.engine import Database
 from forager.db.models import Mission, WorkerService
 from forager.db.queries import get_or_not_found, page
 from forager.errors import InvalidRequest, LifecycleConflict
-from forager.missions import store
+from forager.missions import moves
 from forager.missions.clients import ServiceError, WorkerServiceAPI, http_client
 from forager.missions.states import CANCELABLE, LANGUAGES, MEDIA_TYPES, Checkpoint
 
@@ -83,7 +83,7 @@ async def create(
         await session.flush()
         ids = [m.id for m in missions]
         if queue:
-            await store.queue(session, ids, by)
+            await moves.queue(session, ids, by)
     async with db.reader() as session:
         rows = await session.scalars(
             select(Mission).where(Mission.id.in_(ids)).order_by(Mission.id)
@@ -94,7 +94,7 @@ async def create(
 async def queue(db: Database, ids: list[int], by: str) -> tuple[list[int], dict[int, str]]:
     """Seed §5.1 for the selected missions: which were queued, which refused and why."""
     async with db.session() as session:
-        return await store.queue(session, ids, by)
+        return await moves.queue(session, ids, by)
 
 
 async def get(session: AsyncSession, mission_id: int) -> Mission:
@@ -114,7 +114,7 @@ async def cancel(
                     f"cannot cancel a mission that is {m.status}", current_status=m.status
                 )
             service = await session.get(WorkerService, m.worker_id) if m.worker_id else None
-            if not await store.cancel(session, m, by):
+            if not await moves.cancel(session, m, by):
                 continue
         if m.checkpoint == Checkpoint.EXTRACAO and m.worker_job_id and service is not None:
             await _cancel_job(settings, box, service, m.worker_job_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 
 from forager.db.models import Mission, WorkerService
-from forager.missions import proxy_lease, sessions, store, workers
+from forager.missions import moves, proxy_lease, sessions, workers
 from forager.missions.context import Env, Limits
 from forager.missions.scrape import JobWatch
 from forager.missions.scrape import step as scrape_step
@@ -86,7 +86,7 @@ async def _ready(env: Env, worker: WorkerService, limits: Limits, memo: Memo) ->
     async with env.db.session() as session:
         proxy = await proxy_lease.held_by(session, worker.id)
         name = None if proxy is None else proxy_lease.proxy_label(proxy)
-        claimed = await store.claim(session, worker, name)
+        claimed = await moves.claim(session, worker, name)
     return 0 if claimed is not None else env.settings.mission_loop_seconds
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from forager.db.models import Mission, Writer
 from forager.db.types import utcnow
-from forager.missions import store
+from forager.missions import moves
 from forager.missions.clients import ServiceError, WriterJob
 from forager.missions.codes import MissionFailure
 from forager.missions.context import Env, Limits
@@ -78,7 +78,7 @@ async def step(env: Env, mission_id: int, limits: Limits, watch: WriterWatch) ->
         return await _submit(env, m, first_active, limits)
     if writer is None:  # the writer was deleted: give the data to another one
         async with env.db.session() as session:
-            await store.writer_lost(session, m)
+            await moves.writer_lost(session, m)
         return 0
     return await _poll(env, m, writer, limits, watch)
 
@@ -93,7 +93,7 @@ async def _submit(env: Env, m: Mission, writer: Writer | None, limits: Limits) -
         await writer_failure(env, m, failure_of(exc, "POST /process"), limits)
         return 0
     async with env.db.session() as session:
-        await store.writer_accepted(session, m, writer.id, job_id)
+        await moves.writer_accepted(session, m, writer.id, job_id)
     return env.settings.mission_writer_poll_seconds
 
 
@@ -118,7 +118,7 @@ async def _poll(env: Env, m: Mission, writer: Writer, limits: Limits, watch: Wri
         if (job.processed, job.total) != watch.progress:
             watch.progress = (job.processed, job.total)
             async with env.db.session() as session:
-                await store.progress(
+                await moves.progress(
                     session,
                     m,
                     E.WRITER_PROGRESS,
@@ -129,7 +129,7 @@ async def _poll(env: Env, m: Mission, writer: Writer, limits: Limits, watch: Wri
         return settings.mission_writer_poll_seconds
     if job.status in ("completed", "partial"):
         async with env.db.session() as session:
-            await store.completed(
+            await moves.completed(
                 session,
                 m,
                 success_count=job.success_count,

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db import audit
 from forager.db.models import Mission, WorkerService
-from forager.missions import proxy_lease, store, workers
+from forager.missions import moves, proxy_lease, workers
 from forager.missions.codes import MissionFailure, decide
 from forager.missions.context import Env, Limits
 from forager.missions.states import WORKER_ENTITY, MissionStatus
@@ -60,15 +60,15 @@ async def session_failure(
             return
         verdict = decide(failure.code, retry_count=m.retry_count, max_retries=limits.max_retries)
         if verdict.retry:
-            await store.retried(session, m, failure.code, "session")
-        elif await store.failed(session, m, verdict.final_code, failure.message):
+            await moves.retried(session, m, failure.code, "session")
+        elif await moves.failed(session, m, verdict.final_code, failure.message):
             await workers.drop_mission(session, worker.id, m.id)
 
 
 async def scrape_failure(env: Env, m: Mission, failure: MissionFailure, limits: Limits) -> None:
     """The scrape job of ``m`` failed: submit it again, or fail the mission."""
     async with env.db.session() as session:
-        store.log(
+        moves.log(
             session,
             m.id,
             E.SCRAPE_FAILED,
@@ -78,15 +78,15 @@ async def scrape_failure(env: Env, m: Mission, failure: MissionFailure, limits: 
         )
         verdict = decide(failure.code, retry_count=m.retry_count, max_retries=limits.max_retries)
         if verdict.retry:
-            await store.retried(session, m, failure.code, "scrape")
-        elif await store.failed(session, m, verdict.final_code, failure.message):
-            await store.free_worker(session, m, counted=True)
+            await moves.retried(session, m, failure.code, "scrape")
+        elif await moves.failed(session, m, verdict.final_code, failure.message):
+            await moves.free_worker(session, m, counted=True)
 
 
 async def writer_failure(env: Env, m: Mission, failure: MissionFailure, limits: Limits) -> None:
     """The writer could not store ``m``: resubmit once, or fail the mission."""
     async with env.db.session() as session:
-        store.log(
+        moves.log(
             session,
             m.id,
             E.WRITER_FAILED,
@@ -101,9 +101,9 @@ async def writer_failure(env: Env, m: Mission, failure: MissionFailure, limits: 
             writer_retries=m.writer_retry_count,
         )
         if verdict.retry:
-            await store.retried(session, m, failure.code, "writer")
+            await moves.retried(session, m, failure.code, "writer")
         else:
-            await store.failed(session, m, verdict.final_code, failure.message)
+            await moves.failed(session, m, verdict.final_code, failure.message)
 
 
 async def internal_failure(
@@ -116,5 +116,5 @@ async def internal_failure(
         if m is None:
             return
         verdict = decide(failure.code, retry_count=m.retry_count, max_retries=limits.max_retries)
-        if await store.failed(session, m, verdict.final_code, failure.message):
-            await store.free_worker(session, m, counted=True)
+        if await moves.failed(session, m, verdict.final_code, failure.message):
+            await moves.free_worker(session, m, counted=True)

@@ -19,7 +19,7 @@ import logging
 from sqlalchemy import or_, select
 
 from forager.db.models import Mission, WorkerService, Writer
-from forager.missions import proxy_lease, store, workers
+from forager.missions import moves, proxy_lease, workers
 from forager.missions.clients import ServiceError
 from forager.missions.context import Env
 from forager.missions.states import SESSION_OK, SESSION_WAITING, Checkpoint, MissionStatus
@@ -57,12 +57,12 @@ async def _missions(env: Env) -> dict[int, int]:
             writer = writers.get(m.writer_id) if m.writer_id is not None else None
             if writer is not None and m.writer_job_id and await _writer_lost(env, m, writer):
                 async with env.db.session() as session:
-                    await store.writer_lost(session, m)
+                    await moves.writer_lost(session, m)
             return None
         service = services.get(m.worker_id) if m.worker_id is not None else None
         if service is None or m.worker_job_id is None or await _job_lost(env, m, service):
             async with env.db.session() as session:
-                await store.requeued(session, m, "no job to follow after a restart")
+                await moves.requeued(session, m, "no job to follow after a restart")
             return None
         return service.id, m.id
 

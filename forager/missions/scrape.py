@@ -9,7 +9,7 @@ from typing import Any
 
 from forager.db.models import Mission, WorkerService
 from forager.db.types import utcnow
-from forager.missions import store, workers
+from forager.missions import moves, workers
 from forager.missions.clients import JobState, ServiceError, WorkerServiceAPI
 from forager.missions.codes import MissionFailure
 from forager.missions.context import Env, Limits
@@ -94,7 +94,7 @@ async def _submit(env: Env, worker: WorkerService, m: Mission, limits: Limits) -
         await scrape_failure(env, m, failure, limits)
         return 0
     async with env.db.session() as session:
-        accepted = await store.job_accepted(session, m, job_id)
+        accepted = await moves.job_accepted(session, m, job_id)
     if not accepted:  # canceled while we asked: that job has no mission
         with contextlib.suppress(ServiceError):
             await api.cancel_job(job_id)
@@ -149,7 +149,7 @@ async def _handle(
         if (job.ads_count, job.progress_pct) != watch.progress:
             watch.progress = (job.ads_count, job.progress_pct)
             async with env.db.session() as session:
-                await store.progress(
+                await moves.progress(
                     session,
                     m,
                     E.SCRAPE_PROGRESS,
@@ -165,12 +165,12 @@ async def _handle(
             await scrape_failure(env, m, failure, limits)
             return 0
         async with env.db.session() as session:
-            await store.scrape_completed(session, m, url, job.ads_count)
+            await moves.scrape_completed(session, m, url, job.ads_count)
         env.wake()
         return 0
     if job.status == "empty":
         async with env.db.session() as session:
-            await store.completed_empty(session, m)
+            await moves.completed_empty(session, m)
         return 0
     if job.status == "cancelled":
         message = f"job {m.worker_job_id} was cancelled by the worker service"

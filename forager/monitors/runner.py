@@ -30,7 +30,7 @@ from forager.db.types import utcnow
 from forager.errors import ForagerError, ParseError
 from forager.fetch import breakers
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.monitors import admin, store
+from forager.monitors import admin, writes
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
@@ -203,7 +203,7 @@ class MonitorLoop:
                 await browser.aclose()
 
     async def _begin(self, restart: bool) -> None:
-        ok = await store.start_run(
+        ok = await writes.start_run(
             self.db, self.owner, self.id, self.context.scraper_id, self.context.start_time, restart
         )
         if not ok:
@@ -266,7 +266,7 @@ class MonitorLoop:
                     - now.timestamp()
                 )
                 self.interval = min(self.high, max(self.low, reopens))
-                if not await store.record_rejection(self.db, self.owner, self.id, self.interval):
+                if not await writes.record_rejection(self.db, self.owner, self.id, self.interval):
                     raise LeaseLost
                 return
             try:
@@ -280,7 +280,7 @@ class MonitorLoop:
                 self.interval = next_interval(self.interval, "failed", self.low, self.high)
                 now = utcnow()
                 before = self.breaker_state
-                written = await store.record_failure(
+                written = await writes.record_failure(
                     self.db,
                     self.settings,
                     owner=self.owner,
@@ -391,8 +391,8 @@ class MonitorLoop:
         resolution: str | None,
         state: tuple[str | None, str | None] | None,
         ended: bool,
-    ) -> store.Written | None:
-        return await store.record_success(
+    ) -> writes.Written | None:
+        return await writes.record_success(
             self.db,
             self.settings,
             owner=self.owner,
@@ -414,7 +414,7 @@ class MonitorLoop:
             poll_windows=self.windows.dump(),
         )
 
-    def _breaker(self, written: store.Written) -> None:
+    def _breaker(self, written: writes.Written) -> None:
         self.breaker_state, self.breaker_opened_at = (
             written.breaker_state,
             written.breaker_opened_at,
@@ -439,7 +439,7 @@ class MonitorLoop:
         ctx = self.context
         since = self.last_success
         try:
-            await store.log_health(
+            await writes.log_health(
                 self.db,
                 {
                     "scraper_id": ctx.scraper_id,
@@ -530,9 +530,9 @@ class MonitorRunner:
                         exc_info=task.exception(),
                     )
                 with contextlib.suppress(Exception):
-                    await store.release(self.db, self.owner, monitor_id)
+                    await writes.release(self.db, self.owner, monitor_id)
         held = set(self.loops)
-        kept = await store.renew(self.db, self.owner, held, self.settings)
+        kept = await writes.renew(self.db, self.owner, held, self.settings)
         for monitor_id in held - kept:
             loop, task = self.loops.pop(monitor_id)
             log.info("monitor %d: paused, deleted or taken over; stopping it here", monitor_id)
@@ -546,7 +546,7 @@ class MonitorRunner:
             samples, errors = await admin.clean_logs(self.db, self.settings)
             if samples or errors:
                 log.info("deleted %d old health samples and %d old errors", samples, errors)
-        for monitor in await store.claim(
+        for monitor in await writes.claim(
             self.db, self.owner, self.settings, self.slots - len(self.loops)
         ):
             loop = MonitorLoop(self, monitor)
@@ -559,7 +559,7 @@ class MonitorRunner:
         if not len(self.results) and not self.results.unrecorded_drops:
             return
         try:
-            written = await store.flush(self.db, self.results)
+            written = await writes.flush(self.db, self.results)
             log.info("wrote %d queued snapshots", written)
         except Exception as exc:
             log.warning(
@@ -582,6 +582,6 @@ class MonitorRunner:
         await self._flush()  # seed: flush, then save state
         for monitor_id in tasks.values():
             with contextlib.suppress(Exception):
-                await store.release(self.db, self.owner, monitor_id)
+                await writes.release(self.db, self.owner, monitor_id)
         log.info("monitor runner %s stopped (%d monitors released)", self.owner, len(tasks))
         self.loops.clear()

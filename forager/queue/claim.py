@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
-from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorParser
+from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorMapVersion
 from forager.fetch import breakers
 from forager.fetch.throttle import effective_delay
 from forager.parse.selectors import SELECTOR
@@ -56,8 +56,11 @@ TASK_COLUMNS = (
     CrawlTask.unchanged_crawls,
 )
 _SELECTOR_FIELDS = (
-    select(SelectorParser.fields)
-    .where(SelectorParser.domain_id == Domain.id, SelectorParser.version == Domain.selector_version)
+    select(SelectorMapVersion.fields)
+    .where(
+        SelectorMapVersion.domain_id == Domain.id,
+        SelectorMapVersion.version == Domain.selector_version,
+    )
     .scalar_subquery()
     .label("selector_fields")
 )

@@ -22,7 +22,7 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Event, Mission, Proxy, WorkerService, Writer
-from forager.missions import control, registry
+from forager.missions import control, endpoints
 from forager.missions.runner import MissionRunner
 from forager.missions.states import MissionEvent
 from tests.support.proxy import TestProxy
@@ -146,9 +146,9 @@ async def register(
             "api_key": key,
             "storage_domain": f"{url}/storage",
         }
-        await registry.create(db, box, WorkerService, values)
+        await endpoints.create(db, box, WorkerService, values)
     for n, url in enumerate(writers, 1):
-        await registry.create(db, box, Writer, {"name": f"writer-{n}", "url": url, "api_key": key})
+        await endpoints.create(db, box, Writer, {"name": f"writer-{n}", "url": url, "api_key": key})
     async with db.session() as session:
         for n, proxy in enumerate(proxies, 1):
             session.add(

@@ -14,7 +14,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, Event, Mission, Proxy, WorkerService
 from forager.db.types import utcnow
-from forager.missions import admin, control, proxy_lease, store, workers
+from forager.missions import admin, control, moves, proxy_lease, workers
 from forager.missions.codes import decide
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, choose_proxy
 
@@ -58,7 +58,7 @@ async def test_concurrent_claims_give_each_mission_to_exactly_one_service(
         try:
             while True:
                 async with own.session() as session:
-                    m = await store.claim(session, service, "p")
+                    m = await moves.claim(session, service, "p")
                 if m is None:
                     return
                 claimed.append((m.id, service.id))
@@ -91,7 +91,7 @@ async def test_claims_take_the_oldest_queued_first(db: Database) -> None:
     order = []
     for _ in range(3):
         async with db.session() as session:
-            m = await store.claim(session, service, None)
+            m = await moves.claim(session, service, None)
             assert m is not None
             order.append(m.id)
             await workers.release(session, service.id, m.id)

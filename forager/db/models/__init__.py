@@ -9,7 +9,7 @@ from forager.db.models.agents import Agent
 from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertRule
 from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
-from forager.db.models.domains import Domain, SelectorParser
+from forager.db.models.domains import Domain, SelectorMapVersion
 from forager.db.models.items import Item, ItemVersion
 from forager.db.models.missions import (
     Ad,
@@ -61,7 +61,7 @@ __all__ = [
     "Proxy",
     "ScraperError",
     "ScraperHealthLog",
-    "SelectorParser",
+    "SelectorMapVersion",
     "ServiceEndpoint",
     "TaskCount",
     "TaskCountDelta",

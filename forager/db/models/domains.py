@@ -74,7 +74,7 @@ class Domain(Timestamped, Base):
     download_images: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
-class SelectorParser(Base):
+class SelectorMapVersion(Base):
     """One saved version of a domain's selector map (fields -> CSS / XPath / JSON-LD rules);
     every save is a new version, never an edit (docs/PARSERS.md)."""
 

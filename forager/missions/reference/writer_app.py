@@ -97,7 +97,7 @@ def take_path(document: Any, path: str) -> Any:
     return document
 
 
-class Writer:
+class TableWriter:
     def __init__(
         self, db: Database, tables: dict[str, AllowedTable], batch_size: int, max_bytes: int
     ) -> None:
@@ -214,7 +214,7 @@ def create_app(
     max_bytes: int = 64 * 1024 * 1024,
 ) -> FastAPI:
     """The writer app; every route but /health needs ``x-api-key``."""
-    writer = Writer(db, tables, batch_size, max_bytes)
+    writer = TableWriter(db, tables, batch_size, max_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> Any:
