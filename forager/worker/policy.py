@@ -27,8 +27,8 @@ from forager.db.models import CrawlAttempt, Domain
 from forager.db.types import utcnow
 from forager.domains.robots import RobotsRules, RobotsState, Verdict
 from forager.errors import FetchError, effect
-from forager.fetch import bans, breakers, throttle
 from forager.fetch.base import Fetcher, FetchResponse
+from forager.politeness import bans, breakers, throttle
 from forager.proxies import health
 from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
 
