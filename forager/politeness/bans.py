@@ -2,8 +2,10 @@
 
 A ban rotates to another proxy for the retry and counts against the proxy for that domain
 only (``domain_proxies``), not against the proxy everywhere: another site may still
-welcome it. Signals: 429; 403 or 503 whose body is a block / robot-check page; a CAPTCHA
-page served with 200; a connection reset through a proxy.
+welcome it. Which types are bans is their ``proxy_verdict`` in ``forager.errors.EFFECTS``
+(429, a block or robot-check page); this module adds what the type alone cannot say: a
+403/503 whose body is a block page is re-typed ``blocked`` / ``captcha``, and a connection
+reset through a proxy (a ``proxy`` error) is a ban as well.
 """
 
 from __future__ import annotations
@@ -11,33 +13,23 @@ from __future__ import annotations
 from email.utils import parsedate_to_datetime
 
 from forager.db.types import utcnow
-from forager.errors import FetchError, HTTPStatusError, ProxyError
-from forager.fetch.base import FetchResponse
+from forager.errors import FetchError, HTTPStatusError, ProxyError, effect
 from forager.parse.classify import classify
 
-
-def page_ban(response: FetchResponse) -> tuple[str, str] | None:
-    """(error_type, message) when a 2xx/3xx answer is a robot check or block page."""
-    found = classify(response.text)
-    if found is None:
-        return None
-    kind, what = found
-    return kind, f"{response.url} returned {what} (status {response.status_code})"
+# Statuses a site answers a refused client with, besides 429, when the body says so.
+_BLOCK_PAGE_STATUSES = frozenset({403, 503})
 
 
 def classify_error(exc: FetchError) -> bool:
-    """True when ``exc`` is a ban signal; a 403/503 block page becomes ``blocked`` (retryable)."""
-    if isinstance(exc, HTTPStatusError):
-        if exc.status_code == 429:
-            return True
-        if exc.status_code in (403, 503) and exc.body:
-            found = classify(exc.body.decode("utf-8", errors="replace"))
-            if found is not None:
-                exc.error_type = found[0]
-                exc.message = f"{exc.message}: {found[1]}"
-                exc.args = (exc.message,)
-                return True
-        return False
+    """True when ``exc`` is a ban signal; a 403/503 block page is re-typed first (retryable)."""
+    if isinstance(exc, HTTPStatusError) and exc.status_code in _BLOCK_PAGE_STATUSES and exc.body:
+        found = classify(exc.body.decode("utf-8", errors="replace"))
+        if found is not None:
+            exc.error_type = found[0]
+            exc.message = f"{exc.message}: {found[1]}"
+            exc.args = (exc.message,)
+    if effect(exc.error_type).proxy_verdict == "ban":
+        return True
     return isinstance(exc, ProxyError) and is_connection_reset(exc)
 
 

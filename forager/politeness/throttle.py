@@ -20,6 +20,8 @@ from forager.config import Settings
 from forager.db.models import Domain
 from forager.db.types import utcnow
 
+# The statuses a site pushes back with: they raise its delay (and carry ``Retry-After``).
+OVERLOAD_STATUSES = frozenset({429, 503})
 _SETTLED = 0.01  # seconds above the configured delay below which throttling is cleared
 _OVERLOAD_FLOOR = 1.0
 
