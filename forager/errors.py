@@ -46,8 +46,9 @@ module, are not shown and stay plain exceptions.
 
 ``error_type`` values are the closed set in DESIGN.md ("Error types"), the keys of ``EFFECTS``
 below: one row per type says what a try ending with it causes (retried, the proxy rotated,
-counted against the proxy or the site, robots.txt unreachable, the agent blocked). Every decision
-about a failed try reads that table or a set drawn from it; none keeps its own list.
+counted against the proxy or the site, robots.txt unreachable, the agent blocked, read past as
+a lost try). Every decision about a failed try reads that table or a set drawn
+from it (``LOST_TYPES``); none keeps its own list.
 """
 
 from __future__ import annotations
