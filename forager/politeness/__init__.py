@@ -7,7 +7,7 @@ It owns the state that says whether, and how soon, a site may be asked again:
 - ``throttle`` — the adaptive delay a site's pushback (429 / 503, ``Retry-After``) or slowness
   sets beside its configured crawl delay;
 - ``bans`` — which failures say the site refused *this client* (429, block and robot-check pages,
-  a connection reset through a proxy), and ``Retry-After``;
+  a connection reset through a proxy);
 - ``outcomes`` — what one fetch's outcome does to its domain: its breaker and its delay.
 
 What an ``error_type`` does (retried, the proxy rotated, counted against the proxy or the site)

@@ -10,9 +10,6 @@ reset through a proxy (a ``proxy`` error) is a ban as well.
 
 from __future__ import annotations
 
-from email.utils import parsedate_to_datetime
-
-from forager.db.types import utcnow
 from forager.errors import FetchError, HTTPStatusError, ProxyError, effect
 from forager.parse.classify import classify
 
@@ -43,19 +40,3 @@ def is_connection_reset(exc: FetchError) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def retry_after_seconds(headers: dict[str, str], cap: float) -> float | None:
-    """``Retry-After`` in seconds (delta or HTTP date), capped at ``cap``; None if absent/bad."""
-    value = headers.get("retry-after", "").strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return min(float(value), cap)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, min((when - utcnow()).total_seconds(), cap))

@@ -19,9 +19,7 @@ from forager.config import Settings
 from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, effect
-from forager.politeness import bans, breakers, throttle
-
-_RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
+from forager.politeness import breakers, throttle
 
 
 class DomainOutcomes:
@@ -48,7 +46,7 @@ class DomainOutcomes:
         if exc.status_code not in throttle.OVERLOAD_STATUSES:
             return None
         headers = getattr(exc, "headers", {}) or {}
-        retry_after = bans.retry_after_seconds(headers, _RETRY_AFTER_CAP)
+        retry_after = throttle.retry_after_seconds(headers)
         await throttle.on_overload(session, domain_id, self.settings, retry_after)
         return retry_after
 
