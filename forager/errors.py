@@ -46,8 +46,9 @@ module, are not shown and stay plain exceptions.
 
 ``error_type`` values are the closed set in DESIGN.md ("Error types"), the keys of ``EFFECTS``
 below: one row per type says what a try ending with it causes (retried, the proxy rotated,
-counted against the proxy or the site, robots.txt unreachable, the agent blocked). Every decision
-about a failed try reads that table or a set drawn from it; none keeps its own list.
+counted against the proxy or the site, robots.txt unreachable, the agent blocked, read past as
+a lost try). Every decision about a failed try reads that table or a set drawn
+from it (``LOST_TYPES``); none keeps its own list.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class Effect:
     # An error status from the site: an agent's report of it keeps the answer's status, headers
     # and start of body (an ``HTTPStatusError``), for the same ban checks as a local fetch.
     http_status: bool = False
+    # No outcome: the try was lost (its worker died or hung; the reaper records it), so it says
+    # nothing about the site or the proxy, and the retry's proxy rotation reads the try before it.
+    lost: bool = False
 
 
 # What each error_type does: every decision about a failed try reads its row here (``effect``), so
@@ -153,13 +157,15 @@ EFFECTS: Mapping[str, Effect] = MappingProxyType(
         # Not in DESIGN.md's list either, and on attempts only: the try a worker was making when its
         # lease expired (killed or hung), recorded by the reaper. Its task says ``internal`` ("lease
         # expired"), as before; the attempt says which try was lost and whose it was.
-        "lease_expired": Effect(),
+        "lease_expired": Effect(lost=True),
     }
 )
 # What a type outside the table (or no type: the fetch answered) causes: nothing.
 NO_EFFECT = Effect()
 
 ERROR_TYPES = frozenset(EFFECTS)
+# The types of lost tries (``Effect.lost``), for a query that reads past them.
+LOST_TYPES = frozenset(t for t, e in EFFECTS.items() if e.lost)
 
 
 def effect(error_type: str | None) -> Effect:

@@ -3,7 +3,7 @@ CAPTCHA page served with 200 does; a plain 404 does not.
 
 The real agent program (``AgentClient``) and the real app talk over a WebSocket on loopback;
 the agent fetches from the loopback test site, whose ``/status/403`` page is titled
-"403 Forbidden" (an access-denied page to the ban checks of ``fetch/bans.py``).
+"403 Forbidden" (an access-denied page to the ban checks of ``politeness/bans.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Issue 31: what each ``error_type`` does is one table, ``forager.errors.EFFECTS``, and every
 decision about a failed try follows it: the retry (tasks and product images), the proxy rotation,
-the proxy's verdict, the domain's breaker, robots.txt's "unreachable", the agent's block and how
-an agent's reported failure is read.
+which failures are bans, the proxy's verdict, the domain's breaker, robots.txt's "unreachable",
+the agent's block and how an agent's reported failure is read.
 
 The expected table is written out here on purpose: changing what a type does takes a change in
 ``errors.py`` and one here. Each decision is then driven for every type (and one outside the
@@ -25,32 +25,33 @@ from forager.agents.protocol import VERSION, Result
 from forager.config import Settings
 from forager.domains.robots import RobotsFetch, _Failure
 from forager.errors import EFFECTS, ERROR_TYPES, Effect, FetchError, HTTPStatusError, effect
+from forager.politeness import bans, outcomes
 from forager.proxies import health
 from forager.queue import moves
 from forager.worker import images, policy
 
 # retry, rotate_proxy, proxy_verdict, site_breaker, robots_unreachable, blocks_agent, from_agent,
-# http_status
+# http_status, lost
 T, F = True, False
-EXPECTED: dict[str, tuple[bool, bool, str, str, bool, bool, bool, bool]] = {
-    "network":       (T, F, "fault", "fail_direct", T, F, T, F),
-    "timeout":       (T, F, "fault", "fail_direct", T, F, T, F),
-    "http_4xx":      (F, F, "ok",    "ok",          F, F, T, T),
-    "http_5xx":      (T, F, "ok",    "fail",        T, F, T, T),
-    "rate_limited":  (T, T, "ban",   "fail",        F, F, T, T),
-    "captcha":       (T, T, "ban",   "fail",        F, T, F, F),
-    "blocked":       (T, T, "ban",   "fail",        F, T, F, F),
-    "robots_denied": (F, F, "ok",    "none",        F, F, F, F),
-    "too_large":     (F, F, "ok",    "none",        F, F, T, F),
-    "parse":         (F, F, "ok",    "none",        F, F, F, F),
-    "validation":    (F, F, "ok",    "none",        F, F, F, F),
-    "proxy":         (T, T, "fault", "none",        F, F, T, F),
-    "cancelled":     (F, F, "ok",    "none",        F, F, F, F),
-    "internal":      (T, F, "ok",    "none",        F, F, F, F),
-    "egress_denied": (F, F, "none",  "none",        F, F, T, F),
-    "lease_expired": (F, F, "ok",    "none",        F, F, F, F),
+EXPECTED: dict[str, tuple[bool, bool, str, str, bool, bool, bool, bool, bool]] = {
+    "network":       (T, F, "fault", "fail_direct", T, F, T, F, F),
+    "timeout":       (T, F, "fault", "fail_direct", T, F, T, F, F),
+    "http_4xx":      (F, F, "ok",    "ok",          F, F, T, T, F),
+    "http_5xx":      (T, F, "ok",    "fail",        T, F, T, T, F),
+    "rate_limited":  (T, T, "ban",   "fail",        F, F, T, T, F),
+    "captcha":       (T, T, "ban",   "fail",        F, T, F, F, F),
+    "blocked":       (T, T, "ban",   "fail",        F, T, F, F, F),
+    "robots_denied": (F, F, "ok",    "none",        F, F, F, F, F),
+    "too_large":     (F, F, "ok",    "none",        F, F, T, F, F),
+    "parse":         (F, F, "ok",    "none",        F, F, F, F, F),
+    "validation":    (F, F, "ok",    "none",        F, F, F, F, F),
+    "proxy":         (T, T, "fault", "none",        F, F, T, F, F),
+    "cancelled":     (F, F, "ok",    "none",        F, F, F, F, F),
+    "internal":      (T, F, "ok",    "none",        F, F, F, F, F),
+    "egress_denied": (F, F, "none",  "none",        F, F, T, F, F),
+    "lease_expired": (F, F, "ok",    "none",        F, F, F, F, T),
 }  # fmt: skip
-NOTHING = (F, F, "ok", "none", F, F, F, F)
+NOTHING = (F, F, "ok", "none", F, F, F, F, F)
 UNKNOWN = "not_a_type"
 EVERY = [*EXPECTED, UNKNOWN]
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -159,6 +160,13 @@ def test_the_proxy_verdict_is_the_tables(error_type: str) -> None:
     assert health.verdict(None) == health.verdict(None, ban=True) == "ok"
 
 
+@pytest.mark.parametrize("error_type", EVERY)
+def test_a_ban_is_what_the_table_says(error_type: str) -> None:
+    exc = FetchError("failed", error_type=error_type)
+    assert bans.classify_error(exc) is (_row(error_type).proxy_verdict == "ban")
+    assert exc.error_type == error_type  # only a 403/503 block page is re-typed
+
+
 @pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxied"])
 @pytest.mark.parametrize("error_type", EVERY)
 async def test_a_failed_fetch_is_counted_as_the_table_says(
@@ -176,7 +184,7 @@ async def test_a_failed_fetch_is_counted_as_the_table_says(
         pass
 
     monkeypatch.setattr(health, "record_verdict", record_verdict)
-    monkeypatch.setattr(policy.FetchPolicy, "_domain_breaker", domain_breaker)
+    monkeypatch.setattr(outcomes.DomainOutcomes, "_breaker", domain_breaker)
     monkeypatch.setattr(policy.FetchPolicy, "release", release)
     fetch_policy = policy.FetchPolicy(None, settings, None, "w")  # type: ignore[arg-type]
     proxy = SimpleNamespace(proxy_id=7, lease_owner=None) if proxied else None

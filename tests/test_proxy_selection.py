@@ -20,7 +20,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import EgressDenied, FetchError
-from forager.fetch import breakers
+from forager.politeness import breakers
 from forager.proxies.health import (
     record_mapping_health,
     record_proxy_health,

@@ -19,7 +19,7 @@ PATH = "/agents/ws"
 CHUNK_BYTES = 64 * 1024
 MAX_MESSAGE_BYTES = 256 * 1024
 # With a failed ``result`` for an HTTP error answer, at most this much of the start of its body
-# follows (the same the local fetcher keeps): enough to tell a block page (fetch/bans.py).
+# follows (the same the local fetcher keeps): enough to tell a block page (politeness/bans.py).
 ERROR_BODY_BYTES = 64 * 1024
 _TASK_ID = struct.Struct(">Q")
 # How long a new connection may take to say hello.

@@ -31,8 +31,8 @@ from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.errors import NotFound
-from forager.fetch import breakers
 from forager.monitors import health as monitor_health
+from forager.politeness import breakers
 from forager.queue import counts
 from forager.worker.registry import alive_window, live_workers
 

@@ -28,9 +28,9 @@ from forager.config import Settings
 from forager.db.models import CrawlAttempt, Domain, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
-from forager.fetch import breakers
 from forager.monitors import admin as monitors
 from forager.monitors.window import LATENCY_BUCKETS
+from forager.politeness import breakers
 from forager.products import images
 from forager.queue import counts
 

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.models import Proxy
-from forager.fetch import breakers
+from forager.politeness import breakers
 from forager.proxies.health import record_proxy_health
 
 

@@ -28,13 +28,13 @@ from forager.db.engine import Database
 from forager.db.models import Monitor
 from forager.db.types import utcnow
 from forager.errors import ForagerError, ParseError
-from forager.fetch import breakers
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.monitors import admin, writes
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
 from forager.monitors.window import LATENCY_BUCKETS, PollWindows, bucket_of
+from forager.politeness import breakers
 from forager.worker.parsing import ParseJob, ParsePool
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from forager.db.engine import Database
 from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHealthLog
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
-from forager.fetch import breakers
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
+from forager.politeness import breakers
 
 
 def _free(now: datetime) -> Any:

@@ -30,7 +30,7 @@ from forager.config import Settings
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import ProxyVerdict, effect
-from forager.fetch import breakers
+from forager.politeness import breakers
 
 # Weight of the newest response time in the moving average.
 EWMA_ALPHA = 0.3
@@ -41,7 +41,7 @@ MAX_FAILURE_RATE_PERCENT = 10.0  # seed alert 2: a domain's proxies fail more of
 def verdict(error_type: str | None, *, ban: bool = False) -> ProxyVerdict:
     """What a fetch through a proxy says about the proxy (``error_type`` ``None``: it answered).
 
-    ``ban`` is the fetch's own ban classification (``fetch.bans.classify_error``): a connection
+    ``ban`` is the fetch's own ban classification (``politeness.bans.classify_error``): a connection
     reset through the proxy is a ``proxy`` error that is nonetheless a ban.
     """
     if error_type is None:

@@ -29,7 +29,7 @@ from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import ForagerError
-from forager.fetch import breakers
+from forager.politeness import breakers
 
 STRATEGIES = ("lru", "random", "exclusive")
 HOUR = timedelta(hours=1)

@@ -1,39 +1,36 @@
 """What the fetch phase asks before and tells after each request: robots.txt, the proxy to use,
-and the bookkeeping of an outcome (proxy health, ban rotation, breakers, throttling).
+and where an outcome is booked.
 
-The pipeline stays a sequence of phases; every fetch-policy decision is made here:
+The pipeline stays a sequence of phases; it asks this one object:
 
 - before: ``robots`` (allowed? was robots.txt fetched just now?), ``choose`` (a proxy, or
   direct, or ``NoProxyAvailable``; the proxy a ban came through is avoided on the retry);
-- after: ``succeeded`` / ``failed`` record the outcome on the proxy (everywhere, or for this
-  domain only when it was a ban), on the domain's and the proxy's circuit breakers and on
-  the domain's adaptive delay, and end an exclusive lease.
+- after: ``succeeded`` / ``failed`` tell the proxy (``proxies.health``: everywhere, or for this
+  domain only when it was a ban, a ban told by ``politeness.bans``) and end an exclusive lease,
+  then the domain (``politeness.outcomes``: its breaker and adaptive delay).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, Domain
-from forager.db.types import utcnow
+from forager.db.models import CrawlAttempt
 from forager.domains.robots import RobotsRules, RobotsState, Verdict
-from forager.errors import FetchError, effect
-from forager.fetch import bans, breakers, throttle
-from forager.fetch.base import Fetcher, FetchResponse
+from forager.errors import LOST_TYPES, FetchError, effect
+from forager.fetch.base import Fetcher
+from forager.politeness import bans
+from forager.politeness.outcomes import DomainOutcomes
 from forager.proxies import health
 from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
 
-_OVERLOAD_STATUSES = frozenset({429, 503})
-_RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
 _ALLOWED = Verdict(True, False)
 
 
@@ -76,6 +73,7 @@ class FetchPolicy:
         self.settings = settings
         self.box = box
         self.worker_id = worker_id
+        self.outcomes = DomainOutcomes(settings)
         self.robots_rules = (
             RobotsRules(db, settings, fetcher=fetcher, box=box)
             if fetcher is not None and box is not None
@@ -105,10 +103,10 @@ class FetchPolicy:
                     CrawlAttempt.task_id == task.id,
                     CrawlAttempt.phase == "fetch",
                     # A try a dead worker lost says nothing about any proxy: the ban before
-                    # it still decides the rotation.
+                    # it still decides the rotation (``Effect.lost``).
                     or_(
                         CrawlAttempt.error_type.is_(None),
-                        CrawlAttempt.error_type != "lease_expired",
+                        CrawlAttempt.error_type.not_in(LOST_TYPES),
                     ),
                 )
                 .order_by(CrawlAttempt.id.desc())
@@ -145,8 +143,7 @@ class FetchPolicy:
                 settings=self.settings,
             )
             await self.release(session, proxy)
-        await self._domain_breaker(session, task.domain_id, ok=True)
-        await throttle.on_response(session, task.domain_id, self.settings, elapsed_ms)
+        await self.outcomes.answered(session, task.domain_id, elapsed_ms)
 
     async def failed(
         self,
@@ -172,74 +169,15 @@ class FetchPolicy:
                 settings=self.settings,
             )
             await self.release(session, proxy)
-        # The domain's breaker, by the type's ``site_breaker`` (``forager.errors.EFFECTS``).
-        site = effect(exc.error_type).site_breaker
-        if site == "fail" or (site == "fail_direct" and proxy is None):
-            await self._domain_breaker(session, task.domain_id, ok=False)
-        elif site == "ok":  # the site answered: it is up
-            await self._domain_breaker(session, task.domain_id, ok=True)
-        retry_after = None
-        if exc.status_code in _OVERLOAD_STATUSES:
-            headers = getattr(exc, "headers", {}) or {}
-            retry_after = bans.retry_after_seconds(headers, _RETRY_AFTER_CAP)
-            await throttle.on_overload(session, task.domain_id, self.settings, retry_after)
-        return retry_after
-
-    def page_ban(self, response: FetchResponse) -> FetchError | None:
-        """A 2xx page that is a robot check / block page, as the fetch error it stands for."""
-        found = bans.page_ban(response)
-        if found is None:
-            return None
-        kind, message = found
-        return FetchError(message, error_type=kind, status_code=response.status_code)
+        return await self.outcomes.failed(session, task.domain_id, exc, direct=proxy is None)
 
     async def release(self, session: AsyncSession, proxy: ProxyChoice) -> None:
         if proxy.lease_owner is not None:
             await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
 
-    async def _domain_breaker(self, session: AsyncSession, domain_id: int, *, ok: bool) -> None:
-        now = utcnow()
-        values = breakers.outcome_values(Domain, self.settings, now, ok=ok)
-        rows = await session.execute(
-            update(Domain)
-            .where(Domain.id == domain_id)
-            .values(**values, **breakers.tally(Domain, ok=ok))
-            .returning(*breakers.returning(Domain))
-            .execution_options(synchronize_session=False)
-        )
-        breakers.transitions(session, "domain", rows, now)
-
     async def succeeded_direct(
         self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]
     ) -> None:
-        """Many direct fetches that got an answer, as (domain id, response ms): per batch, one
-        breaker statement (state and success count of each domain of the batch, transitions read
-        back with ``RETURNING``) and a throttle step only for domains being throttled or
-        answering slowly."""
-        if not outcomes:
-            return
-        per_domain = Counter(domain_id for domain_id, _ in outcomes)
-        domain_ids = sorted(per_domain)
-        now = utcnow()
-        values = breakers.outcome_values(Domain, self.settings, now, ok=True)
-        rows = await session.execute(
-            update(Domain)
-            .where(Domain.id.in_(domain_ids))
-            .values(**values, **breakers.tally(Domain, ok=True, per_id=per_domain))
-            .returning(*breakers.returning(Domain))
-            .execution_options(synchronize_session=False)
-        )
-        breakers.transitions(session, "domain", rows, now)
-        slow_ms = self.settings.throttle_slow_seconds * 1000
-        throttled = set(
-            (
-                await session.execute(
-                    select(Domain.id).where(
-                        Domain.id.in_(domain_ids), Domain.throttle_delay_seconds.is_not(None)
-                    )
-                )
-            ).scalars()
-        )
-        for domain_id, elapsed_ms in outcomes:
-            if domain_id in throttled or elapsed_ms >= slow_ms:
-                await throttle.on_response(session, domain_id, self.settings, elapsed_ms)
+        """Many direct fetches that got an answer, as (domain id, response ms): no proxy to
+        tell, only their domains (``DomainOutcomes.answered_many``)."""
+        await self.outcomes.answered_many(session, outcomes)

@@ -12,6 +12,7 @@ closed until then, so no worker of any process asks earlier.
 from __future__ import annotations
 
 from datetime import timedelta
+from email.utils import parsedate_to_datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,13 +21,32 @@ from forager.config import Settings
 from forager.db.models import Domain
 from forager.db.types import utcnow
 
+# The statuses a site pushes back with: they raise its delay (and carry ``Retry-After``).
+OVERLOAD_STATUSES = frozenset({429, 503})
 _SETTLED = 0.01  # seconds above the configured delay below which throttling is cleared
 _OVERLOAD_FLOOR = 1.0
+_RETRY_AFTER_CAP = 86400.0  # a site asking for more than a day is taken at a day
 
 
 def effective_delay(crawl_delay: float, throttle_delay: float | None) -> float:
     """The delay the claim and the gate use for a domain."""
     return max(crawl_delay, throttle_delay or 0.0)
+
+
+def retry_after_seconds(headers: dict[str, str]) -> float | None:
+    """``Retry-After`` in seconds (delta or HTTP date), at most a day; None if absent or bad."""
+    value = headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return min(float(value), _RETRY_AFTER_CAP)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, min((when - utcnow()).total_seconds(), _RETRY_AFTER_CAP))
 
 
 async def _locked(session: AsyncSession, domain_id: int) -> Domain | None:
