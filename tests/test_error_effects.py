@@ -184,8 +184,8 @@ async def test_a_failed_fetch_is_counted_as_the_table_says(
         pass
 
     monkeypatch.setattr(health, "record_verdict", record_verdict)
-    monkeypatch.setattr(outcomes.DomainOutcomes, "_breaker", domain_breaker)
-    monkeypatch.setattr(policy.FetchPolicy, "release", release)
+    monkeypatch.setattr(outcomes.Outcomes, "_breaker", domain_breaker)
+    monkeypatch.setattr(outcomes.Outcomes, "release", release)
     fetch_policy = policy.FetchPolicy(None, settings, None, "w")  # type: ignore[arg-type]
     proxy = SimpleNamespace(proxy_id=7, lease_owner=None) if proxied else None
     task = SimpleNamespace(id=1, domain_id=2)

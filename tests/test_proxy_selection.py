@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import select, text, update
 
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import EgressDenied, FetchError
-from forager.politeness import breakers
 from forager.proxies.health import (
     record_mapping_health,
     record_proxy_health,

@@ -27,12 +27,12 @@ from forager.api.health_schemas import (
     Stats,
 )
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.errors import NotFound
 from forager.monitors import health as monitor_health
-from forager.politeness import breakers
 from forager.queue import counts
 from forager.worker.registry import alive_window, live_workers
 

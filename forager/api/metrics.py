@@ -25,12 +25,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.models import CrawlAttempt, Domain, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.monitors import admin as monitors
 from forager.monitors.window import LATENCY_BUCKETS
-from forager.politeness import breakers
 from forager.products import images
 from forager.queue import counts
 

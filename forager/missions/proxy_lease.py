@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
+from forager.db import breakers
 from forager.db.models import Proxy
-from forager.politeness import breakers
 from forager.proxies.health import record_proxy_health
 
 

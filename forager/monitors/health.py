@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.db import breakers
 from forager.monitors import admin, window
 from forager.monitors.context import HEALTHY, health_of
-from forager.politeness import breakers
 
 # The seed's error rates (per minute): 5-10 is degraded, over 10 is down.
 DEGRADED_ERRORS_PER_MINUTE, DOWN_ERRORS_PER_MINUTE = 5, 10

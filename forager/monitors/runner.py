@@ -24,6 +24,7 @@ import psutil
 from sqlalchemy.exc import SQLAlchemyError
 
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.engine import Database
 from forager.db.models import Monitor
 from forager.db.types import utcnow
@@ -34,7 +35,6 @@ from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
 from forager.monitors.window import LATENCY_BUCKETS, PollWindows, bucket_of
-from forager.politeness import breakers
 from forager.worker.parsing import ParseJob, ParsePool
 
 log = logging.getLogger(__name__)

@@ -16,13 +16,12 @@ from typing import Any
 from sqlalchemy import case, insert, or_, select, update
 
 from forager.config import Settings
-from forager.db import audit
+from forager.db import audit, breakers
 from forager.db.engine import Database
 from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHealthLog
 from forager.db.types import utcnow
 from forager.errors import FetchError, ForagerError, ParseError
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
-from forager.politeness import breakers
 
 
 def _free(now: datetime) -> Any:

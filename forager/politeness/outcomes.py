@@ -1,10 +1,12 @@
-"""What a fetch's outcome does to its domain: its circuit breaker and its adaptive delay.
+"""What a fetch's outcome does: to the proxy it went through, and to its site.
 
-The site's side of every outcome is decided here, in the caller's transaction (the writer's group
-commit, an image download's): a failure counts on the domain's breaker as its type's
-``site_breaker`` in ``forager.errors.EFFECTS`` says, a 429 or 503 raises the domain's delay and
-hands back the site's ``Retry-After``, and an answer is a success on the breaker and a throttle
-step. The proxy's side of the same outcome is ``proxies.health``'s (``worker.policy`` asks both).
+Every outcome is booked here, in the caller's transaction (the writer's group commit, an image
+download's). Through a proxy, the proxy is told first (``proxies.health``: a fault counts
+against it everywhere, a ban — ``politeness.bans`` — for this domain only, an egress refusal
+not at all) and its exclusive lease ends. Then the site: a failure counts on the domain's
+breaker as its type's ``site_breaker`` in ``forager.errors.EFFECTS`` says, a 429 or 503 raises
+the domain's delay and hands back the site's ``Retry-After``, and an answer is a success on the
+breaker and a throttle step. The domain's row is written last, as a claim skips a locked domain.
 """
 
 from __future__ import annotations
@@ -16,17 +18,67 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, effect
-from forager.politeness import breakers, throttle
+from forager.politeness import bans, throttle
+from forager.proxies import health
+from forager.proxies.selection import ProxyChoice, release_proxy
 
 
-class DomainOutcomes:
-    """One per fetch policy; every method runs inside the caller's transaction."""
+class Outcomes:
+    """One per process's fetch policy; every method runs inside the caller's transaction."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    async def succeeded(
+        self,
+        session: AsyncSession,
+        domain_id: int,
+        proxy: ProxyChoice | None,
+        elapsed_ms: int,
+    ) -> None:
+        """The site answered one fetch in ``elapsed_ms`` (through ``proxy``, if any)."""
+        if proxy is not None:
+            await health.record_verdict(
+                session,
+                proxy.proxy_id,
+                "ok",
+                domain_id=domain_id,
+                response_ms=elapsed_ms,
+                settings=self.settings,
+            )
+            await self.release(session, proxy)
+        await self.answered(session, domain_id, elapsed_ms)
+
+    async def failed_through(
+        self,
+        session: AsyncSession,
+        domain_id: int,
+        proxy: ProxyChoice | None,
+        exc: FetchError,
+    ) -> float | None:
+        """One failed fetch (through ``proxy``, if any); ``Retry-After`` seconds when the site
+        sent one. A 403/503 block page is re-typed ``blocked`` (retryable, rotates the proxy)."""
+        ban = bans.classify_error(exc)
+        if proxy is not None:
+            await health.record_verdict(
+                session,
+                proxy.proxy_id,
+                health.verdict(exc.error_type, ban=ban),
+                domain_id=domain_id,
+                response_ms=None,
+                settings=self.settings,
+            )
+            await self.release(session, proxy)
+        return await self.failed(session, domain_id, exc, direct=proxy is None)
+
+    async def release(self, session: AsyncSession, proxy: ProxyChoice) -> None:
+        """End ``proxy``'s exclusive lease, if it has one."""
+        if proxy.lease_owner is not None:
+            await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
 
     async def answered(self, session: AsyncSession, domain_id: int, elapsed_ms: int) -> None:
         """The site answered one fetch in ``elapsed_ms``: it is up, and maybe slow."""

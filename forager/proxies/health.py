@@ -27,10 +27,10 @@ from sqlalchemy import Integer, and_, case, cast, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import ProxyVerdict, effect
-from forager.politeness import breakers
 
 # Weight of the newest response time in the moving average.
 EWMA_ALPHA = 0.3

@@ -25,11 +25,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
+from forager.db import breakers
 from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.models import Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.errors import ForagerError
-from forager.politeness import breakers
 
 STRATEGIES = ("lru", "random", "exclusive")
 HOUR = timedelta(hours=1)

@@ -24,10 +24,9 @@ from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
-from forager.db import audit
+from forager.db import audit, breakers
 from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorMapVersion
 from forager.parse.selectors import SELECTOR
-from forager.politeness import breakers
 from forager.politeness.throttle import effective_delay
 from forager.queue.adaptive import Adaptive
 from forager.queue.lifecycle import FETCHING, TaskStatus

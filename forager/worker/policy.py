@@ -5,9 +5,8 @@ The pipeline stays a sequence of phases; it asks this one object:
 
 - before: ``robots`` (allowed? was robots.txt fetched just now?), ``choose`` (a proxy, or
   direct, or ``NoProxyAvailable``; the proxy a ban came through is avoided on the retry);
-- after: ``succeeded`` / ``failed`` tell the proxy (``proxies.health``: everywhere, or for this
-  domain only when it was a ban, a ban told by ``politeness.bans``) and end an exclusive lease,
-  then the domain (``politeness.outcomes``: its breaker and adaptive delay).
+- after: ``succeeded`` / ``failed`` / ``succeeded_direct`` hand the outcome to
+  ``politeness.outcomes``, which tells the proxy, ends its exclusive lease, then the domain.
 """
 
 from __future__ import annotations
@@ -26,10 +25,8 @@ from forager.db.models import CrawlAttempt
 from forager.domains.robots import RobotsRules, RobotsState, Verdict
 from forager.errors import LOST_TYPES, FetchError, effect
 from forager.fetch.base import Fetcher
-from forager.politeness import bans
-from forager.politeness.outcomes import DomainOutcomes
-from forager.proxies import health
-from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy, release_proxy
+from forager.politeness.outcomes import Outcomes
+from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy
 
 _ALLOWED = Verdict(True, False)
 
@@ -73,7 +70,7 @@ class FetchPolicy:
         self.settings = settings
         self.box = box
         self.worker_id = worker_id
-        self.outcomes = DomainOutcomes(settings)
+        self.outcomes = Outcomes(settings)
         self.robots_rules = (
             RobotsRules(db, settings, fetcher=fetcher, box=box)
             if fetcher is not None and box is not None
@@ -132,18 +129,8 @@ class FetchPolicy:
         proxy: ProxyChoice | None,
         elapsed_ms: int,
     ) -> None:
-        """The site answered ``task``'s fetch in ``elapsed_ms`` (through ``proxy``, if any)."""
-        if proxy is not None:
-            await health.record_verdict(
-                session,
-                proxy.proxy_id,
-                "ok",
-                domain_id=task.domain_id,
-                response_ms=elapsed_ms,
-                settings=self.settings,
-            )
-            await self.release(session, proxy)
-        await self.outcomes.answered(session, task.domain_id, elapsed_ms)
+        """The site answered ``task``'s fetch in ``elapsed_ms`` (``politeness.outcomes``)."""
+        await self.outcomes.succeeded(session, task.domain_id, proxy, elapsed_ms)
 
     async def failed(
         self,
@@ -152,32 +139,13 @@ class FetchPolicy:
         proxy: ProxyChoice | None,
         exc: FetchError,
     ) -> float | None:
-        """Record a failed fetch; returns ``Retry-After`` seconds when the site sent one.
-
-        A 403/503 block page is re-typed ``blocked`` here (retryable, rotates the proxy).
-        """
-        ban = bans.classify_error(exc)
-        if proxy is not None:
-            # A fault counts against the proxy everywhere, a ban for this domain only, an
-            # egress refusal not at all (nothing went through the proxy): ``proxies.health``.
-            await health.record_verdict(
-                session,
-                proxy.proxy_id,
-                health.verdict(exc.error_type, ban=ban),
-                domain_id=task.domain_id,
-                response_ms=None,
-                settings=self.settings,
-            )
-            await self.release(session, proxy)
-        return await self.outcomes.failed(session, task.domain_id, exc, direct=proxy is None)
-
-    async def release(self, session: AsyncSession, proxy: ProxyChoice) -> None:
-        if proxy.lease_owner is not None:
-            await release_proxy(session, proxy.proxy_id, proxy.lease_owner)
+        """Book a failed fetch (``politeness.outcomes``); ``Retry-After`` seconds when the site
+        sent one."""
+        return await self.outcomes.failed_through(session, task.domain_id, proxy, exc)
 
     async def succeeded_direct(
         self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]
     ) -> None:
         """Many direct fetches that got an answer, as (domain id, response ms): no proxy to
-        tell, only their domains (``DomainOutcomes.answered_many``)."""
+        tell, only their domains (``Outcomes.answered_many``)."""
         await self.outcomes.answered_many(session, outcomes)

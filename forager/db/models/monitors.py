@@ -27,7 +27,7 @@ class Monitor(Timestamped, Base):
     """One URL watched continuously; its counters and freshness survive restarts and takeovers.
 
     ``lease_owner`` / ``lease_expires_at`` spread monitors over processes (compare-and-set);
-    the breaker columns follow ``forager.politeness.breakers`` like domains and proxies do.
+    the breaker columns follow ``forager.db.breakers`` like domains and proxies do.
     """
 
     __tablename__ = "monitors"

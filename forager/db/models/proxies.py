@@ -55,7 +55,7 @@ class Proxy(Timestamped, Base):
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)
     breaker_opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Breaker statistics (issue 15, the seed's CircuitBreaker): every recorded outcome and when
-    # the state last changed; ``forager.politeness.breakers`` writes them. No rejection count: an
+    # the state last changed; ``forager.db.breakers`` writes them. No rejection count: an
     # open breaker's work is skipped by the claim, never offered and refused.
     breaker_total_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     breaker_total_failures: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
