@@ -82,7 +82,7 @@ def parse_line(text: str, options: dict[str, Any]) -> SubmitSpec | str:
         return _why(exc)
 
 
-def _lines(source: Iterable[str]) -> Iterator[tuple[int, int, str]]:
+def numbered_lines(source: Iterable[str]) -> Iterator[tuple[int, int, str]]:
     """(line number, bytes read, text) of each line that is not blank or a comment."""
     for number, raw in enumerate(source, 1):
         text = raw.strip()
@@ -114,7 +114,7 @@ async def submit_lines(
         batch.clear()
         progress(read, totals)
 
-    for number, size, text in _lines(source):
+    for number, size, text in numbered_lines(source):
         read += size
         if not text:
             continue

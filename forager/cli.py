@@ -92,20 +92,26 @@ def _start_up(*, parses: bool = False) -> Iterator[None]:
     _started()
 
 
-def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
+def _with_db(
+    settings: Settings, work: Callable[[Database], Awaitable[T]], *, create: bool = False
+) -> T:
     """Run ``work`` against the migrated database of a ``Runtime``, then close it (events
     name ``cli``)."""
-    return _with_runtime(settings, lambda runtime: work(runtime.db))
+    return _with_runtime(settings, lambda runtime: work(runtime.db), create=create)
 
 
-def _with_runtime(settings: Settings, work: Callable[[Runtime], Awaitable[T]]) -> T:
-    """Run ``work`` with an open ``Runtime`` (database and page store), then close it."""
+def _with_runtime(
+    settings: Settings, work: Callable[[Runtime], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Run ``work`` with an open ``Runtime`` (database and page store), then close it. Only
+    ``serve``, the workers and ``db upgrade`` ``create`` a database: any other command run
+    where there is none says where it looked instead of writing to a new, empty one."""
     from forager.db import audit
     from forager.runtime import Runtime
 
     async def _run() -> T:
         audit.ACTOR.set("cli")  # an operator command: its events name the command line
-        runtime = await Runtime.open(settings)
+        runtime = await Runtime.open(settings, create=create)
         try:
             return await work(runtime)
         finally:
@@ -154,7 +160,7 @@ def serve(
     port = port or settings.port
     from forager.apikeys import any_active_key
 
-    if not _is_loopback(host) and not _with_db(settings, any_active_key):
+    if not _is_loopback(host) and not _with_db(settings, any_active_key, create=True):
         raise ConfigError(
             f"refusing to bind {host}: no API key exists, so anyone who can reach it could "
             "control Forager; create one with `forager apikey create --name NAME --role admin`"
@@ -400,7 +406,7 @@ def db_upgrade() -> None:
     from forager.db.migrate import current_revision
 
     settings = _settings()
-    revision = _with_db(settings, current_revision)
+    revision = _with_db(settings, current_revision, create=True)
     typer.echo(f"database at revision {revision} ({_db_label(settings)})")
 
 
@@ -439,15 +445,29 @@ def submit(
     tag: Annotated[
         list[str] | None, typer.Option(help="Tag of the lines' products (repeatable).")
     ] = None,
+    api: Annotated[
+        str | None,
+        typer.Option(
+            help="Send to a running server's API (e.g. http://127.0.0.1:8000) instead of the "
+            "database: works from any folder.",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FORAGER_API_KEY",
+            help="An admin API key of that server (or FORAGER_API_KEY, which `ps` does not show).",
+        ),
+    ] = None,
 ) -> None:
-    """Submit many URLs without the API, with a progress bar; prints created / duplicate /
+    """Submit many URLs, with a progress bar: into the database (the one `forager serve` uses
+    in this folder) or, with --api, through a running server. Prints created / duplicate /
     invalid counts (each invalid line on stderr, and exit status 1 when there is one)."""
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     from forager import bulk
 
-    settings = _settings(quiet=True)
     options = bulk.defaults(
         priority=priority,
         batch_name=batch_name,
@@ -459,6 +479,11 @@ def submit(
         max_crawl_frequency_seconds=max_frequency,
         tags=tag or None,
     )
+    remote = None
+    if api is not None:
+        from forager.bulk_remote import RemoteSubmit
+
+        remote = RemoteSubmit(api, api_key or "")
     source = sys.stdin if file == "-" else _open_text(Path(file))
     total = None if file == "-" else Path(file).stat().st_size
     console = Console(stderr=True)
@@ -470,9 +495,21 @@ def submit(
             summary = f"created {totals.created}, duplicate {totals.duplicate}, "
             bar.update(shown, completed=read, description=summary + f"invalid {totals.invalid}")
 
-        totals = _with_db(
-            settings, lambda db: bulk.submit_lines(db, settings, source, options, progress=progress)
-        )
+        if remote is not None:
+            totals = asyncio.run(remote.submit_lines(source, options, progress=progress))
+        else:
+            settings = _settings(quiet=True)
+            try:
+                totals = _with_db(
+                    settings,
+                    lambda db: bulk.submit_lines(db, settings, source, options, progress=progress),
+                )
+            except ConfigError as exc:
+                if not exc.message.startswith("no Forager database"):
+                    raise
+                raise ConfigError(
+                    f"{exc.message}; or send to a running server with `forager submit --api URL`"
+                ) from exc
     for line, why in sorted(totals.problems)[:100]:
         typer.echo(f"line {line}: {why}", err=True)
     if len(totals.problems) > 100:
@@ -744,7 +781,7 @@ def orchestrate(
     settings = _settings()
 
     async def _run() -> None:
-        runtime = await Runtime.open(settings)
+        runtime = await Runtime.open(settings, create=False)
         runner = runtime.mission_runner()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
