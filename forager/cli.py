@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import ipaddress
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -150,7 +152,7 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind (default 8000).")] = None,
 ) -> None:
-    """Run the API, the scheduler and the built-in worker pool."""
+    """Run the API, the dashboard, the scheduler and the built-in worker pool."""
     import uvicorn
 
     from forager.app import create_app
@@ -158,29 +160,74 @@ def serve(
     settings = _settings()
     host = host or settings.host
     port = port or settings.port
-    from forager.apikeys import any_active_key
+    # Bound before anything starts: a port in use is one line, not a traceback after the banner.
+    listening = _bind(host, port)
+    try:
+        has_key = asyncio.run(_any_active_key(settings))
+        if not _is_loopback(host) and not has_key:
+            raise ConfigError(
+                f"refusing to bind {host}: no API key exists, so anyone who can reach it could "
+                "control Forager; create one with `make apikey` "
+                "(`forager apikey create --name NAME --role admin`)"
+            )
+        url = f"http://{host}:{port}"
+        typer.echo(f"Forager {__version__} on {url} (database: {_db_label(settings)})")
+        typer.echo(f"Dashboard: {url}/")
+        if not has_key:
+            typer.echo(
+                "No API key yet: create the first one in this folder with `make apikey` "
+                "(or `.venv/bin/forager apikey create --name admin --role admin`), then log in "
+                "with the key it prints."
+            )
+        from forager.agents.protocol import MAX_MESSAGE_BYTES
 
-    if not _is_loopback(host) and not _with_db(settings, any_active_key, create=True):
-        raise ConfigError(
-            f"refusing to bind {host}: no API key exists, so anyone who can reach it could "
-            "control Forager; create one with `forager apikey create --name NAME --role admin`"
+        # ws_max_size: no agent message is buffered beyond this (bodies come in chunks). No
+        # WebSocket pings from here: agents' heartbeats (FORAGER_AGENT_TIMEOUT_SECONDS) say
+        # who is alive, and a busy server should not drop agents for a late pong.
+        served = create_app(settings)
+        _started()
+        config = uvicorn.Config(
+            served,
+            host=host,
+            port=port,
+            log_level="warning",
+            ws_max_size=MAX_MESSAGE_BYTES,
+            ws_ping_interval=None,
         )
-    typer.echo(f"Forager {__version__} on http://{host}:{port} (database: {_db_label(settings)})")
-    from forager.agents.protocol import MAX_MESSAGE_BYTES
+        server = uvicorn.Server(config)
+        server.run(sockets=[listening])
+    finally:
+        listening.close()
+    if not server.started:  # start-up failed (uvicorn logged why): as `uvicorn.run` exits
+        raise typer.Exit(3)
 
-    # ws_max_size: no agent message is buffered beyond this (bodies come in chunks). No
-    # WebSocket pings from here: agents' heartbeats (FORAGER_AGENT_TIMEOUT_SECONDS) say
-    # who is alive, and a busy server should not drop agents for a late pong.
-    served = create_app(settings)
-    _started()
-    uvicorn.run(
-        served,
-        host=host,
-        port=port,
-        log_level="warning",
-        ws_max_size=MAX_MESSAGE_BYTES,
-        ws_ping_interval=None,
-    )
+
+async def _any_active_key(settings: Settings) -> bool:
+    """Whether the database (created and migrated here when new) has a key to log in with."""
+    from forager.apikeys import any_active_key
+    from forager.runtime import open_database
+
+    db = await open_database(settings)
+    try:
+        return await any_active_key(db)
+    finally:
+        await db.dispose()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket of ``serve``; a port in use (or an address not here) says what to
+    do instead."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is already in use (another `forager serve`?): "
+                f"pick another with `make serve PORT={port + 1}` or "
+                f"`FORAGER_PORT={port + 1} make serve`"
+            ) from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _db_label(settings: Settings) -> str:
