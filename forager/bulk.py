@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from forager.api.task_schemas import TaskCreate, TaskOptions
+from forager.api.wire import message_of
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.errors import InvalidRequest
@@ -57,7 +58,7 @@ def defaults(**options: Any) -> dict[str, Any]:
 
 def _why(exc: ValidationError) -> str:
     return "; ".join(
-        (".".join(str(p) for p in err["loc"]) + ": " if err["loc"] else "") + err["msg"]
+        (".".join(str(p) for p in err["loc"]) + ": " if err["loc"] else "") + message_of(err)
         for err in exc.errors()
     )
 
