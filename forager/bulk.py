@@ -78,9 +78,11 @@ def parse_line(text: str, options: dict[str, Any]) -> SubmitSpec | str:
         return "a JSON line must be an object with a url"
     try:
         body = TaskCreate.model_validate({**options, **given})
-        return body.spec(body.url, created_by="cli")
     except ValidationError as exc:
         return _why(exc)
+    if body.restart:
+        return "restart: forager submit does not restart known tasks (POST /api/tasks/batch does)"
+    return body.spec(body.url, created_by="cli")
 
 
 def numbered_lines(source: Iterable[str]) -> Iterator[tuple[int, int, str]]:

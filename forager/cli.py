@@ -820,6 +820,8 @@ def orchestrate(
 ) -> None:
     """Run the mission orchestrator here until the run ends (no mission queued or running).
 
+    A mission is one ad-library search (a date range, a media type, languages) that a worker
+    service scrapes and a writer stores; the orchestrator hands queued missions to them.
     When another process holds the loop's lease this one waits, and takes over if it dies.
     """
     from forager.missions import control
@@ -874,7 +876,8 @@ def worker_service(
         bool, typer.Option(help="Accept POST /faults (makes sessions and jobs misbehave; tests).")
     ] = False,
 ) -> None:
-    """Run the reference worker service (seed 003 §9.1); callers send FORAGER_SERVICE_API_KEY."""
+    """Run the reference worker service: it scrapes missions from the ad library at --target
+    for the orchestrator; callers send FORAGER_SERVICE_API_KEY."""
     from forager.missions.reference import scraper as scrapers
     from forager.missions.reference.serve import run
     from forager.missions.reference.worker_app import create_app
@@ -911,7 +914,8 @@ def writer_service(
         int, typer.Option(min=1, max=4096, help="Largest JSON it downloads.")
     ] = 64,
 ) -> None:
-    """Run the reference writer (seed 003 §9.2); callers send FORAGER_SERVICE_API_KEY."""
+    """Run the reference writer: it stores the ads a worker service scraped into a table;
+    callers send FORAGER_SERVICE_API_KEY."""
     from forager.config import load_settings
     from forager.db.engine import Database
     from forager.missions.reference.serve import run
