@@ -215,7 +215,8 @@ class MissionSettingsUpdate(JsonBody):
 
 
 class WriterCreate(JsonBody):
-    """A writer (it stores what a worker service scraped); ``api_key`` is encrypted at rest and never shown again."""
+    """A writer (it stores what a worker service scraped); ``api_key`` is encrypted at rest
+    and never shown again."""
 
     name: Name
     url: ServiceURL
@@ -228,7 +229,8 @@ class WriterCreate(JsonBody):
 
 
 class WorkerServiceCreate(WriterCreate):
-    """A worker service (it scrapes missions); ``api_key`` is encrypted at rest and never shown again."""
+    """A worker service (it scrapes missions); ``api_key`` is encrypted at rest and never
+    shown again."""
 
     storage_domain: StorageDomain | None = Field(
         None, description="Where its results are served: host[/prefix] (HTTPS) or a full URL."
