@@ -33,6 +33,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Click's plain help: flags show no value (rich's table printed `--recurring <bool>`, which
+    # reads as if `--recurring true` were the way to set it) and types read as INTEGER, TEXT.
+    rich_markup_mode=None,
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -396,8 +399,8 @@ def parse(
     ] = None,
     url: Annotated[str | None, typer.Option(help="The page's URL.")] = None,
 ) -> None:
-    """Print the product record of a saved page as JSON (with items: ``{"product", "items"}``),
-    or say what the page is."""
+    """Print the product record of a saved page as JSON (a page with items: an object with
+    "product" and "items"), or say what the page is."""
     from forager.parse.items import result_json
     from forager.parse.registry import get_parser, parser_name_for_host
     from forager.queue.urls import normalize_url
@@ -460,7 +463,10 @@ def db_upgrade() -> None:
 @app.command()
 def submit(
     file: Annotated[
-        str, typer.Argument(help="A file of URLs (one a line) or JSON lines; - reads stdin.")
+        str,
+        typer.Argument(
+            metavar="FILE", help="A file of URLs (one a line) or JSON lines; - reads stdin."
+        ),
     ],
     priority: Annotated[
         int | None, typer.Option(help="Priority of lines that set none (1 highest … 10).")
@@ -490,7 +496,8 @@ def submit(
         int | None, typer.Option(help="Longest adaptive frequency (default: 7 times).")
     ] = None,
     tag: Annotated[
-        list[str] | None, typer.Option(help="Tag of the lines' products (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="TAG", help="Tag of the lines' products (repeatable)."),
     ] = None,
     api: Annotated[
         str | None,
