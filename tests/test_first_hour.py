@@ -5,6 +5,7 @@ command, run as shown, makes a key that logs in."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -171,3 +172,19 @@ def test_serve_with_a_key_prints_no_first_key_hint(tmp_path: Path) -> None:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "No API key yet" not in out
+
+
+def test_the_readme_is_the_first_hour_and_every_link_resolves() -> None:
+    readme = (ROOT / "README.md").read_text()
+    lines = readme.splitlines()
+    assert len(lines) < 60
+    assert lines[2:6] == ["```sh", "make serve", "make test", "```"]
+    first_login = readme.index("## First login")
+    assert "make apikey" in readme[first_login:] and "http://127.0.0.1:8000/" in readme
+    assert readme.index("## First crawl") > first_login
+    # The rest moved to docs/ by topic: every relative link of the README and docs/ resolves.
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: {target}"
