@@ -4,6 +4,7 @@ command, run as shown, makes a key that logs in."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -188,3 +189,59 @@ def test_the_readme_is_the_first_hour_and_every_link_resolves() -> None:
             if target.startswith(("http://", "https://", "mailto:")):
                 continue
             assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+@contextlib.contextmanager
+def _served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """`forager serve` on a free port with an admin key: (base URL, key)."""
+    env = {**clean_env(tmp_path / "data"), "FORAGER_SERVE_WORKERS": "0"}
+    assert forager_process(tmp_path, env, "db", "upgrade").returncode == 0
+    made = forager_process(tmp_path, env, "apikey", "create", "--name", "ops", "--role", "admin")
+    assert made.returncode == 0, made.stderr
+    port = _free_port()
+    with (tmp_path / "serve.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "forager.cli", "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "serve did not come up"
+            time.sleep(0.1)
+        yield url, made.stdout.strip()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_missions_start_with_nothing_to_run_says_what_to_configure(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        service_missing("Chromium", f"{CHROMIUM} not found")
+    from playwright.sync_api import expect, sync_playwright
+
+    with _served(tmp_path) as (url, key), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url + "/missions")
+            page.get_by_label("API key").fill(key)
+            page.get_by_role("button", name="Log in").click()
+            expect(page.get_by_role("heading", name="Missions", exact=True)).to_be_visible()
+            expect(page.get_by_text("A mission is one ad-library search")).to_be_visible()
+            page.get_by_role("button", name="Start").click()
+            expect(page.locator("#toasts .toast.error")).to_contain_text(
+                "409: nothing to run: no mission is queued"
+            )
+            expect(page.get_by_test_id("orchestrator-state")).to_have_text("Stopped")
+        finally:
+            browser.close()
