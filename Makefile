@@ -7,7 +7,7 @@ RUN := $(VENV)/bin
 # uv from PATH, else the one pip installs as a module of $(PYTHON).
 UV = $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 
-.PHONY: serve test lint format bench accuracy clean bootstrap chromium prometheus
+.PHONY: serve apikey test lint format bench accuracy clean bootstrap chromium prometheus
 
 bootstrap: $(STAMP)
 
@@ -39,8 +39,13 @@ prometheus:
 	  $$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null || { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; \
 	fi
 
+# `make serve PORT=8001` (or FORAGER_PORT=8001) when 8000 is taken.
 serve: $(STAMP)
-	$(RUN)/forager serve
+	$(RUN)/forager serve $(if $(PORT),--port $(PORT))
+
+# The first API key (an admin one) for the dashboard's login: `make apikey NAME=alice ROLE=read`.
+apikey: $(STAMP)
+	@$(RUN)/forager apikey create --name $(or $(NAME),admin) --role $(or $(ROLE),admin)
 
 # Three xdist workers on a 2-core machine: much of the suite waits on subprocesses, sockets and
 # the databases, so a third worker fills the gaps (about 1.5 min less than two); each has its own

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from forager.api.task_schemas import TaskCreate, TaskOptions
+from forager.api.wire import message_of
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.errors import InvalidRequest
@@ -57,7 +58,7 @@ def defaults(**options: Any) -> dict[str, Any]:
 
 def _why(exc: ValidationError) -> str:
     return "; ".join(
-        (".".join(str(p) for p in err["loc"]) + ": " if err["loc"] else "") + err["msg"]
+        (".".join(str(p) for p in err["loc"]) + ": " if err["loc"] else "") + message_of(err)
         for err in exc.errors()
     )
 
@@ -77,12 +78,14 @@ def parse_line(text: str, options: dict[str, Any]) -> SubmitSpec | str:
         return "a JSON line must be an object with a url"
     try:
         body = TaskCreate.model_validate({**options, **given})
-        return body.spec(body.url, created_by="cli")
     except ValidationError as exc:
         return _why(exc)
+    if body.restart:
+        return "restart: forager submit does not restart known tasks (POST /api/tasks/batch does)"
+    return body.spec(body.url, created_by="cli")
 
 
-def _lines(source: Iterable[str]) -> Iterator[tuple[int, int, str]]:
+def numbered_lines(source: Iterable[str]) -> Iterator[tuple[int, int, str]]:
     """(line number, bytes read, text) of each line that is not blank or a comment."""
     for number, raw in enumerate(source, 1):
         text = raw.strip()
@@ -114,7 +117,7 @@ async def submit_lines(
         batch.clear()
         progress(read, totals)
 
-    for number, size, text in _lines(source):
+    for number, size, text in numbered_lines(source):
         read += size
         if not text:
             continue

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import ipaddress
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -31,6 +33,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Click's plain help: flags show no value (rich's table printed `--recurring <bool>`, which
+    # reads as if `--recurring true` were the way to set it) and types read as INTEGER, TEXT.
+    rich_markup_mode=None,
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -92,20 +97,26 @@ def _start_up(*, parses: bool = False) -> Iterator[None]:
     _started()
 
 
-def _with_db(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
+def _with_db(
+    settings: Settings, work: Callable[[Database], Awaitable[T]], *, create: bool = False
+) -> T:
     """Run ``work`` against the migrated database of a ``Runtime``, then close it (events
     name ``cli``)."""
-    return _with_runtime(settings, lambda runtime: work(runtime.db))
+    return _with_runtime(settings, lambda runtime: work(runtime.db), create=create)
 
 
-def _with_runtime(settings: Settings, work: Callable[[Runtime], Awaitable[T]]) -> T:
-    """Run ``work`` with an open ``Runtime`` (database and page store), then close it."""
+def _with_runtime(
+    settings: Settings, work: Callable[[Runtime], Awaitable[T]], *, create: bool = False
+) -> T:
+    """Run ``work`` with an open ``Runtime`` (database and page store), then close it. Only
+    ``serve``, the workers and ``db upgrade`` ``create`` a database: any other command run
+    where there is none says where it looked instead of writing to a new, empty one."""
     from forager.db import audit
     from forager.runtime import Runtime
 
     async def _run() -> T:
         audit.ACTOR.set("cli")  # an operator command: its events name the command line
-        runtime = await Runtime.open(settings)
+        runtime = await Runtime.open(settings, create=create)
         try:
             return await work(runtime)
         finally:
@@ -144,7 +155,7 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind (default 8000).")] = None,
 ) -> None:
-    """Run the API, the scheduler and the built-in worker pool."""
+    """Run the API, the dashboard, the scheduler and the built-in worker pool."""
     import uvicorn
 
     from forager.app import create_app
@@ -152,29 +163,74 @@ def serve(
     settings = _settings()
     host = host or settings.host
     port = port or settings.port
-    from forager.apikeys import any_active_key
+    # Bound before anything starts: a port in use is one line, not a traceback after the banner.
+    listening = _bind(host, port)
+    try:
+        has_key = asyncio.run(_any_active_key(settings))
+        if not _is_loopback(host) and not has_key:
+            raise ConfigError(
+                f"refusing to bind {host}: no API key exists, so anyone who can reach it could "
+                "control Forager; create one with `make apikey` "
+                "(`forager apikey create --name NAME --role admin`)"
+            )
+        url = f"http://{host}:{port}"
+        typer.echo(f"Forager {__version__} on {url} (database: {_db_label(settings)})")
+        typer.echo(f"Dashboard: {url}/")
+        if not has_key:
+            typer.echo(
+                "No API key yet: create the first one in this folder with `make apikey` "
+                "(or `.venv/bin/forager apikey create --name admin --role admin`), then log in "
+                "with the key it prints."
+            )
+        from forager.agents.protocol import MAX_MESSAGE_BYTES
 
-    if not _is_loopback(host) and not _with_db(settings, any_active_key):
-        raise ConfigError(
-            f"refusing to bind {host}: no API key exists, so anyone who can reach it could "
-            "control Forager; create one with `forager apikey create --name NAME --role admin`"
+        # ws_max_size: no agent message is buffered beyond this (bodies come in chunks). No
+        # WebSocket pings from here: agents' heartbeats (FORAGER_AGENT_TIMEOUT_SECONDS) say
+        # who is alive, and a busy server should not drop agents for a late pong.
+        served = create_app(settings)
+        _started()
+        config = uvicorn.Config(
+            served,
+            host=host,
+            port=port,
+            log_level="warning",
+            ws_max_size=MAX_MESSAGE_BYTES,
+            ws_ping_interval=None,
         )
-    typer.echo(f"Forager {__version__} on http://{host}:{port} (database: {_db_label(settings)})")
-    from forager.agents.protocol import MAX_MESSAGE_BYTES
+        server = uvicorn.Server(config)
+        server.run(sockets=[listening])
+    finally:
+        listening.close()
+    if not server.started:  # start-up failed (uvicorn logged why): as `uvicorn.run` exits
+        raise typer.Exit(3)
 
-    # ws_max_size: no agent message is buffered beyond this (bodies come in chunks). No
-    # WebSocket pings from here: agents' heartbeats (FORAGER_AGENT_TIMEOUT_SECONDS) say
-    # who is alive, and a busy server should not drop agents for a late pong.
-    served = create_app(settings)
-    _started()
-    uvicorn.run(
-        served,
-        host=host,
-        port=port,
-        log_level="warning",
-        ws_max_size=MAX_MESSAGE_BYTES,
-        ws_ping_interval=None,
-    )
+
+async def _any_active_key(settings: Settings) -> bool:
+    """Whether the database (created and migrated here when new) has a key to log in with."""
+    from forager.apikeys import any_active_key
+    from forager.runtime import open_database
+
+    db = await open_database(settings)
+    try:
+        return await any_active_key(db)
+    finally:
+        await db.dispose()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket of ``serve``; a port in use (or an address not here) says what to
+    do instead."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is already in use (another `forager serve`?): "
+                f"pick another with `make serve PORT={port + 1}` or "
+                f"`FORAGER_PORT={port + 1} make serve`"
+            ) from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _db_label(settings: Settings) -> str:
@@ -343,8 +399,8 @@ def parse(
     ] = None,
     url: Annotated[str | None, typer.Option(help="The page's URL.")] = None,
 ) -> None:
-    """Print the product record of a saved page as JSON (with items: ``{"product", "items"}``),
-    or say what the page is."""
+    """Print the product record of a saved page as JSON (a page with items: an object with
+    "product" and "items"), or say what the page is."""
     from forager.parse.items import result_json
     from forager.parse.registry import get_parser, parser_name_for_host
     from forager.queue.urls import normalize_url
@@ -400,14 +456,17 @@ def db_upgrade() -> None:
     from forager.db.migrate import current_revision
 
     settings = _settings()
-    revision = _with_db(settings, current_revision)
+    revision = _with_db(settings, current_revision, create=True)
     typer.echo(f"database at revision {revision} ({_db_label(settings)})")
 
 
 @app.command()
 def submit(
     file: Annotated[
-        str, typer.Argument(help="A file of URLs (one a line) or JSON lines; - reads stdin.")
+        str,
+        typer.Argument(
+            metavar="FILE", help="A file of URLs (one a line) or JSON lines; - reads stdin."
+        ),
     ],
     priority: Annotated[
         int | None, typer.Option(help="Priority of lines that set none (1 highest … 10).")
@@ -437,17 +496,32 @@ def submit(
         int | None, typer.Option(help="Longest adaptive frequency (default: 7 times).")
     ] = None,
     tag: Annotated[
-        list[str] | None, typer.Option(help="Tag of the lines' products (repeatable).")
+        list[str] | None,
+        typer.Option(metavar="TAG", help="Tag of the lines' products (repeatable)."),
+    ] = None,
+    api: Annotated[
+        str | None,
+        typer.Option(
+            help="Send to a running server's API (e.g. http://127.0.0.1:8000) instead of the "
+            "database: works from any folder.",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FORAGER_API_KEY",
+            help="An admin API key of that server (or FORAGER_API_KEY, which `ps` does not show).",
+        ),
     ] = None,
 ) -> None:
-    """Submit many URLs without the API, with a progress bar; prints created / duplicate /
+    """Submit many URLs, with a progress bar: into the database (the one `forager serve` uses
+    in this folder) or, with --api, through a running server. Prints created / duplicate /
     invalid counts (each invalid line on stderr, and exit status 1 when there is one)."""
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     from forager import bulk
 
-    settings = _settings(quiet=True)
     options = bulk.defaults(
         priority=priority,
         batch_name=batch_name,
@@ -459,6 +533,11 @@ def submit(
         max_crawl_frequency_seconds=max_frequency,
         tags=tag or None,
     )
+    remote = None
+    if api is not None:
+        from forager.bulk_remote import RemoteSubmit
+
+        remote = RemoteSubmit(api, api_key or "")
     source = sys.stdin if file == "-" else _open_text(Path(file))
     total = None if file == "-" else Path(file).stat().st_size
     console = Console(stderr=True)
@@ -470,9 +549,21 @@ def submit(
             summary = f"created {totals.created}, duplicate {totals.duplicate}, "
             bar.update(shown, completed=read, description=summary + f"invalid {totals.invalid}")
 
-        totals = _with_db(
-            settings, lambda db: bulk.submit_lines(db, settings, source, options, progress=progress)
-        )
+        if remote is not None:
+            totals = asyncio.run(remote.submit_lines(source, options, progress=progress))
+        else:
+            settings = _settings(quiet=True)
+            try:
+                totals = _with_db(
+                    settings,
+                    lambda db: bulk.submit_lines(db, settings, source, options, progress=progress),
+                )
+            except ConfigError as exc:
+                if not exc.message.startswith("no Forager database"):
+                    raise
+                raise ConfigError(
+                    f"{exc.message}; or send to a running server with `forager submit --api URL`"
+                ) from exc
     for line, why in sorted(totals.problems)[:100]:
         typer.echo(f"line {line}: {why}", err=True)
     if len(totals.problems) > 100:
@@ -736,6 +827,8 @@ def orchestrate(
 ) -> None:
     """Run the mission orchestrator here until the run ends (no mission queued or running).
 
+    A mission is one ad-library search (a date range, a media type, languages) that a worker
+    service scrapes and a writer stores; the orchestrator hands queued missions to them.
     When another process holds the loop's lease this one waits, and takes over if it dies.
     """
     from forager.missions import control
@@ -744,7 +837,7 @@ def orchestrate(
     settings = _settings()
 
     async def _run() -> None:
-        runtime = await Runtime.open(settings)
+        runtime = await Runtime.open(settings, create=False)
         runner = runtime.mission_runner()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -790,7 +883,8 @@ def worker_service(
         bool, typer.Option(help="Accept POST /faults (makes sessions and jobs misbehave; tests).")
     ] = False,
 ) -> None:
-    """Run the reference worker service (seed 003 §9.1); callers send FORAGER_SERVICE_API_KEY."""
+    """Run the reference worker service: it scrapes missions from the ad library at --target
+    for the orchestrator; callers send FORAGER_SERVICE_API_KEY."""
     from forager.missions.reference import scraper as scrapers
     from forager.missions.reference.serve import run
     from forager.missions.reference.worker_app import create_app
@@ -827,7 +921,8 @@ def writer_service(
         int, typer.Option(min=1, max=4096, help="Largest JSON it downloads.")
     ] = 64,
 ) -> None:
-    """Run the reference writer (seed 003 §9.2); callers send FORAGER_SERVICE_API_KEY."""
+    """Run the reference writer: it stores the ads a worker service scraped into a table;
+    callers send FORAGER_SERVICE_API_KEY."""
     from forager.config import load_settings
     from forager.db.engine import Database
     from forager.missions.reference.serve import run

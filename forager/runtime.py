@@ -9,8 +9,10 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
 
 from forager.alerts import detect
@@ -68,14 +70,32 @@ def configure_logging(settings: Settings, *, quiet: bool = False) -> None:
     apprise_log.addHandler(logging.NullHandler())
 
 
-async def open_database(settings: Settings, *, migrate: bool = True) -> Database:
-    """Connect and, unless told otherwise, bring the schema up to date."""
+# Where an operator command looked for the database and how to point it at the right one.
+NO_DATABASE_HINT = (
+    "point at the server's database with FORAGER_DATABASE_URL or FORAGER_DATA_DIR (read from "
+    "the environment and ./.env), or run the command in the folder `forager serve` runs in; "
+    "`forager db upgrade` creates a new database there"
+)
+
+
+async def open_database(
+    settings: Settings, *, migrate: bool = True, create: bool = True
+) -> Database:
+    """Connect and, unless told otherwise, bring the schema up to date. Without ``create`` a
+    database Forager never set up (no SQLite file, an empty PostgreSQL database) is refused
+    before anything is written: an operator command run from the wrong folder must not make
+    a new, empty database there and report success."""
+    if not create:
+        _refuse_missing_file(settings)
     db = Database(
         settings.resolved_database_url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_seconds,
     )
+    if not create and not await _has_schema(db):
+        await db.dispose()
+        raise ConfigError(f"no Forager database at {db.label}: {NO_DATABASE_HINT}")
     if migrate:
         try:
             await _migrate(db)
@@ -87,6 +107,27 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> Database
             await db.dispose()
             raise
     return db
+
+
+def _refuse_missing_file(settings: Settings) -> None:
+    """A SQLite database that does not exist is refused before connecting would create it."""
+    url = make_url(settings.resolved_database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    if not Path(url.database).exists():
+        raise ConfigError(f"no Forager database at {url.database}: {NO_DATABASE_HINT}")
+
+
+async def _has_schema(db: Database) -> bool:
+    """Whether Forager's migrations ever ran here (the Alembic version table exists)."""
+    try:
+        async with db.read_engine.connect() as conn:
+            await conn.execute(text("SELECT version_num FROM alembic_version"))
+    except DBAPIError:  # no version table (or no such PostgreSQL database): never set up
+        return False
+    except OSError as exc:
+        raise ConfigError(f"cannot use the database {db.label}: {exc}") from exc
+    return True
 
 
 async def _migrate(db: Database) -> None:
@@ -125,9 +166,13 @@ class Runtime:
     monitors: MonitorRunner | None = None
 
     @classmethod
-    async def open(cls, settings: Settings, *, migrate: bool = True) -> Runtime:
+    async def open(
+        cls, settings: Settings, *, migrate: bool = True, create: bool = True
+    ) -> Runtime:
+        """Open the shared parts; ``create=False``: refuse a database never set up (see
+        ``open_database``)."""
         parser_registry.entries()  # plugins found at start-up; a broken one is logged, not fatal
-        db = await open_database(settings, migrate=migrate)
+        db = await open_database(settings, migrate=migrate, create=create)
         detect.install()  # alert events are detected in the transaction that records them
         runtime = cls(settings, db, Parts.build(db, settings))
         try:

@@ -28,6 +28,7 @@ def test_help_of_every_agent_command(tmp_path: Path, cli_env: dict[str, str]) ->
 
 
 def test_create_list_rotate_reset_revoke(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    assert forager(tmp_path, cli_env, "db", "upgrade").returncode == 0  # as `forager serve` does
     created = forager(tmp_path, cli_env, "agent", "create", "--name", "home-1")
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()

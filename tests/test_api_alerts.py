@@ -27,6 +27,14 @@ async def test_rules_secrets_and_deliveries_through_the_api(api: httpx.AsyncClie
     assert len(secret) >= 40 and rule["signed"] is True
     assert rule["target"] == "https://hooks.example.com/…" and rule["threshold"] == "80.00"
 
+    ported = await api.post(
+        "/api/alerts/rules",
+        json={"name": "two", "kind": "task_failed",
+              "webhook_url": "https://hooks.example.com:8443/other/T0KEN?sig=x"},
+    )  # fmt: skip
+    assert ported.json()["target"] == "https://hooks.example.com:8443/…"  # the port tells apart
+    await api.delete(f"/api/alerts/rules/{ported.json()['id']}")
+
     listed = await api.get("/api/alerts/rules")
     fetched = await api.get(f"/api/alerts/rules/{rule['id']}")
     for answer in (listed, fetched):

@@ -94,6 +94,7 @@ def test_cli_creates_lists_and_revokes_keys(tmp_path: Path, cli_env: dict[str, s
     def forager(*args: str) -> Ran:
         return run_forager(tmp_path, cli_env, *args)
 
+    assert forager("db", "upgrade").returncode == 0  # the command makes no database itself
     created = forager("apikey", "create", "--name", "ops", "--role", "admin")
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip()

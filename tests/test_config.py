@@ -61,11 +61,11 @@ def test_settings_are_frozen() -> None:
         settings.port = 1  # type: ignore[misc]
 
 
-def test_readme_documents_every_setting() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_configuration_page_documents_every_setting() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "CONFIGURATION.md").read_text()
     from forager.config import Settings
 
-    missing = [n for n in Settings.model_fields if f"`FORAGER_{n.upper()}`" not in readme]
+    missing = [n for n in Settings.model_fields if f"`FORAGER_{n.upper()}`" not in page]
     assert missing == []
 
 

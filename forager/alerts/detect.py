@@ -201,7 +201,10 @@ def _product_data(o: Observation) -> dict[str, Any]:
         "price": _money(o.price),
         "previous_price": _money(o.old_price),
         "change_percent": None if pct is None else round(pct, 2),
-        "is_available": o.available,
+        # A crawl that read no availability (a parser without it) leaves the last one read
+        # standing, as it does for the rules: null only when none was ever read.
+        "is_available": o.available if o.available is not None else o.old_available,
+        "availability_read": o.available is not None,
         "was_available": o.old_available,
     }
 

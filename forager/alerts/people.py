@@ -74,10 +74,19 @@ async def check_host(resolver: Resolver, url: str, private_targets: str) -> None
 
 
 def mask(url: str) -> str:
-    """``scheme://host/…``: what a list may show of an Apprise (or webhook) URL."""
+    """``scheme://host:port/…``: what a list may show of an Apprise (or webhook) URL (the port
+    tells two receivers on one host apart; user, password, path and query are secrets)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    return f"{parts.scheme}://{host}/…" if host else f"{parts.scheme}://…"
+    if not host:
+        return f"{parts.scheme}://…"
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: shown as nothing rather than guessed
+        port = None
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/…"
 
 
 def _secrets(url: str) -> list[str]:

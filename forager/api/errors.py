@@ -12,6 +12,7 @@ from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
+from forager.api.wire import message_of
 from forager.errors import (
     Conflict,
     ForagerError,
@@ -52,11 +53,32 @@ def _allowed_methods(request: Request) -> list[str]:
     return allowed
 
 
+def _not_json(error: Any, body: Any) -> dict[str, str]:
+    """A body that is not JSON: the parser's reason and where, as line and column (the
+    character offset FastAPI puts in the location is no field)."""
+    reason = str(error.get("ctx", {}).get("error") or "cannot be parsed")
+    where = ""
+    position = error["loc"][-1]
+    if isinstance(body, str) and isinstance(position, int):
+        line = body.count("\n", 0, position) + 1
+        column = position - body.rfind("\n", 0, position)
+        where = f" at line {line} column {column}"
+    return {"field": "body", "message": f"request body is not valid JSON: {reason}{where}"}
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": _field(e["loc"]), "message": e["msg"]} for e in exc.errors()]
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        errors = [
+            _not_json(e, exc.body)
+            if e["type"] == "json_invalid"
+            else {"field": _field(e["loc"]), "message": message_of(e)}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(
+            e["message"] if e["field"] == "body" else f"{e['field']}: {e['message']}"
+            for e in errors
+        )
         return problem(422, "Invalid request", detail, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)

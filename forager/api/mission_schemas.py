@@ -198,7 +198,7 @@ class ProxyTroublePublic(BaseModel):
 
 
 class MissionSettings(BaseModel):
-    """Seed §8.1: set from the interface, shared by every process."""
+    """The orchestrator's settings: set from the dashboard, shared by every process."""
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -215,7 +215,8 @@ class MissionSettingsUpdate(JsonBody):
 
 
 class WriterCreate(JsonBody):
-    """A writer (seed §9.2); ``api_key`` is encrypted at rest and never shown again."""
+    """A writer (it stores what a worker service scraped); ``api_key`` is encrypted at rest
+    and never shown again."""
 
     name: Name
     url: ServiceURL
@@ -228,7 +229,8 @@ class WriterCreate(JsonBody):
 
 
 class WorkerServiceCreate(WriterCreate):
-    """A worker service (seed §9.1); ``api_key`` is encrypted at rest and never shown again."""
+    """A worker service (it scrapes missions); ``api_key`` is encrypted at rest and never
+    shown again."""
 
     storage_domain: StorageDomain | None = Field(
         None, description="Where its results are served: host[/prefix] (HTTPS) or a full URL."

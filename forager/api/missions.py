@@ -39,6 +39,7 @@ from forager.api.wire import Day
 from forager.db.models import Mission, WorkerService, Writer
 from forager.db.queries import count_by
 from forager.db.types import utcnow
+from forager.errors import Conflict
 from forager.missions import admin, control, endpoints, reports
 
 router = APIRouter(prefix="/api/missions", tags=["missions"])
@@ -99,7 +100,7 @@ async def list_missions(
 
 @router.post("/queue", operation_id="queue_missions")
 async def queue_missions(body: QueueRequest, runtime: RuntimeDep, key: ApiKeyDep) -> QueueResult:
-    """Seed §5.1: queue the selected drafts (or failed / canceled missions, to run again)."""
+    """Queue the selected drafts (or failed / canceled missions, to run again)."""
     queued, refused = await admin.queue(runtime.db, body.mission_ids, key.name)
     if queued:
         runtime.wake_missions()
@@ -115,7 +116,7 @@ async def mission_failures(
     hours: Annotated[int, Query(ge=1, le=24 * 365)] = 24,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> list[FailurePublic]:
-    """Seed §10.3: missions that failed in the last ``hours``, newest first."""
+    """Missions that failed in the last ``hours``, newest first."""
     rows = await reports.failures(session, utcnow() - timedelta(hours=hours), limit)
     return [FailurePublic.model_validate(r) for r in rows]
 
@@ -124,7 +125,7 @@ async def mission_failures(
 async def mission_worker_performance(
     session: ReadSessionDep, days: Annotated[int, Query(ge=1, le=365)] = 7
 ) -> list[WorkerPerformancePublic]:
-    """Seed §10.3: scrapes completed and failed per worker service, mean duration."""
+    """Scrapes completed and failed per worker service, mean duration."""
     rows = await reports.worker_performance(session, utcnow() - timedelta(days=days))
     return [WorkerPerformancePublic.model_validate(r) for r in rows]
 
@@ -133,7 +134,7 @@ async def mission_worker_performance(
 async def mission_proxy_trouble(
     session: ReadSessionDep, days: Annotated[int, Query(ge=1, le=365)] = 7
 ) -> list[ProxyTroublePublic]:
-    """Seed §10.3: each proxy's session failures and rotations, most failing first."""
+    """Each proxy's session failures and rotations, most failing first."""
     rows = await reports.proxy_trouble(session, utcnow() - timedelta(days=days))
     return [ProxyTroublePublic.model_validate(r) for r in rows]
 
@@ -161,11 +162,24 @@ async def get_orchestrator(runtime: RuntimeDep, session: ReadSessionDep) -> Orch
     return await _status(runtime, session)
 
 
-@router.post("/control/start", operation_id="start_orchestrator")
+@router.post(
+    "/control/start",
+    operation_id="start_orchestrator",
+    responses={
+        409: {
+            "description": "The run would do nothing: no mission is queued or running, or no "
+            "worker service or writer is active; the detail says what to configure."
+        }
+    },
+)
 async def start_orchestrator(
     runtime: RuntimeDep, session: ReadSessionDep, key: ApiKeyDep
 ) -> OrchestratorStatus:
-    """ "Iniciar": run the loop until no mission is queued or running (one process leads)."""
+    """ "Iniciar": run the loop until no mission is queued or running (one process leads).
+    Refused (409) when the run would do nothing, saying what to configure first."""
+    reason = await control.why_nothing_would_run(session)
+    if reason is not None:
+        raise Conflict(reason)
     await control.request_run(runtime.db, key.name)
     runtime.wake_missions()
     return await _status(runtime, session)
@@ -183,7 +197,7 @@ async def stop_orchestrator(
 
 @router.get("/settings", operation_id="get_mission_settings")
 async def get_mission_settings(runtime: RuntimeDep) -> MissionSettings:
-    """Seed §8.1: ``session_limit`` and ``max_retries``."""
+    """The orchestrator's ``session_limit`` and ``max_retries``."""
     view = await control.read(runtime.db)
     return MissionSettings.model_validate(view)
 
@@ -207,7 +221,7 @@ async def get_mission(mission_id: EntityId, session: ReadSessionDep) -> MissionP
 
 @router.get("/{mission_id:int}/timeline", operation_id="mission_timeline", responses=_NO_MISSION)
 async def mission_timeline(mission_id: EntityId, session: ReadSessionDep) -> list[TimelineEvent]:
-    """Seed §10.3: the mission's log in order, with its service's session events naming it."""
+    """The mission's log in order, with its service's session events naming it."""
     mission = await admin.get(session, mission_id)
     return [TimelineEvent.model_validate(e) for e in await reports.timeline(session, mission)]
 
@@ -223,7 +237,7 @@ async def mission_timeline(mission_id: EntityId, session: ReadSessionDep) -> lis
 async def cancel_mission(
     mission_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep
 ) -> MissionPublic:
-    """Seed §5.4: cancel a queued or running mission (a scrape in flight is cancelled too)."""
+    """Cancel a queued or running mission (a scrape in flight is cancelled too)."""
     box = runtime.box
     return MissionPublic.model_validate(
         await admin.cancel(runtime.db, runtime.settings, box, mission_id, key.name)

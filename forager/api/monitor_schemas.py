@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -18,7 +19,21 @@ FieldName = Annotated[
     str, Shape(FIELD_NAME, "a field name (a letter, then letters, digits, _)", 64)
 ]
 CssSelector = Annotated[str, Shape(CSS_SELECTOR, "a CSS selector of the supported subset", 500)]
-JsonPath = Annotated[str, Shape(JSON_PATH, "a dotted JSON path like score.home", 500)]
+
+
+def _css_in_json_paths(value: str) -> str | None:
+    """A CSS selector given to the JSON-paths reader: say which reader reads it."""
+    if re.search(CSS_SELECTOR, value) is None:
+        return None
+    return (
+        f"expected a dotted JSON path like score.home; {value!r} is a CSS selector: an HTML "
+        "page is read with the CSS selectors reader (css instead of json_paths)"
+    )
+
+
+JsonPath = Annotated[
+    str, Shape(JSON_PATH, "a dotted JSON path like score.home", 500, _css_in_json_paths)
+]
 # Below the default FORAGER_MONITOR_DEGRADED_SECONDS (120): the slowest interval must be.
 Seconds = Annotated[float, Field(ge=0.05, lt=120)]
 

@@ -28,6 +28,7 @@ from forager.api.proxy_schemas import (
     ProxyTestResult,
     ProxyUpdate,
 )
+from forager.api.wire import message_of
 from forager.db.models import Proxy
 from forager.db.queries import page
 from forager.proxies import admin, health
@@ -46,7 +47,7 @@ def _reason(exc: ValueError) -> str:
     """A validation failure without the input (which may hold a password)."""
     if isinstance(exc, ValidationError):
         return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {message_of(e)}" for e in exc.errors()
         )
     return str(exc)
 

@@ -85,12 +85,21 @@ class TaskOptions(JsonBody):
         return SubmitSpec(url=url, created_by=created_by, **options)
 
 
+RESTART_FIELD = Field(
+    False,
+    description="Crawl again: a URL already known whose task has finished (completed, failed "
+    "or cancelled) is restarted with this submission's priority and scheduled_at.",
+)
+
+
 class TaskCreate(TaskOptions):
     url: CrawlURL = Field(examples=["https://www.amazon.com.br/dp/B0ABC12345"])
+    restart: bool = RESTART_FIELD
 
 
 class TaskBatchCreate(TaskOptions):
     urls: list[str] = Field(min_length=1, max_length=10_000)
+    restart: bool = RESTART_FIELD
 
 
 class TaskPublic(BaseModel):
@@ -140,7 +149,7 @@ class TaskPublic(BaseModel):
 
 
 class TaskRestart(JsonBody):
-    """Options of a restart (seed 004); all optional."""
+    """Options of a restart; all optional."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -180,7 +189,7 @@ class TaskPriority(JsonBody):
 
 
 class RestartFailed(JsonBody):
-    """Which failed tasks to restart in bulk (seed 004 restart-failed)."""
+    """Which failed tasks to restart in bulk."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -243,11 +252,17 @@ class SubmitResult(BaseModel):
     url: str | None = None
     status: str | None = None
     error: str | None = None
+    hint: str | None = Field(
+        None,
+        description="On a duplicate: the known task's status, which options of this submission "
+        "were not applied, and how to crawl it again (or that it was restarted).",
+    )
 
 
 class TaskSubmitted(BaseModel):
     result: Literal["created", "duplicate"]
     task: TaskPublic
+    hint: str | None = Field(None, description="On a duplicate: as in a batch's results.")
 
 
 class BatchSubmitted(BaseModel):

@@ -40,7 +40,7 @@ from forager.errors import InvalidURL
 from forager.products import tags
 from forager.queue import admin, counts
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.submit import submit_urls
+from forager.queue.submit import SubmitOutcome, SubmitSpec, submit_urls
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -60,12 +60,13 @@ async def submit_task(
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
     await tags.tag_submitted(runtime.db, [spec], [outcome])
+    [(_, hint)] = await _answer_duplicates(runtime, body, [spec], [outcome], key.name)
     runtime.wake()
     async with runtime.db.reader() as session:
         task = await session.get(CrawlTask, outcome.task_id)
     if outcome.result == "duplicate":
         response.status_code = 200
-    return TaskSubmitted(result=outcome.result, task=TaskPublic.model_validate(task))
+    return TaskSubmitted(result=outcome.result, task=TaskPublic.model_validate(task), hint=hint)
 
 
 @router.post("/batch", operation_id="submit_tasks")
@@ -76,8 +77,12 @@ async def submit_tasks(
     specs = [body.spec(url, key.name) for url in body.urls]
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
+    answers = await _answer_duplicates(runtime, body, specs, outcomes, key.name)
     runtime.wake()
-    results = [SubmitResult.model_validate(o) for o in outcomes]
+    results = [
+        SubmitResult.model_validate(o).model_copy(update={"status": status, "hint": hint})
+        for o, (status, hint) in zip(outcomes, answers, strict=True)
+    ]
     count = {kind: sum(r.result == kind for r in results) for kind in ("created", "duplicate")}
     return BatchSubmitted(
         created=count["created"],
@@ -85,6 +90,54 @@ async def submit_tasks(
         invalid=len(results) - count["created"] - count["duplicate"],
         results=results,
     )
+
+
+# Options a duplicate's answer compares with the known task, when the submission set them.
+_COMPARED = ("priority", "is_recurring", "crawl_frequency_seconds", "parser_name", "batch_name")
+
+
+async def _answer_duplicates(
+    runtime: RuntimeDep,
+    body: TaskCreate | TaskBatchCreate,
+    specs: list[SubmitSpec],
+    outcomes: list[SubmitOutcome],
+    by: str,
+) -> list[tuple[str | None, str | None]]:
+    """(status, hint) of each outcome. A duplicate says what its submission did not change on
+    the known task and how to crawl it again; with ``restart`` a finished one is restarted."""
+    known = {o.task_id for o in outcomes if o.result == "duplicate" and o.task_id is not None}
+    if not known:
+        return [(o.status, None) for o in outcomes]
+    async with runtime.db.reader() as session:
+        rows = await session.scalars(select(CrawlTask).where(CrawlTask.id.in_(known)))
+        tasks = {t.id: t for t in rows}
+    given = [name for name in _COMPARED if name in body.model_fields_set]
+    answers: list[tuple[str | None, str | None]] = []
+    for spec, outcome in zip(specs, outcomes, strict=True):
+        task = tasks.get(outcome.task_id or 0) if outcome.result == "duplicate" else None
+        if task is None:
+            answers.append((outcome.status, None))
+            continue
+        finished = task.status in admin.RESTART.from_
+        if body.restart and finished:
+            again = await admin.restart(
+                runtime.db, task.id, priority=spec.priority, scheduled_at=spec.scheduled_at, by=by
+            )
+            answers.append((again.status, f"restarted: the task was {task.status}; crawled again"))
+            continue
+        differs = [
+            f"{name} {getattr(spec, name)!r} (the task has {getattr(task, name)!r})"
+            for name in given
+            if getattr(spec, name) != getattr(task, name)
+        ]
+        hint = f"the task exists with status {task.status}"
+        if differs:
+            hint += "; not applied: " + ", ".join(differs)
+        if finished:
+            again_by = f"POST /api/tasks/{task.id}/restart"
+            hint += f"; to crawl it again submit with restart: true or {again_by}"
+        answers.append((task.status, hint))
+    return answers
 
 
 @router.get("", operation_id="list_tasks")
@@ -120,7 +173,7 @@ async def task_stats(
         ),
     ] = None,
 ) -> TaskStats:
-    """Tasks by status with their average duration (seed 004, query 6), from the counters."""
+    """Tasks by status with their average duration, from the counters."""
     hour = counts.hour_of(since or utcnow() - timedelta(days=1))
     return TaskStats(
         since=counts.hour_start(hour),

@@ -186,6 +186,18 @@ class Shape:
         return {"type": "string", "pattern": self.pattern, "maxLength": self.max_length}
 
 
+# What pydantic puts before the message of an error a validator raised: not the user's business.
+_LIBRARY_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def message_of(error: Any) -> str:
+    """A validation error's message without the validation library's prefix."""
+    message = str(error["msg"])
+    for prefix in _LIBRARY_PREFIXES:
+        message = message.removeprefix(prefix)
+    return message
+
+
 def _why_not_crawlable(url: str) -> str | None:
     """The normalizer's own reason for refusing ``url``, when it has one."""
     try:

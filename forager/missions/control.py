@@ -17,8 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.db import audit
 from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.engine import Database
-from forager.db.models import MissionControl
+from forager.db.models import Mission, MissionControl, WorkerService, Writer
 from forager.db.types import utcnow
+from forager.missions.states import MissionStatus
 
 ROW = 1
 ENTITY = "mission_control"
@@ -93,6 +94,38 @@ async def update_settings(
             )
             audit.record(session, ENTITY, [ROW], "settings_changed", values)
     return await read(db)
+
+
+async def why_nothing_would_run(session: AsyncSession) -> str | None:
+    """Why a run started now would do nothing (no mission queued or running, no active worker
+    service to scrape or writer to store), as what to configure; None when it can work."""
+    waiting = await session.scalar(
+        select(Mission.id)
+        .where(Mission.status.in_([MissionStatus.QUEUED, MissionStatus.RUNNING]))
+        .limit(1)
+    )
+    if waiting is None:
+        return (
+            "nothing to run: no mission is queued. Create missions and queue them first "
+            "(Missions → Queue on the dashboard, or POST /api/missions with queue: true)"
+        )
+    services: tuple[tuple[type[WorkerService | Writer], str, str, str], ...] = (
+        (
+            WorkerService,
+            "worker service (it scrapes a mission)",
+            "Worker services",
+            "worker-services",
+        ),
+        (Writer, "writer (it stores what was scraped)", "Writers", "writers"),
+    )
+    for model, what, section, path in services:
+        active = await session.scalar(select(model.id).where(model.active.is_(True)).limit(1))
+        if active is None:
+            return (
+                f"no active {what}: add one first (Missions → {section} on the dashboard, "
+                f"or POST /api/{path})"
+            )
+    return None
 
 
 async def request_run(db: Database, by: str) -> ControlView:

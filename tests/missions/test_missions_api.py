@@ -152,6 +152,22 @@ async def test_settings_and_the_run_switch(api: httpx.AsyncClient) -> None:
     changed = await api.patch("/api/missions/settings", json={"session_limit": 3})
     assert changed.json() == {"session_limit": 3, "max_retries": 2}
     assert (await api.patch("/api/missions/settings", json={"max_retries": -1})).status_code == 422
+    # Start with nothing to run is refused, saying what to configure, and starts nothing.
+    for missing in ("no mission is queued", "no active worker service", "no active writer"):
+        refused = await api.post("/api/missions/control/start")
+        assert refused.status_code == 409, refused.text
+        assert missing in refused.json()["detail"]
+        assert (await api.get("/api/missions/control")).json()["run_requested"] is False
+        if missing == "no mission is queued":
+            assert "POST /api/missions with queue: true" in refused.json()["detail"]
+            assert (await _create(api, queue=True)).status_code == 201
+        else:
+            path = "/api/worker-services" if "worker" in missing else "/api/writers"
+            assert f"POST {path}" in refused.json()["detail"]
+            made = await api.post(
+                path, json={"name": "w", "url": "http://127.0.0.1:9", "api_key": "k" * 16}
+            )
+            assert made.status_code == 201, made.text
     started = (await api.post("/api/missions/control/start")).json()
     assert started["run_requested"] is True and started["session_limit"] == 3
     stopped = (await api.post("/api/missions/control/stop")).json()

@@ -111,8 +111,10 @@ function showLogin() {
     }
   } },
   h("h1", {}, "Log in"),
-  h("p", { class: "muted" }, "Use an API key (", h("code", {}, "forager apikey create"),
-    "). Read keys can look at everything and change nothing."),
+  h("p", { class: "muted" }, "Log in with an API key. For the first one, run ",
+    h("code", {}, "make apikey"), " in Forager's folder (or ",
+    h("code", {}, ".venv/bin/forager apikey create --name admin --role admin"),
+    "): it prints the key once. Read keys can look at everything and change nothing."),
   field("API key", input),
   h("p", {}, h("button", { type: "submit", class: "primary" }, "Log in")),
   message);

@@ -163,7 +163,11 @@ export async function render(view, _arg, current) {
   const filter = select("status", STATUSES.map((s) => [s, s || "any"]), status,
     { onchange: (e) => go(`/missions${query({ status: e.target.value })}`) });
   let reload = null;
-  view.append(h("h1", {}, "Missions"), parts.control,
+  view.append(h("h1", {}, "Missions"),
+    h("p", { class: "muted" }, "A mission is one ad-library search (a date range, a media type, "
+      + "languages) that a worker service scrapes and a writer stores: add both below, queue "
+      + "missions, then Start."),
+    parts.control,
     h("h2", {}, "Worker services"), parts.workers,
     isAdmin() ? serviceForm("worker", () => reload()) : null,
     h("h2", {}, "Writers"), parts.writers, isAdmin() ? serviceForm("writer", () => reload()) : null,
