@@ -4,7 +4,7 @@ Each line is a URL, or a JSON object with a ``url`` and the options the API's
 ``POST /api/tasks`` takes (``priority``, ``is_recurring``, ``crawl_frequency_seconds``,
 ``adaptive_recrawl`` and its ``min_`` / ``max_crawl_frequency_seconds``, ``max_retries``,
 ``scheduled_at``, ``parser_name``, ``batch_name``, ``tags``), validated by the same schema.
-Blank lines and ``#`` comments are skipped. Lines go to ``queue.submit.submit_urls`` in batches
+Blank lines and ``#`` comments are skipped. Lines go to the queue (``submit_urls``) in batches
 (one transaction each; their tags in one more), so a load of millions of lines never holds them
 all.
 """
@@ -24,7 +24,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.errors import InvalidRequest
 from forager.products import tags
-from forager.queue.submit import SubmitSpec, submit_urls
+from forager.queue.door import SubmitSpec, submit_urls
 
 BATCH = 1000  # lines per transaction
 

@@ -19,7 +19,7 @@ import httpx
 from forager.api.task_schemas import TaskOptions
 from forager.bulk import BATCH, Totals, numbered_lines, parse_line
 from forager.errors import ConfigError
-from forager.queue.submit import SubmitSpec
+from forager.queue.door import SubmitSpec
 
 _TIMEOUT = httpx.Timeout(120.0, connect=10.0)  # a batch of 1,000 URLs is one transaction
 

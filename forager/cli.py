@@ -314,7 +314,7 @@ def celery_worker(
     the same pipeline as `forager worker`, until SIGTERM."""
     import contextlib
 
-    from forager.queue.dispatch import QUEUES
+    from forager.queue.door import QUEUES
     from forager.runtime import Runtime
     from forager.worker.consumer import CeleryWorker
     from forager.worker.pool import WorkerPool, new_worker_id

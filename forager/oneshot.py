@@ -17,8 +17,8 @@ from forager.db import template
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Product
 from forager.products.records import RECORD_FIELDS, image_urls, product_record
+from forager.queue.door import SubmitSpec, submit_urls
 from forager.queue.lifecycle import TERMINAL, TaskStatus
-from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import Runtime, open_database
 from forager.worker.pool import new_worker_id
 

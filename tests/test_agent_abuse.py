@@ -16,7 +16,7 @@ from forager.agents import connection as agent_connection
 from forager.agents import hub as agent_hub
 from forager.agents import protocol, service
 from forager.db.models import CrawlAttempt, CrawlTask, Event
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from tests.conftest import SettingsFactory
 from tests.support.agents import app_server
 from tests.support.crawling import submit

@@ -23,7 +23,7 @@ from forager.agents import protocol, service
 from forager.db.engine import Database
 from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event, Product
 from forager.db.types import utcnow
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from tests.conftest import SettingsFactory
 from tests.support.agents import app_server
 from tests.support.crawling import submit, tasks_by_id

@@ -10,7 +10,7 @@ from sqlalchemy import func, select, update
 
 from forager.api.deps import Runtime
 from forager.db.models import CrawlAttempt, CrawlTask, Product
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from tests.support.crawling import crawl
 from tests.support.site import TestSite
 from tests.support.waiting import event_details

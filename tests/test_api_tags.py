@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from forager import bulk
 from forager.db.models import AlertDelivery, CrawlTask
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from tests.support.products import runtime_of as _runtime
 from tests.support.products import save
 

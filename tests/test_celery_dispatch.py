@@ -16,8 +16,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, DispatchOutbox
 from forager.queue import dispatch
-from forager.queue.admin import pause, restart_parsing
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue, pause, restart_parsing
 from forager.store.backend import open_page_store
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit

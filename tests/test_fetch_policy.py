@@ -16,7 +16,7 @@ from forager.db.models import Domain, DomainProxy, Event, Proxy
 from forager.db.types import utcnow
 from forager.fetch.registry import FetcherSet
 from forager.proxies.retest import retest_due
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from forager.runtime import open_database
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory

@@ -24,7 +24,7 @@ from forager.db.models import (
     Proxy,
 )
 from forager.db.types import utcnow
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from forager.store import packs
 from forager.store.pages import LocalPageStore
 from forager.worker.pool import WorkerPool

@@ -13,8 +13,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.queue import scheduler
-from forager.queue.store import ClaimedTask, TaskQueue
-from forager.queue.submit import SubmitSpec, submit_urls
+from forager.queue.door import ClaimedTask, Ending, SubmitSpec, TaskQueue, submit_urls
 from tests.conftest import SettingsFactory
 from tests.support.crawling import submit, tasks_by_id
 from tests.support.waiting import entity_events, task_attempts
@@ -151,7 +150,7 @@ async def test_crawl_delay_gates_the_domain_for_everyone(
     assert timedelta(seconds=55) < closed - utcnow() <= timedelta(seconds=60)
     # ... then it opens crawl_delay_seconds after the send.
     async with db.session() as session:
-        await queue.open_gate(session, first)
+        await queue.open_gate(session, first.domain_id, first.crawl_delay_seconds)
     gate = await queue.next_gate_opening()
     assert gate is not None
     assert timedelta(seconds=25) < gate - utcnow() <= timedelta(seconds=30)
@@ -373,7 +372,9 @@ async def test_recurring_tasks_come_back_when_due(db: Database, settings: Settin
             await queue.start_crawl(session, task, "w")
         await _set(db, CrawlTask, task.id, status="parsing")
         async with db.session() as session:
-            assert await queue.complete(session, task, "w")
+            assert await queue.settle(session, [Ending(task, "w", ["parsing"])]) == {
+                task.id: "completed"
+            }
     rows = await tasks_by_id(db, [task_id, once])
     gap = rows[task_id].next_crawl_at - rows[task_id].completed_at  # type: ignore[operator]
     assert gap == timedelta(hours=1)

@@ -18,12 +18,10 @@ from forager.db.models import CrawlTask
 from forager.db.types import utcnow
 from forager.errors import FetchError
 from forager.parse.base import ProductRecord
-from forager.queue import adaptive, admin
+from forager.queue import adaptive, door
 from forager.queue.adaptive import Adaptive
+from forager.queue.door import FETCHED_VIA, ClaimedTask, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.moves import FETCHED_VIA, Ending
-from forager.queue.store import TaskQueue
-from forager.queue.tasks import ClaimedTask
 from forager.worker.writer import Finish, Writer
 from tests.support.crawling import submit, tasks_by_id
 from tests.support.waiting import entity_events
@@ -47,15 +45,16 @@ def _record(price: str | None, available: bool | None = True) -> ProductRecord:
 
 def _finish(task: ClaimedTask, record: ProductRecord | None, error: FetchError | None) -> Finish:
     fetched = None if error else ("k/1", 200, 5, None)
-    ending = Ending(task, "w", [S.CRAWLING], via=() if error else FETCHED_VIA, fetched=fetched)
-    attempt = {
-        "task_id": task.id,
-        "worker_id": "w",
-        "phase": "fetch",
-        "started_at": utcnow(),
-        "status_code": 200,
-    }
-    return Finish(ending, attempt, record=record, fetch_error=error, answered_ms=None)
+    attempt = FetchAttempt(started_at=utcnow(), finished_at=utcnow(), status_code=200)
+    ending = Ending(
+        task,
+        "w",
+        [S.CRAWLING],
+        via=() if error else FETCHED_VIA,
+        fetched=fetched,
+        fetch_attempt=attempt,
+    )
+    return Finish(ending, record=record, fetch_error=error, answered_ms=None)
 
 
 async def _crawl(
@@ -242,10 +241,10 @@ async def test_recrawl_settings_are_lenient_and_editable(db: Database, settings:
     assert (c.min_crawl_frequency_seconds, c.max_crawl_frequency_seconds) == (DAY, DAY)
     [task_id] = await submit(db, settings, URL, is_recurring=True, crawl_frequency_seconds=DAY)
     await _crawl(db, settings, task_id, record=_record("80.00"))
-    task = await admin.set_recrawl(
+    task = await door.set_recrawl(
         db,
         task_id,
-        admin.RecrawlChange(adaptive_recrawl=True, crawl_frequency_seconds=2 * DAY),
+        door.RecrawlChange(adaptive_recrawl=True, crawl_frequency_seconds=2 * DAY),
         by="ops",
     )
     assert (task.current_crawl_frequency_seconds, task.min_crawl_frequency_seconds) == (
@@ -254,8 +253,8 @@ async def test_recrawl_settings_are_lenient_and_editable(db: Database, settings:
     )
     assert task.crawl_frequency_reason == "set by ops: starting frequency 2 d"
     assert _gap(task) == timedelta(days=2)  # the finished task's next crawl follows
-    off = await admin.set_recrawl(db, task_id, admin.RecrawlChange(is_recurring=False))
+    off = await door.set_recrawl(db, task_id, door.RecrawlChange(is_recurring=False))
     assert off.next_crawl_at is None and off.current_crawl_frequency_seconds is None
     assert (await entity_events(db, "task", task_id))[-1] == "recrawl_changed"
-    on = await admin.set_recrawl(db, task_id, admin.RecrawlChange(adaptive_recrawl=True))
+    on = await door.set_recrawl(db, task_id, door.RecrawlChange(adaptive_recrawl=True))
     assert (on.is_recurring, on.adaptive_recrawl) == (True, True)

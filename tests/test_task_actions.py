@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from forager.api.deps import Runtime
 from forager.db.models import Event
-from forager.queue.store import TaskQueue
+from forager.queue.door import TaskQueue
 from forager.store import packs
 from forager.worker.pool import WorkerPool
 from tests.support.crawling import crawl

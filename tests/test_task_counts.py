@@ -13,7 +13,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask, TaskCountDelta
 from forager.db.types import utcnow
 from forager.domains import service as domains
-from forager.queue import admin, counts
+from forager.queue import counts, door
 from tests.support.crawling import submit
 
 
@@ -52,8 +52,8 @@ async def test_counts_follow_inserts_updates_and_deletes(db: Database, settings:
     other = await submit(db, settings, "https://b.example/1", "https://b.example/2", priority=2)
     await _assert_exact(db)
 
-    await admin.pause(db, ids[0])  # one row, through the lifecycle
-    await admin.set_priority(db, ids[1], 9)
+    await door.pause(db, ids[0])  # one row, through the lifecycle
+    await door.set_priority(db, ids[1], 9)
     await _assert_exact(db)
 
     async with db.session() as session:  # set-based: many rows in one statement
@@ -71,7 +71,7 @@ async def test_counts_follow_inserts_updates_and_deletes(db: Database, settings:
         )
         after = await session.scalar(select(func.count()).select_from(TaskCountDelta))
         assert before == after
-    assert await admin.restart_failed(db, limit=3)
+    assert await door.restart_failed(db, limit=3)
     await _assert_exact(db)
 
     domain_id = (await _task(db, other[0])).domain_id
@@ -93,7 +93,7 @@ async def test_counts_stay_exact_under_concurrent_writers(db: Database, settings
     async def writer(n: int) -> None:
         mine = await submit(db, settings, *(f"https://w{n}.example/{i}" for i in range(10)))
         for task_id in mine[::2]:
-            await admin.cancel(db, task_id)
+            await door.cancel(db, task_id)
         async with db.session() as session:
             await session.execute(
                 update(CrawlTask).where(CrawlTask.id.in_(mine[1::2])).values(priority=1)

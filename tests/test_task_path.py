@@ -34,10 +34,9 @@ from forager.db.models import CrawlAttempt, CrawlTask, Event, Product
 from forager.db.types import utcnow
 from forager.parse import registry
 from forager.parse.base import ProductRecord
-from forager.queue import admin
+from forager.queue import door
+from forager.queue.door import FETCHED_VIA, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.moves import FETCHED_VIA, Ending
-from forager.queue.store import TaskQueue
 from forager.store import packs
 from forager.worker import writer as writer_module
 from forager.worker.parsing import ParseJob, ParsePool
@@ -78,16 +77,18 @@ def _record(n: int) -> ProductRecord:
 
 
 def _finish(task: Any, worker: str, n: int) -> Finish:
-    ending = Ending(task, worker, [S.CRAWLING], via=FETCHED_VIA, fetched=(f"k/{n}", 200, 5, None))
-    attempt = {
-        "task_id": task.id,
-        "worker_id": worker,
-        "phase": "fetch",
-        "started_at": utcnow(),
-        "status_code": 200,
-        "page_path": f"k/{n}",
-    }
-    return Finish(ending, attempt, record=_record(n), answered_ms=5)
+    attempt = FetchAttempt(
+        started_at=utcnow(), finished_at=utcnow(), status_code=200, page_path=f"k/{n}"
+    )
+    ending = Ending(
+        task,
+        worker,
+        [S.CRAWLING],
+        via=FETCHED_VIA,
+        fetched=(f"k/{n}", 200, 5, None),
+        fetch_attempt=attempt,
+    )
+    return Finish(ending, record=_record(n), answered_ms=5)
 
 
 async def test_tasks_taken_away_while_in_the_writers_group_are_discarded(
@@ -105,7 +106,7 @@ async def test_tasks_taken_away_while_in_the_writers_group_are_discarded(
         finishes = [_finish(t, "w", n) for n, t in enumerate((kept, paused, stolen))]
         results = asyncio.gather(*(writer.finish(f) for f in finishes))
         await asyncio.sleep(0)  # queued in the writer's group, not yet written
-        await admin.pause(db, paused.id)
+        await door.pause(db, paused.id)
         async with db.session() as session:  # the lease expired and another worker took it
             await session.execute(
                 update(CrawlTask).where(CrawlTask.id == stolen.id).values(lease_owner="w2")

@@ -9,6 +9,7 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +19,7 @@ from forager.agents import protocol
 from forager.agents.body import BodyReceiver
 from forager.agents.protocol import Hello
 from forager.agents.service import A
-from forager.queue.store import ClaimedTask
+from forager.queue.door import ClaimedTask
 from forager.worker.claiming import ClaimLoop
 from forager.worker.pipeline import Pipeline
 
@@ -34,7 +35,7 @@ class Assigned:
     """A task handed to the agent: when, whether its gate opened, its body as it arrives."""
 
     task: ClaimedTask
-    started: Any
+    started: datetime
     gate_opened: bool = False
     body: BodyReceiver | None = None
     settling: bool = False

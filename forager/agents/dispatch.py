@@ -16,7 +16,7 @@ from forager.agents.service import A
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
-from forager.queue.store import ClaimedTask, TaskQueue
+from forager.queue.door import ClaimedTask, TaskQueue
 from forager.worker.claiming import ClaimLoop
 
 log = logging.getLogger(__name__)

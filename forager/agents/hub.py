@@ -45,8 +45,8 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.errors import FetchError, TooLarge, effect
 from forager.fetch.base import FetchResponse
+from forager.queue.door import TaskQueue
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.store import TaskQueue
 from forager.store.pages import PageStore
 from forager.worker.parts import Parts
 from forager.worker.pipeline import Pipeline
@@ -236,7 +236,8 @@ class AgentHub:
             if assigned is not None and not assigned.gate_opened:
                 assigned.gate_opened = True
                 async with self.db.session() as session:
-                    await self.queue.open_gate(session, assigned.task)
+                    task = assigned.task
+                    await self.queue.open_gate(session, task.domain_id, task.crawl_delay_seconds)
         elif isinstance(msg, protocol.Result):
             await self._on_result(conn, msg)
         elif isinstance(msg, protocol.BodyEnd):

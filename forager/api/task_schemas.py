@@ -19,7 +19,7 @@ from forager.api.wire import (
     choice_of,
 )
 from forager.parse.registry import parser_names
-from forager.queue.submit import SubmitSpec
+from forager.queue.door import SubmitSpec
 
 
 class TaskOptions(JsonBody):

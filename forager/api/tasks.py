@@ -38,9 +38,9 @@ from forager.db.queries import get_or_not_found, page, page_and_total
 from forager.db.types import utcnow
 from forager.errors import InvalidURL
 from forager.products import tags
-from forager.queue import admin, counts
+from forager.queue import counts, door
+from forager.queue.door import SubmitOutcome, SubmitSpec, submit_urls
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.submit import SubmitOutcome, SubmitSpec, submit_urls
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -118,9 +118,9 @@ async def _answer_duplicates(
         if task is None:
             answers.append((outcome.status, None))
             continue
-        finished = task.status in admin.RESTART.from_
+        finished = task.status in door.RESTARTABLE
         if body.restart and finished:
-            again = await admin.restart(
+            again = await door.restart(
                 runtime.db, task.id, priority=spec.priority, scheduled_at=spec.scheduled_at, by=by
             )
             answers.append((again.status, f"restarted: the task was {task.status}; crawled again"))
@@ -186,7 +186,7 @@ async def restart_failed_tasks(
     body: RestartFailed, runtime: RuntimeDep, key: ApiKeyDep
 ) -> RestartedTasks:
     """Restart failed tasks in bulk (optionally one domain's, failed after a time)."""
-    ids = await admin.restart_failed(
+    ids = await door.restart_failed(
         runtime.db,
         domain_id=body.domain_id,
         failed_after=body.failed_after,
@@ -203,7 +203,7 @@ async def restart_parsing_tasks(
     body: RestartParsing, runtime: RuntimeDep, key: ApiKeyDep
 ) -> RestartedTasks:
     """Parse stored pages again in bulk (one domain's, those read by an older parser version)."""
-    ids = await admin.restart_parsing_bulk(
+    ids = await door.restart_parsing_bulk(
         runtime.db,
         runtime.pages,
         domain_id=body.domain_id,
@@ -290,19 +290,19 @@ def _moved(runtime: RuntimeDep, task: CrawlTask) -> TaskPublic:
 @router.post("/{task_id:int}/pause", operation_id="pause_task", responses=_REFUSALS)
 async def pause_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Pause a waiting or running task; a worker busy with it drops it at its next step."""
-    return _moved(runtime, await admin.pause(runtime.db, task_id, by=key.name))
+    return _moved(runtime, await door.pause(runtime.db, task_id, by=key.name))
 
 
 @router.post("/{task_id:int}/resume", operation_id="resume_task", responses=_REFUSALS)
 async def resume_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Put a paused task back in the queue."""
-    return _moved(runtime, await admin.resume(runtime.db, task_id, by=key.name))
+    return _moved(runtime, await door.resume(runtime.db, task_id, by=key.name))
 
 
 @router.post("/{task_id:int}/cancel", operation_id="cancel_task", responses=_REFUSALS)
 async def cancel_task(task_id: EntityId, runtime: RuntimeDep, key: ApiKeyDep) -> TaskPublic:
     """Cancel a task for good (it can be restarted later)."""
-    return _moved(runtime, await admin.cancel(runtime.db, task_id, by=key.name))
+    return _moved(runtime, await door.cancel(runtime.db, task_id, by=key.name))
 
 
 @router.post("/{task_id:int}/restart", operation_id="restart_task", responses=_REFUSALS)
@@ -311,7 +311,7 @@ async def restart_task(
 ) -> TaskPublic:
     """Crawl a failed, completed or cancelled task again from the start."""
     options = body or TaskRestart()
-    task = await admin.restart(
+    task = await door.restart(
         runtime.db,
         task_id,
         reset_retry_count=options.reset_retry_count,
@@ -336,7 +336,7 @@ async def restart_task_parsing(
     """Parse the stored page again without fetching (only when the page is stored)."""
     options = body or TaskRestartParsing()
     pages = runtime.pages
-    task = await admin.restart_parsing(
+    task = await door.restart_parsing(
         runtime.db, pages, task_id, reset_retry_count=options.reset_retry_count, by=key.name
     )
     return _moved(runtime, task)
@@ -347,7 +347,7 @@ async def set_task_priority(
     task_id: EntityId, body: TaskPriority, runtime: RuntimeDep, key: ApiKeyDep
 ) -> TaskPublic:
     """Change a task's priority; pending tasks are claimed in the new order at once."""
-    task = await admin.set_priority(runtime.db, task_id, body.priority, by=key.name)
+    task = await door.set_priority(runtime.db, task_id, body.priority, by=key.name)
     return _moved(runtime, task)
 
 
@@ -358,7 +358,7 @@ async def set_task_recrawl(
     """Change whether and how often a task is crawled again, adaptive or not (fields left out
     keep their value; a bound sent as null goes back to its default)."""
     sent = body.model_fields_set
-    change = admin.RecrawlChange(
+    change = door.RecrawlChange(
         is_recurring=body.is_recurring,
         crawl_frequency_seconds=body.crawl_frequency_seconds,
         adaptive_recrawl=body.adaptive_recrawl,
@@ -370,4 +370,4 @@ async def set_task_recrawl(
             if name in sent and getattr(body, name) is None
         ),
     )
-    return _moved(runtime, await admin.set_recrawl(runtime.db, task_id, change, by=key.name))
+    return _moved(runtime, await door.set_recrawl(runtime.db, task_id, change, by=key.name))

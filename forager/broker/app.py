@@ -16,8 +16,7 @@ from celery import Celery
 from kombu.entity import Queue
 
 from forager.config import Settings
-from forager.queue.dispatch import QUEUES
-from forager.queue.store import Message
+from forager.queue.door import QUEUES, Message
 
 # The one task every message asks for; ``worker.consumer`` registers it.
 RUN_TASK = "forager.run_task"

@@ -18,8 +18,7 @@ from kombu.exceptions import OperationalError
 from forager.broker.app import celery_app, publish
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.queue.dispatch import OWNER_PREFIX
-from forager.queue.store import Message, TaskQueue
+from forager.queue.door import OWNER_PREFIX, Message, TaskQueue
 
 log = logging.getLogger(__name__)
 # Rounds of claim + publish in one step while there is more to do.

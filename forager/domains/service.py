@@ -20,7 +20,7 @@ from forager.db.types import utcnow
 from forager.domains import robots
 from forager.errors import Conflict
 from forager.parse.registry import parser_name_for_host
-from forager.queue import admin as queue_admin
+from forager.queue import door
 from forager.queue.lifecycle import LEASED, TaskStatus
 
 STATS_WINDOW = timedelta(hours=24)
@@ -168,7 +168,7 @@ async def remove(db: Database, domain_id: int) -> None:
         if leased := await _count_tasks(session, domain_id, CrawlTask.status.in_(LEASED)):
             raise _in_flight(domain_id, leased)
         tasks = await _count_tasks(session, domain_id)
-        if left := await queue_admin.delete_domain_tasks(session, domain_id):
+        if left := await door.delete_domain_tasks(session, domain_id):
             raise _in_flight(domain_id, left)  # rolls the deletes back
         await session.delete(domain)
         await session.flush()

@@ -22,7 +22,7 @@ from forager.db.models import TAG_PATTERN, Product, ProductTag
 from forager.db.types import utcnow
 from forager.errors import InvalidRequest, NotFound
 from forager.products.records import grouped
-from forager.queue.submit import SubmitOutcome, SubmitSpec
+from forager.queue.door import SubmitOutcome, SubmitSpec
 
 TAG = TAG_PATTERN
 TAG_QUERY = (

@@ -22,7 +22,7 @@ from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import LifecycleConflict
 from forager.queue.lifecycle import LEASED, TaskStatus
-from forager.queue.store import transition
+from forager.queue.moves import transition
 from forager.queue.submit import recrawl_columns
 from forager.store.pages import PageStore
 

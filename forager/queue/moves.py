@@ -1,14 +1,15 @@
 """Named moves of a leased task, each a compare-and-set that writes its audit events.
 
 The transaction rule: every function here runs inside the caller's transaction (it takes the
-``session``) and never commits; ``TaskQueue`` (store.py) is what opens one transaction per
+``session``) and never commits; ``TaskQueue`` (door.py) is what opens one transaction per
 call for callers that have none. A move guarded by ``worker_id`` happens only while that worker
 still holds the lease, so a worker whose lease expired, or whose task an operator paused or
 cancelled, changes nothing.
 
 ``settle`` ends many tasks at once (the worker's writer): one locked read says which of them the
 worker still holds, one statement writes their new rows (an ``UPDATE … FROM unnest(arrays)`` on
-PostgreSQL, an ``executemany`` on SQLite, where a statement costs no round trip). ``adapt`` then
+PostgreSQL, an ``executemany`` on SQLite, where a statement costs no round trip), and one
+multi-row insert their tries' ``crawl_attempts`` rows (``attempts.py``). ``adapt`` then
 moves the adaptive recrawl frequency of those that completed with a product record
 (``queue/adaptive.py``): one more ``executemany`` in the same transaction, only when the group
 holds such tasks.
@@ -45,7 +46,8 @@ from forager.db import audit
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import UTCDateTime, utcnow
 from forager.errors import effect
-from forager.queue import adaptive
+from forager.queue import adaptive, attempts
+from forager.queue.attempts import FetchAttempt
 from forager.queue.lifecycle import LEASED, PARSE_LEASED, TaskStatus
 from forager.queue.tasks import ClaimedTask
 
@@ -158,34 +160,6 @@ async def postpone(
     )
 
 
-async def not_before(session: AsyncSession, task_id: int, seconds: float) -> None:
-    """A retried (pending) task waits at least ``seconds`` (a site's ``Retry-After``)."""
-    until = utcnow() + timedelta(seconds=seconds)
-    await session.execute(
-        update(_TASKS)
-        .where(_TASKS.c.id == task_id, _TASKS.c.status == S.PENDING, _TASKS.c.scheduled_at < until)
-        .values(scheduled_at=until)
-    )
-
-
-async def complete(session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
-    """``parsing → completed``; a recurring task gets its ``next_crawl_at``."""
-    now = utcnow()
-    return await transition(
-        session,
-        task.id,
-        from_=[S.PARSING],
-        to=S.COMPLETED,
-        worker_id=worker_id,
-        completed_at=now,
-        next_crawl_at=_next_crawl(task, now),
-        error_type=None,
-        error_message=None,
-        lease_owner=None,
-        lease_expires_at=None,
-    )
-
-
 async def fail(
     session: AsyncSession,
     settings: Settings,
@@ -247,6 +221,9 @@ class Ending:
 
     ``via`` are the statuses it passes through first (a fetched page: downloaded → queued_parse
     → parsing); ``fetched`` the columns a stored fetch sets (page key, status, time, proxy).
+    The rest is what the try leaves in ``crawl_attempts`` (``attempts.rows``): its request
+    (``fetch_attempt``), the stored page it parsed again (``parse_page``), the validation rules
+    its kept record breaks (``quality_issues``).
     """
 
     task: ClaimedTask
@@ -256,6 +233,9 @@ class Ending:
     via: Sequence[str] = ()
     fetched: tuple[str | None, int, int, int | None] | None = None  # page key, status, ms, proxy
     not_before: float | None = None  # Retry-After seconds, when the site sent one
+    fetch_attempt: FetchAttempt | None = None
+    parse_page: str | None = None
+    quality_issues: Sequence[str] = ()
 
 
 def _next_crawl(task: ClaimedTask, now: datetime) -> datetime | None:
@@ -337,10 +317,11 @@ async def _write_endings(session: AsyncSession, rows: list[dict[str, Any]], now:
 async def settle(
     session: AsyncSession, settings: Settings, endings: Sequence[Ending]
 ) -> dict[int, str]:
-    """End every task of ``endings`` its worker still holds; ``{task id: new status}``.
+    """End every task of ``endings`` its worker still holds and record every try;
+    ``{task id: new status}``.
 
     Tasks missing from the result were taken away (paused, cancelled, lease lost): nothing of
-    them was written.
+    them was written but their tries, ``discarded``.
     """
     if not endings:
         return {}
@@ -368,6 +349,23 @@ async def settle(
         audit.record(session, "task", [ending.task.id], event, details)
     if rows:
         await _write_endings(session, rows, now)
+    await attempts.write(
+        session,
+        [
+            row
+            for e in endings
+            for row in attempts.rows(
+                e.task.id,
+                e.worker_id,
+                moved.get(e.task.id),
+                error=e.error,
+                fetch=e.fetch_attempt,
+                parse_page=e.parse_page,
+                quality_issues=e.quality_issues,
+                now=now,
+            )
+        ],
+    )
     return moved
 
 

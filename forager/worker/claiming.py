@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from forager.config import Settings
-from forager.queue.store import ClaimedTask
+from forager.queue.door import ClaimedTask
 
 log = logging.getLogger(__name__)
 

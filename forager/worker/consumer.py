@@ -19,7 +19,7 @@ from typing import Any
 
 from forager.broker.app import RUN_TASK, celery_app, queue_name
 from forager.config import Settings
-from forager.queue.dispatch import QUEUES
+from forager.queue.door import QUEUES
 from forager.worker.pool import WorkerPool
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ only): their state is on ``product_images`` (``forager.products.images``). Every
 ``FORAGER_IMAGE_POLL_SECONDS`` each worker reads the domains that download images (none: that
 one read is all) and leases a few due images; each is fetched like a page:
 
-- the domain's politeness gate is taken (``queue.moves.take_gate``) and reopened once the
+- the domain's politeness gate is taken (``TaskQueue.take_gate``) and reopened once the
   request is on the wire, so images and pages of a domain together keep its crawl delay;
 - robots.txt is checked for images on the domain's own host;
 - the domain's proxy choice (``choose_proxy``) and the outcome's bookkeeping (proxy health,
@@ -40,7 +40,7 @@ from forager.fetch.base import Fetcher, FetchRequest
 from forager.products import images
 from forager.products.imagefile import NotAnImage, inspect
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice, choose_proxy
-from forager.queue import moves
+from forager.queue.door import TaskQueue
 from forager.store.pages import PageStore, image_key
 from forager.worker.policy import FetchPolicy
 
@@ -82,6 +82,7 @@ class ImageDownloader:
         self.fetcher = fetcher
         self.pages = pages
         self.worker_id = worker_id
+        self.queue = TaskQueue(db, settings)  # the domains' politeness gates
         self.policy = FetchPolicy(db, settings, box, worker_id, fetcher=fetcher)
         self.lease_seconds = max(settings.lease_seconds, 2 * settings.fetch_timeout_seconds)
         self.lease_seconds += _TURN_WAIT_SECONDS
@@ -123,7 +124,7 @@ class ImageDownloader:
         waited = 0.0
         while True:
             async with self.db.session() as session:
-                opens = await moves.take_gate(session, domain_id, self.lease_seconds)
+                opens = await self.queue.take_gate(session, domain_id, self.lease_seconds)
             if opens is None:
                 return True
             pause = max(0.01, (opens - utcnow()).total_seconds())
@@ -162,7 +163,7 @@ class ImageDownloader:
             if delay > 0 and not opened:
                 opened = True
                 async with self.db.session() as session:
-                    await moves.open_gate(session, domain.id, delay)
+                    await self.queue.open_gate(session, domain.id, delay)
 
         try:
             verdict = await self.policy.robots(job)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import defer
@@ -30,10 +30,8 @@ from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
 from forager.parse.selectors import SELECTOR
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
-from forager.queue import moves
+from forager.queue.door import FETCHED_VIA, ClaimedTask, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import LEASED, TaskStatus
-from forager.queue.moves import FETCHED_VIA, Ending
-from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
 from forager.worker.parsing import Parsed, ParseJob, ParsePool
 from forager.worker.policy import FetchPolicy
@@ -48,6 +46,7 @@ class _Gate:
 
     def __init__(self, pipeline: Pipeline, task: ClaimedTask, opened: bool = False) -> None:
         self.db = pipeline.db
+        self.queue = pipeline.queue
         self.task = task
         self.opened = opened or task.crawl_delay_seconds <= 0  # no delay: the claim never closed it
 
@@ -55,7 +54,9 @@ class _Gate:
         if not self.opened:
             self.opened = True
             async with self.db.session() as session:
-                await moves.open_gate(session, self.task.domain_id, self.task.crawl_delay_seconds)
+                await self.queue.open_gate(
+                    session, self.task.domain_id, self.task.crawl_delay_seconds
+                )
 
 
 class Pipeline:
@@ -106,7 +107,7 @@ class Pipeline:
     async def run_fetched(
         self,
         task: ClaimedTask,
-        started: object,
+        started: datetime,
         outcome: FetchResponse | FetchError,
         *,
         gate_opened: bool = False,
@@ -143,7 +144,7 @@ class Pipeline:
     async def _crawl(self, task: ClaimedTask) -> str | None:
         if task.status == S.QUEUED:  # claimed without starting (not the worker pool's way)
             async with self.db.session() as session:
-                if not await moves.start_crawl(session, task, self.worker_id):
+                if not await self.queue.start_crawl(session, task, self.worker_id):
                     return None
         verdict = await self.policy.robots(task)
         if not verdict.allowed:
@@ -184,7 +185,7 @@ class Pipeline:
         if verdict.retry_in is None:
             return await self._fail(task, "robots_denied", reason, open_gate=True)
         async with self.db.session() as session:
-            await moves.open_gate(
+            await self.queue.open_gate(
                 session, task.domain_id, max(verdict.retry_in, task.crawl_delay_seconds)
             )
         error = (verdict.error_type or "network", reason, None)
@@ -209,8 +210,8 @@ class Pipeline:
         async with self.db.session() as session:
             if not gate.opened:
                 gate.opened = True
-                await moves.open_gate(session, task.domain_id, task.crawl_delay_seconds)
-            moved = await moves.postpone(
+                await self.queue.open_gate(session, task.domain_id, task.crawl_delay_seconds)
+            moved = await self.queue.postpone(
                 session, task, self.worker_id, reason=exc.message, seconds=exc.retry_in
             )
         return S.PENDING if moved else None
@@ -219,16 +220,21 @@ class Pipeline:
         self,
         task: ClaimedTask,
         proxy: ProxyChoice | None,
-        started: object,
+        started: datetime,
         exc: FetchError,
         gate: _Gate,
     ) -> str | None:
         log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
         # The error is set again by the writer once the policy has classified it (bans).
-        ending = Ending(task, self.worker_id, LEASED, error=(exc.error_type, exc.message, None))
-        attempt = self._fetch_attempt(task, proxy, started, status_code=exc.status_code)
+        ending = Ending(
+            task,
+            self.worker_id,
+            LEASED,
+            error=(exc.error_type, exc.message, None),
+            fetch_attempt=_fetch_attempt(proxy, started, status_code=exc.status_code),
+        )
         return await self.writer.finish(
-            Finish(ending, attempt, proxy=proxy, fetch_error=exc, open_gate=not gate.opened)
+            Finish(ending, proxy=proxy, fetch_error=exc, open_gate=not gate.opened)
         )
 
     # -- store, parse, finish -----------------------------------------------------------------
@@ -237,7 +243,7 @@ class Pipeline:
         self,
         task: ClaimedTask,
         proxy: ProxyChoice | None,
-        started: object,
+        started: datetime,
         response: FetchResponse,
         gate: _Gate,
     ) -> str | None:
@@ -271,15 +277,20 @@ class Pipeline:
         error = (*parsed.error, None) if parsed.error else None
         proxy_id = proxy.proxy_id if proxy else None
         fetched = (page_key, response.status_code, response.elapsed_ms, proxy_id)
-        ending = Ending(
-            task, self.worker_id, [S.CRAWLING], error=error, via=FETCHED_VIA, fetched=fetched
+        attempt = _fetch_attempt(
+            proxy, started, response=response, page_key=page_key, page_bytes=stored
         )
-        attempt = self._fetch_attempt(
-            task, proxy, started, response=response, page_key=page_key, page_bytes=stored
+        ending = Ending(
+            task,
+            self.worker_id,
+            [S.CRAWLING],
+            error=error,
+            via=FETCHED_VIA,
+            fetched=fetched,
+            fetch_attempt=attempt,
         )
         item = Finish(
             ending,
-            attempt,
             record=_stamped(parsed.record),
             items=_provenance(parsed, task),
             proxy=proxy,
@@ -293,21 +304,21 @@ class Pipeline:
         if task.html_path is None:
             return await self._fail(task, "internal", "no stored page to parse")
         async with self.db.session() as session:
-            if not await moves.to_parsing(session, task, self.worker_id):
+            if not await self.queue.to_parsing(session, task, self.worker_id):
                 return None
         try:
             body = await self.pages.get(task.html_path)
         except PageStoreError as exc:
-            ending = Ending(task, self.worker_id, LEASED, error=("internal", exc.message, None))
-            return await self.writer.finish(Finish(ending, parse_page=task.html_path))
+            unread = ("internal", exc.message, None)
+            ending = Ending(task, self.worker_id, LEASED, error=unread, parse_page=task.html_path)
+            return await self.writer.finish(Finish(ending))
         job = ParseJob(task.url, task.parser_name, body, fetched=False, selector=task.selector)
         parsed = await self.parser.parse(job)
         error = (*parsed.error, None) if parsed.error else None
-        ending = Ending(task, self.worker_id, [S.PARSING], error=error)
+        ending = Ending(task, self.worker_id, [S.PARSING], error=error, parse_page=task.html_path)
         return await self.writer.finish(
             Finish(
                 ending,
-                parse_page=task.html_path,
                 record=_stamped(parsed.record),
                 items=_provenance(parsed, task),
             )
@@ -321,31 +332,28 @@ class Pipeline:
             Finish(ending, open_gate=open_gate and task.crawl_delay_seconds > 0)
         )
 
-    def _fetch_attempt(
-        self,
-        task: ClaimedTask,
-        proxy: ProxyChoice | None,
-        started: object,
-        *,
-        response: FetchResponse | None = None,
-        page_key: str | None = None,
-        page_bytes: int | None = None,
-        status_code: int | None = None,
-    ) -> dict[str, Any]:
-        return {
-            "task_id": task.id,
-            "worker_id": self.worker_id,
-            "proxy_id": proxy.proxy_id if proxy else None,
-            "phase": "fetch",
-            "started_at": started,
-            "finished_at": utcnow(),
-            "status_code": response.status_code if response else status_code,
-            "response_time_ms": response.elapsed_ms if response else None,
-            "bytes_received": len(response.body) if response else None,
-            "final_url": response.url if response else None,
-            "page_path": page_key,
-            "page_bytes": page_bytes,
-        }
+
+def _fetch_attempt(
+    proxy: ProxyChoice | None,
+    started: datetime,
+    *,
+    response: FetchResponse | None = None,
+    page_key: str | None = None,
+    page_bytes: int | None = None,
+    status_code: int | None = None,
+) -> FetchAttempt:
+    """What the worker saw of the request: the queue writes it as the try's attempt row."""
+    return FetchAttempt(
+        started_at=started,
+        finished_at=utcnow(),
+        proxy_id=proxy.proxy_id if proxy else None,
+        status_code=response.status_code if response else status_code,
+        response_time_ms=response.elapsed_ms if response else None,
+        bytes_received=len(response.body) if response else None,
+        final_url=response.url if response else None,
+        page_path=page_key,
+        page_bytes=page_bytes,
+    )
 
 
 def _provenance(parsed: Parsed, task: ClaimedTask) -> ItemBatch | None:

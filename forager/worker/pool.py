@@ -24,8 +24,8 @@ from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.fetch.base import Fetcher
 from forager.proxies.retest import retest_due
+from forager.queue.door import ClaimedTask, TaskQueue
 from forager.queue.lifecycle import TERMINAL
-from forager.queue.store import ClaimedTask, TaskQueue
 from forager.store.pages import PageStore
 from forager.store.retention import Retention, prune
 from forager.worker import registry

@@ -21,61 +21,35 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, cast
 
-from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt
-from forager.db.types import utcnow
 from forager.errors import FetchError
 from forager.items.persist import ItemBatch, ItemInput, save_items
 from forager.parse.base import ProductRecord
 from forager.products.persist import ProductInput, save_products
 from forager.proxies.selection import ProxyChoice
+from forager.queue.door import Ending, TaskQueue
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.moves import Ending, adapt, open_gate
-from forager.queue.store import TaskQueue
 from forager.worker.policy import FetchPolicy
 
 log = logging.getLogger(__name__)
-_ATTEMPTS = cast(Table, CrawlAttempt.__table__)
 S = TaskStatus
 _RETRIES = 3  # tries of a group, then of each task alone, before giving up on it
-_ATTEMPT_KEYS = (
-    "task_id",
-    "worker_id",
-    "proxy_id",
-    "phase",
-    "started_at",
-    "finished_at",
-    "outcome",
-    "status_code",
-    "response_time_ms",
-    "bytes_received",
-    "final_url",
-    "page_path",
-    "page_bytes",
-    "error_type",
-    "error_message",
-)
 
 
 @dataclass(slots=True)
 class Finish:
     """A task whose work is done, waiting for the writer.
 
-    ``fetch_attempt`` is the attempt row of this fetch (its outcome is decided when written:
-    success, retry, failed or discarded); ``parse_attempt`` one for a parse of a stored page.
-    ``fetch_error`` is a failed fetch the policy still has to book (bans, breakers, throttle).
+    ``ending`` is its move and its try (the queue records the try's attempts); ``fetch_error``
+    is a failed fetch the policy still has to book (bans, breakers, throttle).
     """
 
     ending: Ending
-    fetch_attempt: dict[str, Any] | None = None
-    parse_page: str | None = None  # a parse attempt is written for this stored page
     record: ProductRecord | None = None
     items: ItemBatch | None = None  # the page's items (None: it gave none)
     proxy: ProxyChoice | None = None
@@ -87,13 +61,6 @@ class Finish:
 
 def _future() -> asyncio.Future[str | None]:
     return asyncio.get_running_loop().create_future()
-
-
-def attempt_outcome(status: str | None) -> str:
-    """An attempt's outcome from the status its task went to (None: taken away)."""
-    if status == S.PENDING:
-        return "retry"
-    return "failed" if status == S.FAILED else "discarded"
 
 
 class Writer:
@@ -203,11 +170,9 @@ class Writer:
                 item.ending.not_before = retry_after
             elif item.answered_ms is not None and item.proxy is not None:
                 await self.policy.succeeded(session, item.ending.task, item.proxy, item.answered_ms)
+            if item.record is not None:  # its parse attempt names the rules the record breaks
+                item.ending.quality_issues = item.record.quality_issues
         statuses = await self.queue.settle(session, [i.ending for i in batch])
-        attempts = [row for item in batch for row in self._attempts(item, statuses)]
-        if attempts:
-            # Core, not the ORM's bulk path: these rows need no mapper (a third of the cost).
-            await session.execute(insert(_ATTEMPTS), attempts)
         saving = [
             i
             for i in batch
@@ -235,7 +200,7 @@ class Writer:
             if result.signal is not None
         ]
         if signals:
-            await adapt(session, signals)
+            await self.queue.adapt(session, signals)
         await save_items(
             session,
             [
@@ -262,60 +227,5 @@ class Writer:
                 if i.open_gate
             }
         ):
-            await open_gate(session, domain_id, delay)
+            await self.queue.open_gate(session, domain_id, delay)
         return statuses
-
-    def _attempts(self, item: Finish, statuses: dict[int, str]) -> list[dict[str, Any]]:
-        task, ending = item.ending.task, item.ending
-        status = statuses.get(task.id)
-        error_type, message, _ = ending.error or (None, None, None)
-        rows = []
-        if item.fetch_attempt is not None:
-            outcome = "success" if status == S.COMPLETED else attempt_outcome(status)
-            rows.append(
-                _attempt_row(
-                    item.fetch_attempt,
-                    outcome=outcome,
-                    error_type=error_type,
-                    error_message=message,
-                )
-            )
-        record = item.record
-        if item.parse_page is not None or (record is not None and record.quality_issues):
-            page = item.parse_page or (item.fetch_attempt or {}).get("page_path")
-            now = utcnow()
-            base = {
-                "task_id": task.id,
-                "worker_id": ending.worker_id,
-                "phase": "parse",
-                "started_at": now,
-                "finished_at": now,
-                "page_path": page,
-            }
-            if status == S.COMPLETED and record is not None and record.quality_issues:
-                # Kept as extracted; the parse attempt says which validation rules it breaks.
-                issues = "; ".join(record.quality_issues)
-                rows.append(
-                    _attempt_row(
-                        base, outcome="validation", error_type="validation", error_message=issues
-                    )
-                )
-            elif status == S.COMPLETED and item.parse_page is not None:
-                rows.append(_attempt_row(base, outcome="success"))
-            elif item.parse_page is not None and ending.error is not None:
-                rows.append(
-                    _attempt_row(
-                        base,
-                        outcome=attempt_outcome(status),
-                        error_type=error_type,
-                        error_message=message,
-                    )
-                )
-        return rows
-
-
-def _attempt_row(base: dict[str, Any], **values: Any) -> dict[str, Any]:
-    row = dict.fromkeys(_ATTEMPT_KEYS)
-    row.update(base)
-    row.update(values)
-    return row

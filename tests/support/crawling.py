@@ -12,8 +12,8 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, DomainProxy, Proxy
+from forager.queue.door import SubmitSpec, submit_urls
 from forager.queue.lifecycle import TERMINAL
-from forager.queue.submit import SubmitSpec, submit_urls
 from forager.worker.pool import WorkerPool
 from tests.support.proxy import TestProxy
 

@@ -10,7 +10,7 @@ from forager.api.deps import Runtime
 from forager.db.models import CrawlTask
 from forager.parse.base import ProductRecord
 from forager.products.persist import save_product
-from forager.queue.submit import SubmitSpec, submit_urls
+from forager.queue.door import SubmitSpec, submit_urls
 
 
 def runtime_of(api: httpx.AsyncClient) -> Runtime:

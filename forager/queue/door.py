@@ -1,9 +1,20 @@
-"""The task queue's entry points: ``TaskQueue``, the only code outside ``queue/`` that moves tasks.
+"""The queue's front door: the only way code outside ``queue/`` moves a task.
 
-The statements live beside it, one concern per module: ``claim.py`` (leasing due work),
-``moves.py`` (named compare-and-set moves, ``settle`` for many at once), ``scheduler.py``
-(expired leases, due recrawls). The transaction rule is the same everywhere: a method that takes
-a ``session`` runs inside the caller's transaction; one that does not opens exactly one.
+The rule (checked by ``tests/test_queue_door.py``): outside ``forager/queue/``, code imports
+from this module whatever moves a task — ``TaskQueue``'s methods for workers, agents, the
+relay and the scheduler; the submit and operator functions re-exported below for the API, the
+CLI and the domains' service — and the records they take and return (``ClaimedTask``,
+``Ending``, ``FetchAttempt``, ``SubmitSpec`` …). Four modules only read or compute and may be
+imported directly: ``lifecycle`` (statuses), ``urls`` (``normalize_url``), ``counts`` (task
+counts) and ``adaptive`` (the recrawl frequency's arithmetic and signals). Every other module
+here is the queue's own business: ``claim.py`` (leasing due work), ``moves.py`` (named
+compare-and-set moves, ``settle`` for many at once), ``attempts.py`` (``crawl_attempts`` rows and
+their outcomes), ``scheduler.py`` (expired leases, due recrawls), ``dispatch.py`` (Celery's
+outbox), ``submit.py`` and ``admin.py``. A change to the task lifecycle reads and edits only
+``queue/``.
+
+The transaction rule is the same everywhere: a method that takes a ``session`` runs inside the
+caller's transaction; one that does not opens exactly one.
 """
 
 from __future__ import annotations
@@ -18,11 +29,53 @@ from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.queue import claim as claiming
 from forager.queue import dispatch, moves, scheduler
-from forager.queue.dispatch import Message
-from forager.queue.moves import Ending, transition
+from forager.queue.admin import (
+    RESTART,
+    RecrawlChange,
+    cancel,
+    delete_domain_tasks,
+    pause,
+    restart,
+    restart_failed,
+    restart_parsing,
+    restart_parsing_bulk,
+    resume,
+    set_priority,
+    set_recrawl,
+)
+from forager.queue.attempts import FetchAttempt
+from forager.queue.dispatch import OWNER_PREFIX, QUEUES, Message
+from forager.queue.moves import FETCHED_VIA, Ending
+from forager.queue.submit import SubmitOutcome, SubmitSpec, submit_urls
 from forager.queue.tasks import ClaimedTask
 
-__all__ = ["ClaimedTask", "Ending", "Message", "TaskQueue", "transition"]
+__all__ = [
+    "FETCHED_VIA",
+    "OWNER_PREFIX",
+    "QUEUES",
+    "RESTARTABLE",
+    "ClaimedTask",
+    "Ending",
+    "FetchAttempt",
+    "Message",
+    "RecrawlChange",
+    "SubmitOutcome",
+    "SubmitSpec",
+    "TaskQueue",
+    "cancel",
+    "delete_domain_tasks",
+    "pause",
+    "restart",
+    "restart_failed",
+    "restart_parsing",
+    "restart_parsing_bulk",
+    "resume",
+    "set_priority",
+    "set_recrawl",
+    "submit_urls",
+]
+# The statuses a task can be restarted from (crawled again with ``restart``).
+RESTARTABLE = RESTART.from_
 # Sent outbox rows are kept this long (for a look when debugging), then deleted.
 _SENT_KEPT = timedelta(hours=1)
 
@@ -36,10 +89,6 @@ class TaskQueue:
 
     def _lease_until(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.settings.lease_seconds)
-
-    def retry_delay(self, retry_count: int) -> float:
-        """Exponential backoff with ±50 % jitter, capped at ``retry_max_seconds``."""
-        return moves.retry_delay(self.settings, retry_count)
 
     # -- claiming (one transaction each) --------------------------------------------------
 
@@ -124,28 +173,50 @@ class TaskQueue:
                 session, task_id, owner, worker_id, now, self._lease_until(now)
             )
 
+    # -- the crawl-delay gate (politeness, kept behind this door until it has a package) --
+
     async def next_gate_opening(self) -> datetime | None:
         """When the earliest closed politeness gate with due work opens (for idle sleeping)."""
         async with self.db.reader() as session:
             return await claiming.next_gate_opening(session, utcnow())
 
-    # -- moves in the caller's transaction -------------------------------------------------
-
-    async def start_crawl(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
-        """``queued → crawling``, just before the request goes out."""
-        return await moves.start_crawl(session, task, worker_id)
-
-    async def open_gate(self, session: AsyncSession, task: ClaimedTask) -> None:
-        """The request of ``task`` has been sent: its domain opens again ``crawl_delay`` later.
+    async def open_gate(self, session: AsyncSession, domain_id: int, delay_seconds: float) -> None:
+        """A request to the domain has been sent: it opens again ``delay_seconds`` later.
 
         Measured from the moment the request left, not from the claim, so the delay holds
         between requests as the site sees them, whatever the worker did in between.
         """
-        await moves.open_gate(session, task.domain_id, task.crawl_delay_seconds)
+        await moves.open_gate(session, domain_id, delay_seconds)
 
-    async def complete(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
-        """``parsing → completed``; a recurring task gets its ``next_crawl_at``."""
-        return await moves.complete(session, task, worker_id)
+    async def take_gate(
+        self, session: AsyncSession, domain_id: int, hold_seconds: float
+    ) -> datetime | None:
+        """A request outside the task path (a product image) takes the domain's turn, closing
+        an open gate for ``hold_seconds``; None when taken, else when the gate opens."""
+        return await moves.take_gate(session, domain_id, hold_seconds)
+
+    # -- moves in the caller's transaction -------------------------------------------------
+
+    async def start_crawl(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
+        """``queued → crawling``, just before the request goes out (a task claimed without
+        ``start``: an agent's, or a pipeline handed one)."""
+        return await moves.start_crawl(session, task, worker_id)
+
+    async def to_parsing(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
+        """``queued_parse → parsing``: a stored page is about to be parsed again."""
+        return await moves.to_parsing(session, task, worker_id)
+
+    async def postpone(
+        self,
+        session: AsyncSession,
+        task: ClaimedTask,
+        worker_id: str,
+        *,
+        reason: str,
+        seconds: float,
+    ) -> bool:
+        """``crawling → pending``, no retry spent (no proxy free now): back ``seconds`` later."""
+        return await moves.postpone(session, task, worker_id, reason=reason, seconds=seconds)
 
     async def fail(
         self,
@@ -169,8 +240,16 @@ class TaskQueue:
         )
 
     async def settle(self, session: AsyncSession, endings: Sequence[Ending]) -> dict[int, str]:
-        """End many leased tasks in one go; ``{task id: new status}`` for those still held."""
+        """End many leased tasks in one go and record their tries (``crawl_attempts``);
+        ``{task id: new status}`` for those still held."""
         return await moves.settle(session, self.settings, endings)
+
+    async def adapt(
+        self, session: AsyncSession, signals: Sequence[tuple[ClaimedTask, str]]
+    ) -> None:
+        """Move the recrawl frequency of adaptive tasks ``settle`` just completed after what
+        their crawl saw (``adaptive`` signals)."""
+        await moves.adapt(session, signals)
 
     # -- one transaction each --------------------------------------------------------------
 
