@@ -20,9 +20,9 @@ from forager.db.engine import Database
 from forager.db.models import Domain, Product, ProductImage, Proxy
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
+from forager.politeness.gate import open_after, take
 from forager.products.imagefile import NotAnImage, inspect
 from forager.products.persist import ProductInput, save_products
-from forager.queue.door import TaskQueue
 from forager.runtime import open_database
 from forager.store.backend import open_page_store
 from forager.store.retention import Retention, prune
@@ -260,16 +260,15 @@ async def test_an_image_takes_the_domains_turn(db: Database, settings: Settings)
         session.add(domain)
         await session.flush()
         domain_id = domain.id
-    queue = TaskQueue(db, settings)
     async with db.session() as session:
-        assert await queue.take_gate(session, domain_id, 60) is None  # open: taken
+        assert await take(session, domain_id, 60) is None  # open: taken
     async with db.session() as session:
-        opens = await queue.take_gate(session, domain_id, 60)  # now closed
+        opens = await take(session, domain_id, 60)  # now closed
     assert opens is not None
     async with db.session() as session:
-        await queue.open_gate(session, domain_id, 0)
+        await open_after(session, domain_id, 0)
     async with db.session() as session:
-        assert await queue.take_gate(session, domain_id, 60) is None
+        assert await take(session, domain_id, 60) is None
 
 
 def _png_header(width: int, height: int) -> bytes:

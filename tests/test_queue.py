@@ -12,6 +12,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
+from forager.politeness.gate import open_after
 from forager.queue import scheduler
 from forager.queue.door import ClaimedTask, Ending, SubmitSpec, TaskQueue, submit_urls
 from tests.conftest import SettingsFactory
@@ -150,7 +151,7 @@ async def test_crawl_delay_gates_the_domain_for_everyone(
     assert timedelta(seconds=55) < closed - utcnow() <= timedelta(seconds=60)
     # ... then it opens crawl_delay_seconds after the send.
     async with db.session() as session:
-        await queue.open_gate(session, first.domain_id, first.crawl_delay_seconds)
+        await open_after(session, first.domain_id, first.crawl_delay_seconds)
     gate = await queue.next_gate_opening()
     assert gate is not None
     assert timedelta(seconds=25) < gate - utcnow() <= timedelta(seconds=30)

@@ -45,6 +45,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.errors import FetchError, TooLarge, effect
 from forager.fetch.base import FetchResponse
+from forager.politeness.gate import open_after
 from forager.queue.door import TaskQueue
 from forager.queue.lifecycle import TaskStatus
 from forager.store.pages import PageStore
@@ -237,7 +238,7 @@ class AgentHub:
                 assigned.gate_opened = True
                 async with self.db.session() as session:
                     task = assigned.task
-                    await self.queue.open_gate(session, task.domain_id, task.crawl_delay_seconds)
+                    await open_after(session, task.domain_id, task.crawl_delay_seconds)
         elif isinstance(msg, protocol.Result):
             await self._on_result(conn, msg)
         elif isinstance(msg, protocol.BodyEnd):

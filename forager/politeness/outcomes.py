@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,9 +23,42 @@ from forager.db import breakers
 from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, effect
-from forager.politeness import bans, throttle
+from forager.politeness import bans, gate, throttle
 from forager.proxies import health
 from forager.proxies.selection import ProxyChoice, release_proxy
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A failed fetch as politeness reads it, before anything is written (``judge``)."""
+
+    ban: bool  # the site refused this client: counts against the proxy for this domain only
+    retry_after: float | None  # the site's ``Retry-After`` of a 429 / 503, in seconds
+
+
+def judge(exc: FetchError) -> Judged:
+    """What a failed fetch says, read in the fetch phase with no database: a 403/503 block page
+    is re-typed ``blocked`` on ``exc`` (retryable, rotates the proxy), and an overloaded site's
+    ``Retry-After`` is the earliest the task may be tried again."""
+    ban = bans.classify_error(exc)
+    retry_after = None
+    if exc.status_code in throttle.OVERLOAD_STATUSES:
+        retry_after = throttle.retry_after_seconds(getattr(exc, "headers", {}) or {})
+    return Judged(ban, retry_after)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One fetch's outcome to book: through ``proxy`` (None: direct), answered in
+    ``answered_ms``, or failed with ``error`` as ``judged``; ``reopen`` is the crawl delay after
+    which the domain's gate opens again when the request never left (None: nothing to open)."""
+
+    domain_id: int
+    proxy: ProxyChoice | None = None
+    answered_ms: int | None = None
+    error: FetchError | None = None
+    judged: Judged | None = None
+    reopen: float | None = None
 
 
 class Outcomes:
@@ -40,18 +74,12 @@ class Outcomes:
         proxy: ProxyChoice | None,
         elapsed_ms: int,
     ) -> None:
-        """The site answered one fetch in ``elapsed_ms`` (through ``proxy``, if any)."""
-        if proxy is not None:
-            await health.record_verdict(
-                session,
-                proxy.proxy_id,
-                "ok",
-                domain_id=domain_id,
-                response_ms=elapsed_ms,
-                settings=self.settings,
-            )
-            await self.release(session, proxy)
-        await self.answered(session, domain_id, elapsed_ms)
+        """The site answered one fetch in ``elapsed_ms`` (through ``proxy``, if any), booked at
+        once (an image download's)."""
+        if proxy is None:
+            await self.answered(session, domain_id, elapsed_ms)
+        else:
+            await self.book(session, [Outcome(domain_id, proxy, answered_ms=elapsed_ms)])
 
     async def failed_through(
         self,
@@ -60,20 +88,62 @@ class Outcomes:
         proxy: ProxyChoice | None,
         exc: FetchError,
     ) -> float | None:
-        """One failed fetch (through ``proxy``, if any); ``Retry-After`` seconds when the site
-        sent one. A 403/503 block page is re-typed ``blocked`` (retryable, rotates the proxy)."""
-        ban = bans.classify_error(exc)
-        if proxy is not None:
+        """One failed fetch (through ``proxy``, if any), booked at once (an image download's);
+        ``Retry-After`` seconds when the site sent one."""
+        judged = judge(exc)
+        await self.book(session, [Outcome(domain_id, proxy, error=exc, judged=judged)])
+        return judged.retry_after
+
+    async def book(self, session: AsyncSession, outcomes: Sequence[Outcome]) -> None:
+        """A group's outcomes, last in the writer's transaction: each proxy is told and its lease
+        ended, then the domains — failures and proxied answers one statement each, in domain
+        order, direct answers in one statement for the group — and gates still closed reopen.
+        The domains' rows come last because a claim skips a locked domain (``SKIP LOCKED``): the
+        lock is held until the commit, so taking it last keeps every domain claimable while the
+        rest of the group is written."""
+        judged = {id(o): o.judged or judge(o.error) for o in outcomes if o.error is not None}
+        for outcome in outcomes:
+            if outcome.proxy is None:
+                continue
+            if outcome.error is not None:
+                verdict = health.verdict(outcome.error.error_type, ban=judged[id(outcome)].ban)
+                elapsed = None
+            elif outcome.answered_ms is not None:
+                verdict, elapsed = "ok", outcome.answered_ms
+            else:
+                continue
             await health.record_verdict(
                 session,
-                proxy.proxy_id,
-                health.verdict(exc.error_type, ban=ban),
-                domain_id=domain_id,
-                response_ms=None,
+                outcome.proxy.proxy_id,
+                verdict,
+                domain_id=outcome.domain_id,
+                response_ms=elapsed,
                 settings=self.settings,
             )
-            await self.release(session, proxy)
-        return await self.failed(session, domain_id, exc, direct=proxy is None)
+            await self.release(session, outcome.proxy)
+        for outcome in sorted(outcomes, key=lambda o: o.domain_id):
+            if outcome.error is not None:
+                await self._site_failed(
+                    session,
+                    outcome.domain_id,
+                    outcome.error,
+                    judged[id(outcome)],
+                    direct=outcome.proxy is None,
+                )
+            elif outcome.answered_ms is not None and outcome.proxy is not None:
+                await self.answered(session, outcome.domain_id, outcome.answered_ms)
+        await self.answered_many(
+            session,
+            [
+                (o.domain_id, o.answered_ms)
+                for o in outcomes
+                if o.answered_ms is not None and o.proxy is None and o.error is None
+            ],
+        )
+        for domain_id, delay in sorted(
+            {(o.domain_id, o.reopen) for o in outcomes if o.reopen is not None}
+        ):
+            await gate.open_after(session, domain_id, delay)
 
     async def release(self, session: AsyncSession, proxy: ProxyChoice) -> None:
         """End ``proxy``'s exclusive lease, if it has one."""
@@ -85,22 +155,24 @@ class Outcomes:
         await self._breaker(session, domain_id, ok=True)
         await throttle.on_response(session, domain_id, self.settings, elapsed_ms)
 
-    async def failed(
-        self, session: AsyncSession, domain_id: int, exc: FetchError, *, direct: bool
-    ) -> float | None:
-        """One failed fetch (``direct``: through no proxy); ``Retry-After`` seconds when the
-        site sent one."""
+    async def _site_failed(
+        self,
+        session: AsyncSession,
+        domain_id: int,
+        exc: FetchError,
+        judged: Judged,
+        *,
+        direct: bool,
+    ) -> None:
+        """One failed fetch on its domain (``direct``: through no proxy): its breaker, as the
+        type's ``site_breaker`` says, and its delay when the site was overloaded."""
         site = effect(exc.error_type).site_breaker
         if site == "fail" or (site == "fail_direct" and direct):
             await self._breaker(session, domain_id, ok=False)
         elif site == "ok":  # the site answered: it is up
             await self._breaker(session, domain_id, ok=True)
-        if exc.status_code not in throttle.OVERLOAD_STATUSES:
-            return None
-        headers = getattr(exc, "headers", {}) or {}
-        retry_after = throttle.retry_after_seconds(headers)
-        await throttle.on_overload(session, domain_id, self.settings, retry_after)
-        return retry_after
+        if exc.status_code in throttle.OVERLOAD_STATUSES:
+            await throttle.on_overload(session, domain_id, self.settings, judged.retry_after)
 
     async def answered_many(
         self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]

@@ -7,7 +7,7 @@
 3. under that lock count the domain's in-flight tasks with a fresh snapshot, so
    ``max_concurrent_requests`` holds across every worker process;
 4. lease its best pending tasks (``UPDATE … RETURNING``); a domain with a crawl delay gets
-   one task and its gate closes until that request has been sent (``moves.open_gate``).
+   one task and its gate closes until that request has been sent (``politeness.gate.open_after``).
 
 With ``start`` the leased tasks go straight on to ``crawling`` (a worker that starts them at
 once): both events are written, and the fetch needs no transaction of its own to begin.
@@ -24,9 +24,10 @@ from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
-from forager.db import audit, breakers
+from forager.db import audit
 from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorMapVersion
 from forager.parse.selectors import SELECTOR
+from forager.politeness import gate
 from forager.politeness.throttle import effective_delay
 from forager.queue.adaptive import Adaptive
 from forager.queue.lifecycle import FETCHING, TaskStatus
@@ -129,11 +130,7 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
 
 
 def _gate_open(now: datetime, settings: Settings) -> list[Any]:
-    return [
-        Domain.is_active.is_(True),
-        or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
-        breakers.allows(Domain, settings, now),  # an open breaker: not claimed
-    ]
+    return [Domain.is_active.is_(True), *gate.admits(settings, now)]
 
 
 async def candidate_domains(
@@ -236,14 +233,9 @@ async def claim_from_domain(
     )
     tasks = [as_claimed(row, domain) for row in rows]
     if delay > 0:
-        # Closed until the request is really on the wire (see ``moves.open_gate``); a worker
+        # Closed until the request is really on the wire (``politeness.gate``); a worker
         # that dies before sending leaves it closed only until its lease runs out.
-        await session.execute(
-            update(Domain)
-            .where(Domain.id == domain_id)
-            .values(next_fetch_at=lease_until)
-            .execution_options(synchronize_session=False)
-        )
+        await gate.close_until(session, domain_id, lease_until)
     ids = [t.id for t in tasks]
     audit.record(session, "task", ids, S.QUEUED, {"to": S.QUEUED, "worker": worker_id})
     if start:

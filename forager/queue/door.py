@@ -173,29 +173,11 @@ class TaskQueue:
                 session, task_id, owner, worker_id, now, self._lease_until(now)
             )
 
-    # -- the crawl-delay gate (politeness, kept behind this door until it has a package) --
-
     async def next_gate_opening(self) -> datetime | None:
-        """When the earliest closed politeness gate with due work opens (for idle sleeping)."""
+        """When the earliest closed politeness gate (``politeness.gate``) with due work opens,
+        so an idle worker sleeps until then."""
         async with self.db.reader() as session:
             return await claiming.next_gate_opening(session, utcnow())
-
-    async def open_gate(self, session: AsyncSession, domain_id: int, delay_seconds: float) -> None:
-        """A request to the domain has been sent: it opens again ``delay_seconds`` later.
-
-        Measured from the moment the request left, not from the claim, so the delay holds
-        between requests as the site sees them, whatever the worker did in between.
-        """
-        await moves.open_gate(session, domain_id, delay_seconds)
-
-    async def take_gate(
-        self, session: AsyncSession, domain_id: int, hold_seconds: float
-    ) -> datetime | None:
-        """A request outside the task path (a product image) takes the domain's turn, closing
-        an open gate for ``hold_seconds``; None when taken, else when the gate opens."""
-        return await moves.take_gate(session, domain_id, hold_seconds)
-
-    # -- moves in the caller's transaction -------------------------------------------------
 
     async def start_crawl(self, session: AsyncSession, task: ClaimedTask, worker_id: str) -> bool:
         """``queued → crawling``, just before the request goes out (a task claimed without

@@ -34,7 +34,6 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
-    or_,
     select,
     update,
 )
@@ -43,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
-from forager.db.models import CrawlTask, Domain
+from forager.db.models import CrawlTask
 from forager.db.types import UTCDateTime, utcnow
 from forager.errors import effect
 from forager.queue import adaptive, attempts
@@ -108,37 +107,6 @@ async def to_parsing(session: AsyncSession, task: ClaimedTask, worker_id: str) -
     return await transition(
         session, task.id, from_=[S.QUEUED_PARSE], to=S.PARSING, worker_id=worker_id
     )
-
-
-async def open_gate(session: AsyncSession, domain_id: int, delay_seconds: float) -> None:
-    """A request to the domain has been sent: the domain opens again ``delay_seconds`` later."""
-    await session.execute(
-        update(Domain)
-        .where(Domain.id == domain_id)
-        .values(next_fetch_at=utcnow() + timedelta(seconds=delay_seconds))
-        .execution_options(synchronize_session=False)
-    )
-
-
-async def take_gate(session: AsyncSession, domain_id: int, hold_seconds: float) -> datetime | None:
-    """A request outside the task path (a product image) takes the domain's turn: an open gate
-    is closed for ``hold_seconds`` (``open_gate`` reopens it once the request is sent), as a
-    claim closes it. Returns None when taken, else when the gate opens."""
-    now = utcnow()
-    taken = await session.scalar(
-        update(Domain)
-        .where(
-            Domain.id == domain_id,
-            or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
-        )
-        .values(next_fetch_at=now + timedelta(seconds=hold_seconds))
-        .returning(Domain.id)
-        .execution_options(synchronize_session=False)
-    )
-    if taken is not None:
-        return None
-    opens = await session.scalar(select(Domain.next_fetch_at).where(Domain.id == domain_id))
-    return opens or now
 
 
 async def postpone(

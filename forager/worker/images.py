@@ -37,6 +37,8 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, PageStoreError, effect
 from forager.fetch.base import Fetcher, FetchRequest
+from forager.politeness.gate import open_after, take
+from forager.politeness.throttle import effective_delay
 from forager.products import images
 from forager.products.imagefile import NotAnImage, inspect
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice, choose_proxy
@@ -109,7 +111,7 @@ class ImageDownloader:
     async def _domain(
         self, domain: Domain, queue: list[images.DueImage], gate: asyncio.Semaphore
     ) -> None:
-        delay = max(domain.crawl_delay_seconds, domain.throttle_delay_seconds or 0.0)
+        delay = effective_delay(domain.crawl_delay_seconds, domain.throttle_delay_seconds)
         if delay <= 0:  # no turn to wait for: up to the concurrency at once
             await asyncio.gather(*(self._limited(domain, image, 0.0, gate) for image in queue))
             return
@@ -124,7 +126,7 @@ class ImageDownloader:
         waited = 0.0
         while True:
             async with self.db.session() as session:
-                opens = await self.queue.take_gate(session, domain_id, self.lease_seconds)
+                opens = await take(session, domain_id, self.lease_seconds)
             if opens is None:
                 return True
             pause = max(0.01, (opens - utcnow()).total_seconds())
@@ -163,7 +165,7 @@ class ImageDownloader:
             if delay > 0 and not opened:
                 opened = True
                 async with self.db.session() as session:
-                    await self.queue.open_gate(session, domain.id, delay)
+                    await open_after(session, domain.id, delay)
 
         try:
             verdict = await self.policy.robots(job)

@@ -29,6 +29,7 @@ from forager.items.persist import ItemBatch
 from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
 from forager.parse.selectors import SELECTOR
+from forager.politeness.gate import open_after
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
 from forager.queue.door import FETCHED_VIA, ClaimedTask, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import LEASED, TaskStatus
@@ -54,9 +55,7 @@ class _Gate:
         if not self.opened:
             self.opened = True
             async with self.db.session() as session:
-                await self.queue.open_gate(
-                    session, self.task.domain_id, self.task.crawl_delay_seconds
-                )
+                await open_after(session, self.task.domain_id, self.task.crawl_delay_seconds)
 
 
 class Pipeline:
@@ -185,7 +184,7 @@ class Pipeline:
         if verdict.retry_in is None:
             return await self._fail(task, "robots_denied", reason, open_gate=True)
         async with self.db.session() as session:
-            await self.queue.open_gate(
+            await open_after(
                 session, task.domain_id, max(verdict.retry_in, task.crawl_delay_seconds)
             )
         error = (verdict.error_type or "network", reason, None)
@@ -210,7 +209,7 @@ class Pipeline:
         async with self.db.session() as session:
             if not gate.opened:
                 gate.opened = True
-                await self.queue.open_gate(session, task.domain_id, task.crawl_delay_seconds)
+                await open_after(session, task.domain_id, task.crawl_delay_seconds)
             moved = await self.queue.postpone(
                 session, task, self.worker_id, reason=exc.message, seconds=exc.retry_in
             )
@@ -225,12 +224,11 @@ class Pipeline:
         gate: _Gate,
     ) -> str | None:
         log.info("task %s: fetch failed (%s): %s", task.id, exc.error_type, exc.message)
-        # The error is set again by the writer once the policy has classified it (bans).
+        # The Finish judges the error (a block page is re-typed) and fails the ending with it.
         ending = Ending(
             task,
             self.worker_id,
             LEASED,
-            error=(exc.error_type, exc.message, None),
             fetch_attempt=_fetch_attempt(proxy, started, status_code=exc.status_code),
         )
         return await self.writer.finish(

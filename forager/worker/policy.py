@@ -25,7 +25,7 @@ from forager.db.models import CrawlAttempt
 from forager.domains.robots import RobotsRules, RobotsState, Verdict
 from forager.errors import LOST_TYPES, FetchError, effect
 from forager.fetch.base import Fetcher
-from forager.politeness.outcomes import Outcomes
+from forager.politeness.outcomes import Outcome, Outcomes
 from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy
 
 _ALLOWED = Verdict(True, False)
@@ -142,6 +142,10 @@ class FetchPolicy:
         """Book a failed fetch (``politeness.outcomes``); ``Retry-After`` seconds when the site
         sent one."""
         return await self.outcomes.failed_through(session, task.domain_id, proxy, exc)
+
+    async def book(self, session: AsyncSession, outcomes: Sequence[Outcome]) -> None:
+        """A group's outcomes, last in the writer's transaction (``politeness.outcomes``)."""
+        await self.outcomes.book(session, outcomes)
 
     async def succeeded_direct(
         self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]

@@ -30,6 +30,7 @@ from forager.db.engine import Database
 from forager.errors import FetchError
 from forager.items.persist import ItemBatch, ItemInput, save_items
 from forager.parse.base import ProductRecord
+from forager.politeness.outcomes import Judged, Outcome, judge
 from forager.products.persist import ProductInput, save_products
 from forager.proxies.selection import ProxyChoice
 from forager.queue.door import Ending, TaskQueue
@@ -46,7 +47,10 @@ class Finish:
     """A task whose work is done, waiting for the writer.
 
     ``ending`` is its move and its try (the queue records the try's attempts); ``fetch_error``
-    is a failed fetch the policy still has to book (bans, breakers, throttle).
+    is a failed fetch that politeness still has to book (the proxy's verdict, the domain's
+    breaker and delay). It is judged when the ``Finish`` is made, in the fetch phase and with no
+    database (``politeness.outcomes.judge``): a block page is re-typed ``blocked`` and the
+    ending fails with the judged error, not before the site's ``Retry-After``.
     """
 
     ending: Ending
@@ -54,9 +58,17 @@ class Finish:
     items: ItemBatch | None = None  # the page's items (None: it gave none)
     proxy: ProxyChoice | None = None
     fetch_error: FetchError | None = None
+    judged: Judged | None = None
     answered_ms: int | None = None  # the site answered (a direct or proxied success)
     open_gate: bool = False  # the domain's gate is still closed (the request never left)
     done: asyncio.Future[str | None] = field(default_factory=lambda: _future())
+
+    def __post_init__(self) -> None:
+        exc = self.fetch_error
+        if exc is not None and self.judged is None:
+            self.judged = judge(exc)
+            self.ending.error = (exc.error_type, exc.message, exc.status_code)
+            self.ending.not_before = self.judged.retry_after
 
 
 def _future() -> asyncio.Future[str | None]:
@@ -160,16 +172,6 @@ class Writer:
     async def _write(self, session: AsyncSession, batch: list[Finish]) -> dict[int, str]:
         """One group in the caller's transaction (the order matters: see each step)."""
         for item in batch:
-            if item.fetch_error is not None:
-                # First: a 403/503 block page is re-typed ``blocked`` before it is recorded.
-                retry_after = await self.policy.failed(
-                    session, item.ending.task, item.proxy, item.fetch_error
-                )
-                exc = item.fetch_error
-                item.ending.error = (exc.error_type, exc.message, exc.status_code)
-                item.ending.not_before = retry_after
-            elif item.answered_ms is not None and item.proxy is not None:
-                await self.policy.succeeded(session, item.ending.task, item.proxy, item.answered_ms)
             if item.record is not None:  # its parse attempt names the rules the record breaks
                 item.ending.quality_issues = item.record.quality_issues
         statuses = await self.queue.settle(session, [i.ending for i in batch])
@@ -209,23 +211,20 @@ class Writer:
                 if i.items is not None and statuses.get(i.ending.task.id) == S.COMPLETED
             ],
         )
-        # Last: the domains' rows. A claim skips a locked domain (``SKIP LOCKED``), and this
-        # lock is held until the commit, so taking it last keeps every domain claimable while
-        # the rest of the group is written.
-        await self.policy.succeeded_direct(
+        # Last, politeness: the proxies told, then the domains' rows (``Outcomes.book`` says
+        # why last).
+        await self.policy.book(
             session,
             [
-                (i.ending.task.domain_id, i.answered_ms)
+                Outcome(
+                    i.ending.task.domain_id,
+                    i.proxy,
+                    answered_ms=i.answered_ms,
+                    error=i.fetch_error,
+                    judged=i.judged,
+                    reopen=i.ending.task.crawl_delay_seconds if i.open_gate else None,
+                )
                 for i in batch
-                if i.answered_ms is not None and i.proxy is None
             ],
         )
-        for domain_id, delay in sorted(
-            {
-                (i.ending.task.domain_id, i.ending.task.crawl_delay_seconds)
-                for i in batch
-                if i.open_gate
-            }
-        ):
-            await self.queue.open_gate(session, domain_id, delay)
         return statuses
