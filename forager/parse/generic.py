@@ -354,6 +354,7 @@ def _meta_is_product(meta: dict[str, str]) -> bool:
 def _apply_meta_prices(offers: OfferFacts, meta: dict[str, str]) -> None:
     """Fill or correct the offer from product:price meta tags (sale vs standard amount)."""
     meta_price = to_decimal(meta.get("product:price:amount") or meta.get("og:price:amount"))
+    meta_price = meta_price if meta_price is not None and meta_price > 0 else None  # a placeholder
     standard = to_decimal(
         meta.get("og:price:standard_amount")
         or meta.get("product:original_price:amount")

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.parse import signals
-from forager.parse.prices import UPPER_CODE, detect_currency, parse_price
+from forager.parse.prices import detect_currency, parse_price
 from forager.parse.structured import clean
 
 # Text nodes read after the main heading (and before it) when looking for the product's price,
@@ -36,15 +36,6 @@ _LETTERS = re.compile(r"[^\W\d_]")
 # At least six / four letters (the same class), found without listing every letter.
 _SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
 _FOUR_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){4}")
-# A money sign, an upper-case code (``UPPER_CODE``) or a currency word ("€", "$", "EUR", "Kč"):
-# a cheap test before reading currency (``_has_money``). As one alternation, ``re`` tried all
-# three at every character; apart, each pattern starts with a character class that ``re`` skips
-# ahead to.
-_MONEY_SIGN = re.compile(r"[$€£¥₹₩₺₽₴]")
-_MONEY_WORD = re.compile(r"\b(?i:lei|zł|kč|ft|kr|kn)\b")
-# A currency word's first two letters, lower-case. The only characters that match them
-# case-blind are their own capitals (and the Kelvin sign for "k"), which lower() maps to them.
-_MONEY_WORD_START = re.compile("le|zł|kč|ft|kr|kn")
 _LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
 _FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
@@ -365,12 +356,8 @@ def _price_at(
 
 
 def _has_money(text: str) -> bool:
-    """Whether ``text`` shows a money sign, an upper-case code or a currency word."""
-    return bool(
-        _MONEY_SIGN.search(text)
-        or UPPER_CODE.search(text)
-        or (_MONEY_WORD_START.search(text.lower()) and _MONEY_WORD.search(text))
-    )
+    """Whether ``text`` shows a currency symbol, code or unit word (CLDR's, any script)."""
+    return detect_currency(text) is not None
 
 
 def _is_cents(tail: str) -> bool:
