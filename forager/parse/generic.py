@@ -228,8 +228,14 @@ def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) 
     reason = not_product_reason(url, page_title, seen.heading, len(prices) if listed else 0)
     if reason is None and (seen.heading is None or seen.price is None):
         reason = "no heading with a price next to it"
-    if reason is None and not (seen.buy_button or seen.sku or seen.price.score >= 5.0):  # type: ignore[union-attr]
-        reason = "no add-to-cart button, item number or priced offer right after its heading"
+    # Structure first (a cart form or button, a quantity field), then a labelled item number,
+    # then how surely the price is the heading's (currency, price-named element, closeness).
+    offered = seen.buy_button or seen.quantity or seen.sku
+    if reason is None and not (offered or seen.price.score >= 5.0):  # type: ignore[union-attr]
+        reason = (
+            "no add-to-cart button or form, quantity field, item number or priced offer right"
+            " after its heading"
+        )
     if reason is not None:
         raise NotProductPage(
             f"{url} has no product data (no schema.org Product, no product meta tags) and the "

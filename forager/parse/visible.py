@@ -69,6 +69,7 @@ class Evidence:
     sold_out_stated: bool = False  # ... inside an element named as the stock / availability
     in_stock_text: bool = False
     buy_button: bool = False
+    quantity: bool = False  # a quantity field: how many to buy
     sku: str | None = None
     global_id: str | None = None
     form_id: str | None = None  # a hidden sku / product_id field of the page's form
@@ -331,7 +332,9 @@ def _price_at(
         context = whole
         if len(whole) <= _PRICE_CHARS and whole != text:
             if currency is None and (found := detect_currency(whole, url)):
-                text, currency = whole, found  # "3,56" + "<span>€</span>"
+                # "3,56" + "<span>€</span>"; from the node's own number on ("<del>19,000원</del>
+                # <strong>12,900</strong>원" is 12,900, not the struck price before it)
+                text, currency = whole[max(0, whole.find(text)) :], found
             elif whole.startswith(text) and _is_cents(whole[len(text) :]):
                 text = whole  # "$229" + "<sup>99</sup>"
         around = around.parent
@@ -440,6 +443,8 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
         found.form_id = _form_id(tree)
     if full or found.sold_out:
         found.buy_button = has_buy_button(tree, names)
+    if full:
+        found.quantity = has_quantity(tree, names)
     return found
 
 
@@ -521,9 +526,91 @@ def _form_id(tree: LexborHTMLParser) -> str | None:
     return None
 
 
-def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
-    """An enabled add-to-cart / buy button for the page's product (not in an aside block)."""
+# Forms a page adds its product to the cart with, by structure (any language): one that posts to
+# a cart URL, or one that holds a quantity field; search, sign-in and newsletter forms are not.
+_CART_ACTION = re.compile(
+    r"cart|basket|bag|checkout|order|warenkorb|panier|carrito|carrello|koszyk|korzin|kosik"
+    r"|winkelwagen|kurv|korg",
+    re.IGNORECASE,
+)
+_QUANTITY_NAME = re.compile(
+    r"qty|quantit|amount|count|cnt|menge|anzahl|cantidad|aantal|ilosc|kolvo|kolichestvo|mnozstvo"
+    r"|pocet",
+    re.IGNORECASE,
+)
+_NOT_CART_FORM = "input[type=search], input[type=email], input[type=password], input[name=q]"
+_FORMS = 60  # forms looked at per page (a page with more is a listing or a generated page)
+
+
+def has_quantity(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
+    """A quantity field for the product (``name="quantity"``, ``qty``, ``goodsCnt[]`` …, or a
+    number input in a form), not in an aside block: a shopper can choose how many to buy."""
     names = names or _Names()
+    for node in tree.css("input, select")[:400]:
+        attrs = node.attributes
+        kind = (attrs.get("type") or "").lower()
+        if kind in {"hidden", "checkbox", "radio", "submit", "button", "search", "email"}:
+            continue
+        label = f"{attrs.get('name') or ''} {attrs.get('id') or ''}"
+        quantity = _QUANTITY_NAME.search(label) or (kind == "number" and _in_form(node))
+        if quantity and not names.aside(node):
+            return True
+    return False
+
+
+def _in_form(node: LexborNode) -> bool:
+    current = node.parent
+    for _ in range(_ANCESTOR_LEVELS):
+        if current is None or current.tag == "body":
+            return False
+        if current.tag == "form":
+            return True
+        current = current.parent
+    return False
+
+
+def _cart_form_button(tree: LexborHTMLParser, names: _Names) -> bool:
+    """An enabled submit button of a form that adds to the cart (``_CART_ACTION``: a form
+    posting to a cart URL, or one with a quantity field), whatever its label's language."""
+    for form in tree.css("form")[:_FORMS]:
+        attrs = form.attributes
+        posts_to_cart = (attrs.get("method") or "").lower() == "post" and bool(
+            _CART_ACTION.search(attrs.get("action") or "")
+        )
+        if form.css_first(_NOT_CART_FORM) is not None:
+            continue
+        if not posts_to_cart and not has_quantity_in(form):
+            continue
+        for button in form.css("button, input[type=submit], input[type=image]"):
+            battrs = button.attributes
+            if button.tag == "button" and (battrs.get("type") or "submit").lower() != "submit":
+                continue
+            marker = " ".join(v or "" for k, v in battrs.items() if k in {"class", "id", "name"})
+            if "disabled" in battrs or signals.DISABLED_MARK.search(marker) or names.aside(button):
+                continue
+            return True
+    return False
+
+
+def has_quantity_in(form: LexborNode) -> bool:
+    """Whether ``form`` holds a quantity field (``_QUANTITY_NAME``, or a number input)."""
+    for node in form.css("input, select"):
+        attrs = node.attributes
+        kind = (attrs.get("type") or "").lower()
+        if kind == "number" or (
+            kind not in {"hidden", "checkbox", "radio"}
+            and _QUANTITY_NAME.search(f"{attrs.get('name') or ''} {attrs.get('id') or ''}")
+        ):
+            return True
+    return False
+
+
+def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
+    """An enabled add-to-cart / buy button for the page's product (not in an aside block): by
+    structure (a cart form's submit button), else by its label or name."""
+    names = names or _Names()
+    if _cart_form_button(tree, names):
+        return True
     selector = "button, input[type=submit], input[type=button], a[role=button], a[class*=btn]"
     for node in tree.css(selector):
         attrs = node.attributes
