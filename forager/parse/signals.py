@@ -472,7 +472,7 @@ SKU_LABEL = re.compile(
     r"^(?:sku|item\s*(?:number|no\.?|#|code|id)|product\s*(?:code|number|no\.?|id|#)|article"
     r"\s*(?:number|no\.?)|art\.?\s*-?\s*nr\.?|artikel-?\s*(?:nr\.?|nummer)|bestellnummer"
     r"|web\s*code|item\s*code|style\s*(?:number|no\.?|#)|catalog(?:ue)?\s*(?:number|no\.?)"
-    r"|ref\.?|référence|reference|r[ée]f[ée]rence produit|codice(?:\s*(?:articolo|prodotto))?"
+    r"|r[ée]f[ée]rence(?:\s*produit)?|reference|r[ée]f\.?|codice(?:\s*(?:articolo|prodotto))?"
     r"|cod\.?|c[óo]digo(?:\s*(?:do produto|de producto|del producto))?"
     r"|k[óo]d(?:\s*(?:produktu|tovaru|zboží|výrobku))?"
     r"|katal[óo]gov[ée] [čc][íi]slo|produktov[ée] [čc][íi]slo|šifra(?:\s*(?:artikla|proizvoda))?"
@@ -489,7 +489,20 @@ SKU_LABEL = re.compile(
 ID_FIELD = re.compile(
     r"^(?:sku|product_?id|productid|item_?id|itemid|pid|article_?id|variant_?id)$", re.I
 )
-GLOBAL_ID_LABEL = re.compile(r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code)\s*[:#.]?\s*", re.I)
+# Labels before a manufacturer part number.
+MPN_LABEL = re.compile(
+    r"^(?:mpn|manufacturer\s*part\s*(?:number|no\.?|#)|mfr\.?\s*part\s*(?:number|no\.?|#)"
+    r"|part\s*(?:number|no\.?|#)|herstellernummer|hersteller-?(?:artikel)?nr\.?"
+    r"|r[ée]f[ée]rence\s*(?:fabricant|constructeur)|codice\s*produttore|n[úu]mero\s*de\s*pieza"
+    r"|n[úu]mero\s*de\s*parte|제조사\s*품번|メーカー型番|制造商型号|厂商型号|код производителя"
+    r"|κωδικός κατασκευαστή)\s*[:#.：]?\s*",
+    re.IGNORECASE,
+)
+GLOBAL_ID_LABEL = re.compile(
+    r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code|ean-?13|upc-?a|jan\s*コード|条形码|條碼|штрихкод"
+    r"|바코드)\s*[:#.：]?\s*",
+    re.I,
+)
 # Letters of any script ("ЧС-1500"); the value must also hold a digit (``visible._sku_after``).
 SKU_VALUE = re.compile(r"[^\W_][\w\-/.]{0,39}")
 

@@ -294,18 +294,18 @@ def _offer_prices(
     offer: dict[str, Any], currency: str | None
 ) -> tuple[Decimal | None, Decimal | None]:
     """(price, list price) of one offer, from price / lowPrice / priceSpecification. A price of
-    0 or below is a placeholder ("0.00" on a page whose price is shown elsewhere), not a price."""
+    0 is a placeholder, not a price."""
     low = _lower_keys(offer)
-    price = _positive(_amount(low.get("price"), currency))
+    price = _not_placeholder(_amount(low.get("price"), currency))
     if price is None:
-        price = _positive(_amount(low.get("lowprice"), currency))
+        price = _not_placeholder(_amount(low.get("lowprice"), currency))
     list_price = None
     specs = low.get("pricespecification")
     for spec in specs if isinstance(specs, list) else [specs]:
         if not isinstance(spec, dict):
             continue
         kind = str(spec.get("priceType") or "")
-        amount = _positive(_amount(spec.get("price"), currency))
+        amount = _not_placeholder(_amount(spec.get("price"), currency))
         if any(t in kind for t in _LIST_PRICE_TYPES):
             list_price = list_price or amount
         elif price is None:
@@ -313,8 +313,11 @@ def _offer_prices(
     return price, list_price
 
 
-def _positive(amount: Decimal | None) -> Decimal | None:
-    return amount if amount is not None and amount > 0 else None
+def _not_placeholder(amount: Decimal | None) -> Decimal | None:
+    """``amount`` unless it is 0: a shop's placeholder for "no price" ("0.00" in its data on
+    a page whose price is shown elsewhere or not at all). A negative one is kept as extracted,
+    for validation to name."""
+    return None if amount is not None and amount == 0 else amount
 
 
 def offer_facts(offers: Any) -> OfferFacts:

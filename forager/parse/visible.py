@@ -71,10 +71,16 @@ class Evidence:
     buy_button: bool = False
     quantity: bool = False  # a quantity field: how many to buy
     sku: str | None = None
-    global_id: str | None = None
+    global_id: str | None = None  # a labelled EAN / GTIN / UPC
+    mpn: str | None = None  # a labelled manufacturer part number
     form_id: str | None = None  # a hidden sku / product_id field of the page's form
     # The text nodes read around the heading, in page order, with their text.
     window: list[tuple[LexborNode, str]] = field(default_factory=list)
+
+    @property
+    def labels_read(self) -> bool:
+        """Whether every labelled identifier has been found (no more labels to read)."""
+        return None not in (self.sku, self.global_id, self.mpn)
 
     @property
     def in_stock(self) -> bool | None:
@@ -368,8 +374,10 @@ def _is_cents(tail: str) -> bool:
     return tail[:1].isspace() and tail.strip().isdigit() and len(tail.strip()) == 2
 
 
-def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
-    """The item number after a label: on the label's own text, else the next short text."""
+def _sku_after(label_end: str, following: list[str], title: str | None) -> str | None:
+    """The item number after a label: on the label's own text, else the next short text.
+    ``title``: the product's name, in which an item number is a model number instead (None:
+    no such check, for a part number)."""
     for text in [label_end, *following[:2]]:
         text = text.strip()
         if not text:
@@ -378,7 +386,7 @@ def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
         value = match.group(0).rstrip(".") if match else ""
         rest = text[match.end() :].strip() if match else text
         if value and any(c.isdigit() for c in value) and len(rest) <= 2:
-            return None if value.lower() in title.lower() else value
+            return None if title is not None and value.lower() in title.lower() else value
         return None
     return None
 
@@ -432,7 +440,9 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
         # Stock notices follow the heading (menus come before it); most texts state no stock.
         if position >= start and signals.may_state_stock(low := text.lower()):
             _read_stock(found, text, low, parent, names, position - start <= _CHECK_AFTER_HEADING)
-        labelled = full and found.sku is None and len(text) <= 80 and _LABEL_START.match(text)
+        # Read in the buy box too when structured data is complete: the article number printed
+        # for shoppers is the sku even where the data names another id (``crosscheck.sku``).
+        labelled = len(text) <= 80 and _LABEL_START.match(text) and not found.labels_read
         if labelled and not names.aside(parent):
             _read_label(found, text, texts[position + 1 : position + 3], title or "")
     _unstrike_lone_prices(found.prices)
@@ -504,11 +514,15 @@ def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
 
 
 def _read_label(found: Evidence, text: str, following: list[str], title: str) -> None:
-    if match := signals.SKU_LABEL.match(text):
+    """Note the article number, GTIN or part number that a label at the start of ``text``
+    introduces (the first of each)."""
+    if found.sku is None and (match := signals.SKU_LABEL.match(text)):
         found.sku = _sku_after(text[match.end() :], following, title)
     elif found.global_id is None and (match := signals.GLOBAL_ID_LABEL.match(text)):
         value = _sku_after(text[match.end() :], following, title)
         found.global_id = value if value and value.isdigit() else None
+    elif found.mpn is None and (match := signals.MPN_LABEL.match(text)):
+        found.mpn = _sku_after(text[match.end() :], following, None)
 
 
 def _form_id(tree: LexborHTMLParser) -> str | None:
