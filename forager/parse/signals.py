@@ -147,9 +147,15 @@ NOT_A_PRICE = re.compile(
     r"save|saving|economi|desconto|discount|rabatt|spar|sconto|\d\s*%|\bx\s*de\b|/\s*m[eê]s"
     r"|per month|/\s*mo\b|monthly|shipping|delivery|frete|versand|doprava|dostava|poštovné"
     r"|\bfrom\b|\bab\b|a partir|\bod\b|\bот\b|\bdès\b|\bda\b|\bvon\b|\bbis\b|per\s+(?:kg|l|m)"
-    r"|/\s*(?:kg|l|m|ks|pc|pcs|stk)\b|\bmin\b|\bmax\b|rating|review|bez dph|brez ddv|netto"
-    r"|excl|zzgl|ohne mwst|sans tva|\bht\b|risparmi|économ|econom|ahorr|ušetr|oszczęd|bespaar"
+    r"|/\s*(?:kg|l|m|ks|pc|pcs|stk)\b|\bmin\b|\bmax\b|rating|review"
+    r"|risparmi|économ|econom|ahorr|ušetr|oszczęd|bespaar"
     r"|prihran|uštedi|sutaupy|ietaup|sääst|spor|besparing",
+    re.IGNORECASE,
+)
+# An amount before or without tax ("zzgl. MwSt.", "bez DPH", "HT", "excl. VAT"): a price, but
+# the one the shop shows as its main price wins over it only by where and how it is shown.
+NET_OF_TAX = re.compile(
+    r"bez dph|brez ddv|netto|excl|zzgl|ohne mwst|sans tva|\bht\b|без ндс|без пдв|χωρίς φπα",
     re.IGNORECASE,
 )
 # Every ``NOT_A_PRICE`` match holds a letter (its letters match only letters, in any case), a "%"

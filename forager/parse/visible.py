@@ -52,6 +52,7 @@ class PriceSeen:
     struck: bool
     position: int
     in_card: bool = False  # after the heading, right after a link's text (a listing's tile)
+    net: bool = False  # labelled as before tax ("zzgl. MwSt.", "bez DPH", "HT")
 
     def near(self, other: PriceSeen) -> bool:
         """Whether the two prices sit in one price block (a few texts apart)."""
@@ -361,7 +362,11 @@ def _price_at(
     score = (3.0 if currency else 0.0) + (2.0 if named else 0.0)
     # A bare number text ("49") reads less like a price than "€ 49.90".
     score += 0.5 if len(text) - digits <= 6 else 0.0
-    return PriceSeen(value, currency, text, score, struck, position)
+    # Net of tax ("bez DPH 3,56 €" beside "s DPH 4,27 €"): a price all the same; of the two,
+    # the one the shop shows first and names as its price is its main price (B2B shops show
+    # the net one first).
+    net = signals.NET_OF_TAX.search(context) is not None
+    return PriceSeen(value, currency, text, score, struck, position, net=net)
 
 
 def _has_money(text: str) -> bool:
@@ -507,9 +512,11 @@ def _read_stock(
 
 
 def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
-    """A price named "old" with no current price beside it is the price (names mislead)."""
+    """A price named "old" with no current price beside it is the price (names mislead); a net
+    price beside it ("Brez DDV: 36.53€" under "40.00€") is not a current one."""
     for seen in prices:
-        if seen.struck and not any(not other.struck and other.near(seen) for other in prices):
+        beside = (o for o in prices if not o.struck and not o.net and o.near(seen))
+        if seen.struck and next(beside, None) is None:
             seen.struck = False
 
 
