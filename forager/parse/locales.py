@@ -10,7 +10,7 @@ but shops print after an amount ("12,900원", "100 руб.").
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 
 from babel import Locale, UnknownLocaleError
 from babel.numbers import (
@@ -111,6 +111,7 @@ def cased(symbol: str) -> bool:
     return any(char.lower() != char.upper() for char in symbol)
 
 
+@cache
 def territory_of_tld(tld: str | None) -> str | None:
     """The CLDR territory of a country-code TLD ("uk" -> "GB"), else None."""
     if not tld or len(tld) != 2 or not tld.isalpha():
@@ -137,6 +138,7 @@ def local_symbol(territory: str) -> str | None:
         return None
 
 
+@lru_cache(maxsize=1024)
 def resolve(symbol: str, territory: str | None) -> str | None:
     """The currency ``symbol`` stands for on a shop of ``territory``: the territory's own when
     the symbol may be it ("$" on a .cl shop is CLP), else the only one, else the one English

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from forager.parse import locales
@@ -179,6 +180,7 @@ def _to_decimal(value: object) -> Decimal | None:
     return None
 
 
+@lru_cache(maxsize=256)
 def _tld(url: str | None) -> str | None:
     if not url:
         return None
@@ -215,7 +217,7 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
         before = match.start() > 0 and _LETTER.match(text, match.start() - 1)
         if locales.cased(symbol) and (before or _LETTER.match(text, match.end())):
             continue  # inside a word: "Rs" in "Mrs", "kr" in "krém"
-        territory = locales.territory_of_tld(_tld(url))
+        territory = locales.territory_of_tld(_tld(url)) if url else None
         if symbol.rstrip(".") in _RUPEE_SIGNS:
             local = locales.territory_currency(territory) if territory else None
             return local if local in _RUPEES else "INR"

@@ -448,8 +448,8 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
         # Read in the buy box too when structured data is complete: the article number printed
         # for shoppers is the sku even where the data names another id (``crosscheck.sku``).
         labelled = len(text) <= 80 and _LABEL_START.match(text) and not found.labels_read
-        if labelled and not names.aside(parent):
-            _read_label(found, text, texts[position + 1 : position + 3], title or "")
+        if labelled:
+            _read_label(found, text, texts[position + 1 : position + 3], title or "", parent, names)
     _unstrike_lone_prices(found.prices)
     main = [p for p in found.prices if not p.struck]
     if main:
@@ -520,16 +520,23 @@ def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
             seen.struck = False
 
 
-def _read_label(found: Evidence, text: str, following: list[str], title: str) -> None:
+def _read_label(
+    found: Evidence, text: str, following: list[str], title: str, parent: LexborNode, names: _Names
+) -> None:
     """Note the article number, GTIN or part number that a label at the start of ``text``
-    introduces (the first of each)."""
+    introduces (the first of each), unless ``parent`` is in an aside block (asked only of a
+    label: most texts are none)."""
     if found.sku is None and (match := signals.SKU_LABEL.match(text)):
-        found.sku = _sku_after(text[match.end() :], following, title)
+        found.sku = (
+            None if names.aside(parent) else _sku_after(text[match.end() :], following, title)
+        )
     elif found.global_id is None and (match := signals.GLOBAL_ID_LABEL.match(text)):
-        value = _sku_after(text[match.end() :], following, title)
+        value = None if names.aside(parent) else _sku_after(text[match.end() :], following, title)
         found.global_id = value if value and value.isdigit() else None
     elif found.mpn is None and (match := signals.MPN_LABEL.match(text)):
-        found.mpn = _sku_after(text[match.end() :], following, None)
+        found.mpn = (
+            None if names.aside(parent) else _sku_after(text[match.end() :], following, None)
+        )
 
 
 def _form_id(tree: LexborHTMLParser) -> str | None:
