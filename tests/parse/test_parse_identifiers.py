@@ -11,6 +11,7 @@ import pytest
 from forager.parse.base import ProductRecord
 from forager.parse.generic import GenericParser
 from forager.parse.identifiers import gtin
+from forager.parse.selectors import compile_map
 
 URL = "https://shop.example.de/p/wasserkocher-1002-710"
 
@@ -96,3 +97,21 @@ def test_labelled_gtin_and_part_number_on_a_page_without_structured_data() -> No
 def test_a_labelled_ean_with_a_wrong_check_digit_is_no_gtin() -> None:
     record = _page(None, "<p>Art.-Nr. 1002/710</p><p>EAN: 4006381333932</p>")
     assert (record.sku, record.gtin) == ("1002/710", None)
+
+
+def test_a_selector_map_reads_gtin_and_mpn_and_refuses_a_gtin_that_does_not_check() -> None:
+    html = (
+        "<html><body><h1>Wasserkocher</h1><span class=ean>EAN 4006381333931</span>"
+        "<span class=bad>4006381333932</span><span class=mpn>XJ-1700</span></body></html>"
+    )
+    rules = {"product_name": {"css": "h1"}, "mpn": {"css": ".mpn"}}
+    good = compile_map({**rules, "gtin": {"css": ".ean", "post": [{"regex": r"\d{13}"}]}})
+    record = good.parse(html, URL)
+    assert isinstance(record, ProductRecord)
+    assert (record.gtin, record.mpn) == ("4006381333931", "XJ-1700")
+    bad = compile_map({**rules, "gtin": {"css": ".bad"}}).parse(html, URL)
+    assert isinstance(bad, ProductRecord)
+    assert bad.gtin is None
+    assert bad.quality_issues == [
+        "selector:gtin: '4006381333932' is not a GTIN (8, 12, 13 or 14 digits, check digit)"
+    ]
