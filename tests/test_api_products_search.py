@@ -55,6 +55,9 @@ CATALOG: dict[str, dict[str, Any]] = {
         "availability": "In stock",
         "is_available": True,
         "image_urls": ["https://shop-a.test/img/kettle-1.jpg", "https://shop-a.test/img/k-2.jpg"],
+        "sku": "1002/710",
+        "gtin": "4006381333931",
+        "mpn": "HK-17",
     },
     "teapot": {
         "url": "https://shop-a.test/p/teapot",
@@ -77,6 +80,8 @@ CATALOG: dict[str, dict[str, Any]] = {
         "currency": "EUR",
         "availability": "In stock",
         "is_available": True,
+        "sku": "466/7999",
+        "gtin": "036000291452",
     },
     "cafe": {
         "url": "https://shop-b.test/p/cafe",
@@ -135,6 +140,21 @@ async def test_filters(api: httpx.AsyncClient, catalog: dict[str, int]) -> None:
     assert set(await _names(api, domain="shop-b.test")) == {drill, cafe}
     assert await _names(api, domain="nowhere.test") == []
     assert await _names(api, brand="hearth", max_price="30", is_available="false") == [teapot]
+
+
+async def test_find_a_product_by_its_sku_or_gtin(
+    api: httpx.AsyncClient, catalog: dict[str, int]
+) -> None:
+    kettle, drill = CATALOG["kettle"]["product_name"], CATALOG["drill"]["product_name"]
+    assert await _names(api, sku="1002/710") == [kettle]
+    assert await _names(api, sku="466/7999") == [drill]
+    assert await _names(api, sku="1002") == []  # exact, not a part of it
+    assert await _names(api, gtin="4006381333931") == [kettle]
+    assert await _names(api, gtin="0 36000 29145-2") == [drill]  # as printed on the pack
+    assert await _names(api, gtin="036000291452", sku="1002/710") == []
+    assert _problem_fields(await api.get("/api/products", params={"gtin": "EAN123"})) == ["gtin"]
+    body = (await api.get(f"/api/products/{catalog['kettle']}")).json()
+    assert (body["sku"], body["gtin"], body["mpn"]) == ("1002/710", "4006381333931", "HK-17")
 
 
 async def test_changed_since_and_order(api: httpx.AsyncClient, catalog: dict[str, int]) -> None:

@@ -140,7 +140,7 @@ def test_parse_prints_the_product_record(tmp_path: Path, cli_env: dict[str, str]
         "https://shop.example.com/img/ts-1.jpg",
         "https://shop.example.com/img/ts-2.jpg",
     ]
-    assert (record["parser_name"], record["parser_version"]) == ("generic", "4")
+    assert (record["parser_name"], record["parser_version"]) == ("generic", "5")
     assert record["original_price"] is None and record["asin"] is None
     assert not (tmp_path / "data").exists()  # parsing needs no database
 
@@ -187,7 +187,7 @@ def test_crawl_writes_products_as_jsonl(
         ("Test Product 6", "6.99", "USD"),
     ]
     assert records[0]["image_urls"] == [site.url("/img/5-1.jpg"), site.url("/img/5-2.jpg")]
-    assert {(r["parser_name"], r["parser_version"]) for r in records} == {("generic", "4")}
+    assert {(r["parser_name"], r["parser_version"]) for r in records} == {("generic", "5")}
     assert set(records[0]) >= {"description", "original_price", "rating", "availability", "asin"}
     assert "Test Product 5" in result.stdout  # the table
     assert "2 products, 0 failed, of 2 URLs" in result.stderr

@@ -60,7 +60,7 @@ async def test_product_page_end_to_end(db: Database, settings: Settings, site: T
     assert product.product_name == "Test Product 5"  # the main product, not the decoy
     assert (product.price, product.currency, product.is_available) == (Decimal("5.99"), "USD", True)
     assert product.sku == "SKU-5"
-    assert (product.parser_name, product.parser_version) == ("generic", "4")
+    assert (product.parser_name, product.parser_version) == ("generic", "5")
     assert len(product.content_hash) == 64
     async with db.reader() as session:
         images = list(

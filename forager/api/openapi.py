@@ -78,6 +78,8 @@ FIELD_EXAMPLES: dict[str, Any] = {
     "brand": "Oster",
     "category": "Cozinha > Cafeteiras",
     "sku": "BVSTEM6701",
+    "gtin": "4006381333931",
+    "mpn": "LX-2204-B",
     "asin": "B0ABC12345",
     "image_urls": ["https://m.media-amazon.com/images/I/61abcDEF12L._AC_SL1500_.jpg"],
     "image_url": "https://m.media-amazon.com/images/I/61abcDEF12L._AC_SL1500_.jpg",

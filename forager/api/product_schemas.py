@@ -30,7 +30,11 @@ class ProductPublic(BaseModel):
     is_available: bool | None
     brand: str | None
     category: str | None
-    sku: str | None
+    sku: str | None = Field(description="The shop's article number, as printed for shoppers.")
+    gtin: str | None = Field(
+        None, description="GTIN (EAN-8/13, UPC-A, GTIN-14), digits only; its check digit fits."
+    )
+    mpn: str | None = Field(None, description="The manufacturer's part number.")
     asin: str | None
     image_urls: list[str]
     parser_name: str

@@ -79,6 +79,17 @@ def product_filters(
         str | None,
         Query(pattern=tags.TAG_QUERY, max_length=50, description="Only products with this tag."),
     ] = None,
+    sku: Annotated[
+        str | None,
+        Query(min_length=1, max_length=100, description="The shop's article number (exact)."),
+    ] = None,
+    gtin: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[0-9][0-9 -]{6,20}$",
+            description="GTIN / EAN / UPC (exact; spaces and hyphens ignored).",
+        ),
+    ] = None,
 ) -> ProductFilters:
     return ProductFilters(
         min_price=min_price,
@@ -92,6 +103,8 @@ def product_filters(
         changed_since=changed_since,
         q=q,
         tag=tag,
+        sku=sku,
+        gtin=gtin.replace(" ", "").replace("-", "") if gtin is not None else None,
     )
 
 

@@ -21,6 +21,8 @@ EXTRACTED_FIELDS = (
     "brand",
     "category",
     "sku",
+    "gtin",
+    "mpn",
     "asin",
     "image_urls",
 )
@@ -42,7 +44,11 @@ class ProductRecord:
     is_available: bool | None = None
     brand: str | None = None
     category: str | None = None
+    # The shop's own article number as shown to shoppers; a GTIN (EAN / UPC / JAN, check digit
+    # valid) and the manufacturer's part number have fields of their own.
     sku: str | None = None
+    gtin: str | None = None
+    mpn: str | None = None
     asin: str | None = None
     image_urls: list[str] = field(default_factory=list)
     parser_name: str = ""

@@ -29,7 +29,7 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from forager.errors import ParseError
+from forager.errors import NotProductPage, ParseError
 from forager.parse.base import ProductRecord
 from forager.parse.items import product_of
 from forager.parse.registry import get_parser, parser_name_for_host
@@ -187,9 +187,43 @@ def forager_predictions(
 ) -> dict[str, dict[str, str | None]]:
     """Forager's prediction for every benchmark page (``stripped``: without structured data)."""
     return {
-        name: predict(parse_page(pages, name, entry["url"], stripped))
-        for name, entry in truth.items()
+        name: predict(record) for name, record in forager_records(pages, truth, stripped).items()
     }
+
+
+def forager_records(
+    pages: Path, truth: dict[str, Any], stripped: bool = False
+) -> dict[str, ProductRecord | ParseError]:
+    """Forager's record (or error) for every benchmark page."""
+    return {name: parse_page(pages, name, entry["url"], stripped) for name, entry in truth.items()}
+
+
+# The classes of misses issue 37 names, in the order a page is put in the first that fits.
+MISS_CLASSES = ("not a product page", "wrong identifier", "wrong price", "no price", "no sku")
+
+
+def miss_classes(
+    truth: dict[str, Any], records: dict[str, ProductRecord | ParseError], files: list[str]
+) -> dict[str, int]:
+    """How many of ``files`` miss in each class: refused as not a product page (every field
+    lost), a wrong sku, a wrong price, or none given where the page has one."""
+    found = dict.fromkeys(MISS_CLASSES, 0)
+    for name in files:
+        record = records[name]
+        if isinstance(record, NotProductPage):
+            found["not a product page"] += 1
+            continue
+        predicted = predict(record)
+        for attribute, wrong, missing in (
+            ("sku", "wrong identifier", "no sku"),
+            ("price", "wrong price", "no price"),
+        ):
+            _, fp, fn = counts(attribute, truth[name].get(attribute, []), predicted[attribute])
+            if fp:
+                found[wrong] += 1
+            elif fn:
+                found[missing] += 1
+    return found
 
 
 def _triple(score: Score) -> str:
@@ -201,7 +235,8 @@ def report(pages: Path, verbose: bool = False) -> str:
     truth, others = load(pages)
     if not truth:
         return f"benchmark: skipped, no pages at {folder(pages)}"
-    ours = forager_predictions(pages, truth)
+    records = forager_records(pages, truth)
+    ours = {name: predict(record) for name, record in records.items()}
     lines = [f"Zyte benchmark scoring over {len(truth)} pages in {folder(pages)}"]
     for half in (*HALVES, "all"):
         files = sorted(n for n in truth if half == "all" or half_of(n) == half)
@@ -220,7 +255,19 @@ def report(pages: Path, verbose: bool = False) -> str:
                 f"{mine_filled[attribute].f1:9.3f}  "
                 + "  ".join(_triple(theirs[s][attribute]) for s in SYSTEMS)
             )
-    stripped = forager_predictions(pages, truth, stripped=True)
+    stripped_records = forager_records(pages, truth, stripped=True)
+    lines.append(
+        "Misses by class (pages; held-out: shops never used to write a rule, counted only)"
+    )
+    lines.append(f"  {'pages':<18} " + "  ".join(f"{c:>18}" for c in MISS_CLASSES))
+    for label, found_records in (("", records), (", stripped", stripped_records)):
+        for half in (*HALVES, "all"):
+            files = sorted(n for n in truth if half == "all" or half_of(n) == half)
+            found = miss_classes(truth, found_records, files)
+            lines.append(
+                f"  {half + label:<18} " + "  ".join(f"{found[c]:>18}" for c in MISS_CLASSES)
+            )
+    stripped = {name: predict(record) for name, record in stripped_records.items()}
     lines.append(
         "Forager on the same pages with their structured data removed (JSON-LD, microdata, RDFa,"
         " og:/product: meta)"

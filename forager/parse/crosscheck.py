@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from forager.parse import visible
+from forager.parse.identifiers import gtin
 from forager.parse.structured import OfferFacts
 
 # A visible price this sure (currency + price-named element + right after the heading) is trusted
@@ -96,6 +97,10 @@ def sku(
     URL's id, an EAN, then MPN / GTIN from structured data."""
     found = _structured_id(data, ("sku", "productID"))
     if found is not None:
+        # The page prints another article number for shoppers, and the structured one is a
+        # GTIN or shown nowhere near the product: the printed one is what a shopper quotes.
+        if seen.sku is not None and seen.sku != found and (gtin(found) or not _shown(found, seen)):
+            return seen.sku, "visible"
         return found, kind
     if seen.sku is not None:
         return seen.sku, "visible"
@@ -110,3 +115,35 @@ def sku(
     if seen.global_id is not None:
         return seen.global_id, "visible"
     return _structured_id(data, ("mpn", "gtin13", "gtin", "gtin14", "gtin12", "gtin8")), kind
+
+
+def _shown(value: str, seen: visible.Evidence) -> bool:
+    """Whether ``value`` is printed in the texts read around the heading."""
+    return any(value in text for _, text in seen.window)
+
+
+_GTIN_KEYS = ("gtin13", "gtin", "gtin14", "gtin12", "gtin8", "ean", "upc", "isbn")
+
+
+def global_id(
+    data: dict[str, Any], seen: visible.Evidence, sku: str | None, kind: str
+) -> tuple[str | None, str]:
+    """(GTIN, source): structured gtin13 / gtin / … (``kind``: where the data came from), a
+    labelled EAN / GTIN / UPC, or the sku itself when it is one — each only when its check
+    digit fits."""
+    for key in _GTIN_KEYS:
+        if (found := gtin(_structured_id(data, (key,)))) is not None:
+            return found, kind
+    if (found := gtin(seen.global_id)) is not None:
+        return found, "visible"
+    # The structured sku or the sku kept, when it is a GTIN (the printed article number may have
+    # taken the structured one's place in the sku field).
+    return gtin(_structured_id(data, ("sku", "productID"))) or gtin(sku), "derived"
+
+
+def part_number(data: dict[str, Any], seen: visible.Evidence, kind: str) -> tuple[str | None, str]:
+    """(manufacturer part number, source): structured ``mpn``, else a labelled one."""
+    found = _structured_id(data, ("mpn",))
+    if found is not None:
+        return found, kind
+    return seen.mpn, "visible"

@@ -83,7 +83,7 @@ class GenericParser:
     """Extracts the page's main product; no rules for particular shops."""
 
     name = "generic"
-    version = "4"
+    version = "5"
     hosts: tuple[str, ...] = ()  # the fallback: every host no other parser claims
 
     def parse(self, html: str, url: str) -> ProductRecord:
@@ -177,6 +177,8 @@ class GenericParser:
             rating = _visible_rating(seen.window)
             sources["rating"] = "visible"
         sku, sources["sku"] = crosscheck.sku(data, seen, html, url, _canonical(tree), kind)
+        gtin, sources["gtin"] = crosscheck.global_id(data, seen, sku, kind)
+        mpn, sources["mpn"] = crosscheck.part_number(data, seen, kind)
         brand = _brand(data.get("brand")) or _brand(data.get("manufacturer"))
         if brand is None:
             brand = _script_brand(html, title, sku)
@@ -195,6 +197,8 @@ class GenericParser:
             brand=brand,
             category=_category(data.get("category")) or visible.breadcrumb(tree),
             sku=sku,
+            gtin=gtin,
+            mpn=mpn,
             image_urls=images,
             parser_name=self.name,
             parser_version=self.version,
@@ -228,8 +232,14 @@ def _refuse_or_accept(url: str, page_title: str | None, seen: visible.Evidence) 
     reason = not_product_reason(url, page_title, seen.heading, len(prices) if listed else 0)
     if reason is None and (seen.heading is None or seen.price is None):
         reason = "no heading with a price next to it"
-    if reason is None and not (seen.buy_button or seen.sku or seen.price.score >= 5.0):  # type: ignore[union-attr]
-        reason = "no add-to-cart button, item number or priced offer right after its heading"
+    # Structure first (a cart form or button, a quantity field), then a labelled item number,
+    # then how surely the price is the heading's (currency, price-named element, closeness).
+    offered = seen.buy_button or seen.quantity or seen.sku
+    if reason is None and not (offered or seen.price.score >= 5.0):  # type: ignore[union-attr]
+        reason = (
+            "no add-to-cart button or form, quantity field, item number or priced offer right"
+            " after its heading"
+        )
     if reason is not None:
         raise NotProductPage(
             f"{url} has no product data (no schema.org Product, no product meta tags) and the "
@@ -354,6 +364,7 @@ def _meta_is_product(meta: dict[str, str]) -> bool:
 def _apply_meta_prices(offers: OfferFacts, meta: dict[str, str]) -> None:
     """Fill or correct the offer from product:price meta tags (sale vs standard amount)."""
     meta_price = to_decimal(meta.get("product:price:amount") or meta.get("og:price:amount"))
+    meta_price = None if meta_price is not None and meta_price == 0 else meta_price  # placeholder
     standard = to_decimal(
         meta.get("og:price:standard_amount")
         or meta.get("product:original_price:amount")

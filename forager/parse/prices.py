@@ -1,173 +1,58 @@
-"""Exact ``Decimal`` prices from shop text in any common locale, plus currency detection."""
+"""Exact ``Decimal`` prices from shop text in any common locale, plus currency detection.
+
+Symbols, countries' currencies and decimal marks come from CLDR (``forager.parse.locales``).
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from urllib.parse import urlsplit
+
+from forager.parse import locales
 
 # A run of digits with the separators shops put inside numbers (incl. NBSP / narrow NBSP / ').
 _NUMBER = re.compile(r"\d(?:[\d.,'’\u00a0\u202f\u2009 ]*\d)?")
 _GROUPS = re.compile(r"\d+|[^\d]+")
 _PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
 _THOUSANDS_ONLY = re.compile(r"\d{1,3}\.\d{3}")  # "1.299": a thousands mark, not a decimal
+_THOUSANDS = re.compile(r"\d{1,3}(?:\.\d{3})+")
 _SCIENTIFIC = re.compile(r"-?\d+(?:\.\d+)?[eE][+-]?\d{1,4}")
 _SPACES = "\u00a0\u202f\u2009 "
 
-# Locales (language or language-region) that write 1.299,90: the comma is the decimal mark.
-_COMMA_DECIMAL_LANGS = frozenset(
-    {"pt", "de", "fr", "it", "es", "nl", "ro", "pl", "cs", "sk", "da", "sv", "fi", "nb", "no"}
-    | {"et", "lv", "lt", "hu", "hr", "sl", "bg", "ru", "uk", "tr", "el", "id", "vi"}
-)
-
-# Symbols and words, longest first so "R$" wins over "$" and "US$" over "$".
-_SYMBOLS: tuple[tuple[str, str], ...] = (
-    ("NT$", "TWD"),
-    ("R$", "BRL"),
-    ("US$", "USD"),
-    ("U$", "USD"),
-    ("CA$", "CAD"),
-    ("C$", "CAD"),
-    ("AU$", "AUD"),
-    ("A$", "AUD"),
-    ("NZ$", "NZD"),
-    ("HK$", "HKD"),
-    ("S$", "SGD"),
-    ("MX$", "MXN"),
-    ("£", "GBP"),
-    ("€", "EUR"),
-    ("¥", "JPY"),
-    ("₹", "INR"),
-    ("₩", "KRW"),
-    ("₺", "TRY"),
-    ("₽", "RUB"),
-    ("₴", "UAH"),
-)
-# The symbols above that are not words, in the same order: the "$" ones (tried only when the text
-# has a "$"), then single signs.
-_DOLLAR_SYMBOLS = tuple((s, c) for s, c in _SYMBOLS if not s.isalpha() and "$" in s)
-_SIGN_SYMBOLS = tuple((s, c) for s, c in _SYMBOLS if not s.isalpha() and "$" not in s)
-assert _SYMBOLS[: len(_DOLLAR_SYMBOLS)] == _DOLLAR_SYMBOLS  # every "$" symbol comes first
-_WORD_CODES = {
-    "lei": "RON",
-    "zł": "PLN",
-    "kč": "CZK",
-    "ft": "HUF",
-    "kn": "HRK",
-    "лв": "BGN",
-    "грн": "UAH",
-    "руб": "RUB",
-    "б.р.": "BYN",
+# Digits of other scripts (Arabic-Indic, Persian, Devanagari, Thai, full-width ...) and the
+# Arabic decimal / thousands marks, as the ASCII ones: "٣٬٤٩٩٫٠٠" is "3,499.00".
+_DIGITS = {
+    **{ord(c): str(unicodedata.digit(c)) for c in map(chr, range(0x660, 0x10000)) if c.isdecimal()},
+    0x066B: ".",
+    0x066C: ",",
+    0xFF0C: ",",
+    0xFF0E: ".",
 }
-_ISO_CODES = frozenset(
-    [
-        "USD",
-        "EUR",
-        "GBP",
-        "BRL",
-        "CAD",
-        "AUD",
-        "NZD",
-        "CHF",
-        "JPY",
-        "CNY",
-        "INR",
-        "MXN",
-        "CLP",
-        "ARS",
-        "COP",
-        "PEN",
-        "UYU",
-        "RON",
-        "PLN",
-        "CZK",
-        "HUF",
-        "SEK",
-        "NOK",
-        "DKK",
-        "TRY",
-        "RUB",
-        "UAH",
-        "ZAR",
-        "SGD",
-        "HKD",
-        "KRW",
-        "ILS",
-        "AED",
-        "SAR",
-        "BYN",
-        "HRK",
-        "BGN",
-        "TWD",
-        "PKR",
-        "LKR",
-        "NPR",
-        "MUR",
-    ]
-)
 # ``\b[A-Z]{3}\b`` (an upper-case code), written to start with the letter class so that ``re``
 # skips ahead to capitals instead of trying the word boundary at every character.
 UPPER_CODE = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]{2}(?!\w)")
-# Not inside a word: no letter (Latin or Cyrillic) on either side.
-_WORD_SYMBOL = re.compile(r"(?i)(?<![^\W\d_])(lei|zł|kč|ft|kn|лв|грн|руб|б\.р\.)(?![^\W\d_])")
-# The words' first letters, as case-blind: a text without one holds no currency word (a cheap
-# test, where the lookbehind above is tried at every character).
-_WORD_SYMBOL_START = re.compile(r"(?i)[lzkfлгрб]")
-
-# "Rs 23,450" / "Rs. 999": rupees, whose country the TLD says (India when it does not).
-_RUPEES = re.compile(r"(?<![^\W\d_])Rs\.?(?![^\W\d_])")
-_RUPEES_BY_TLD = {"pk": "PKR", "lk": "LKR", "np": "NPR", "mu": "MUR", "in": "INR"}
-# Where a bare "$" is not US dollars: country-code TLDs of peso/dollar countries.
-_DOLLAR_BY_TLD = {
-    "ca": "CAD",
-    "au": "AUD",
-    "nz": "NZD",
-    "mx": "MXN",
-    "cl": "CLP",
-    "ar": "ARS",
-    "co": "COP",
-    "uy": "UYU",
-    "sg": "SGD",
-    "hk": "HKD",
-    "br": "BRL",
-    "tw": "TWD",
-}
-# The currency a country TLD implies when a page shows no symbol at all.
-_CURRENCY_BY_TLD = {
-    **_DOLLAR_BY_TLD,
-    "uk": "GBP",
-    "ie": "EUR",
-    "de": "EUR",
-    "fr": "EUR",
-    "it": "EUR",
-    "es": "EUR",
-    "nl": "EUR",
-    "be": "EUR",
-    "at": "EUR",
-    "pt": "EUR",
-    "fi": "EUR",
-    "ee": "EUR",
-    "ro": "RON",
-    "pl": "PLN",
-    "se": "SEK",
-    "jp": "JPY",
-    "in": "INR",
-    "tr": "TRY",
-    "ch": "CHF",
-    "com": "USD",
-}
+# "Rs 23,450" / "Rs. 999" / "₨": rupees, whose country the TLD says (India when it does not).
+_RUPEE_SIGNS = frozenset({"Rs", "₨"})
+_RUPEES = frozenset({"INR", "PKR", "LKR", "NPR", "MUR", "SCR"})
+# The ASCII characters a CLDR symbol or unit word may start with ("$", "R$", "kr", "zł", "lei").
+_ASCII_SYMBOL_START = re.compile(r"[$A-Za-z]")
+_LETTER = re.compile(r"[^\W\d_]")
+_MARKS = str.maketrans("", "", "\u200e\u200f\u061c")
 
 
 def _comma_is_decimal(locale_hint: str | None) -> bool | None:
-    """True/False when the locale fixes the decimal mark, None when unknown."""
+    """True/False when the locale fixes the decimal mark (CLDR), None when unknown."""
     if not locale_hint:
         return None
-    lang = locale_hint.replace("_", "-").split("-")[0].lower()
-    if lang in _COMMA_DECIMAL_LANGS:
-        return True
-    if lang in {"en", "ja", "zh", "ko", "he", "th"}:
-        return False
-    return None
+    return locales.comma_is_decimal(locale_hint)
+
+
+def ascii_digits(text: str) -> str:
+    """``text`` with digits of any script and the Arabic separators as ASCII ones."""
+    return text if text.isascii() else text.translate(_DIGITS)
 
 
 def _from_groups(groups: list[str], separators: list[str], comma_decimal: bool | None) -> str:
@@ -208,10 +93,18 @@ def _space_continues(groups: list[str], index: int, grouped: bool) -> bool:
     return nxt == 3 or (index == 0 and nxt == 2 and len(groups) == 2)
 
 
-def parse_price(text: str, locale_hint: str | None = None) -> Decimal | None:
-    """The first price in ``text`` as an exact Decimal ("R$ 1.299,90" -> 1299.90), else None."""
+def parse_price(
+    text: str, locale_hint: str | None = None, currency: str | None = None
+) -> Decimal | None:
+    """The first price in ``text`` as an exact Decimal ("R$ 1.299,90" -> 1299.90), else None.
+
+    ``locale_hint`` (a language tag) fixes the decimal mark by CLDR; ``currency`` without minor
+    units (CLP, KRW, JPY …) makes a lone mark before three digits a thousands mark ("$5.000" in
+    Chile is five thousand) whatever the language says. Digits of any script count.
+    """
     if not text:
         return None
+    text = ascii_digits(text)
     stripped = text.strip()
     if _PLAIN.fullmatch(stripped) and not _THOUSANDS_ONLY.fullmatch(stripped):
         return Decimal(stripped)
@@ -236,18 +129,30 @@ def parse_price(text: str, locale_hint: str | None = None) -> Decimal | None:
             break  # "48.99 12": the space ends the number
         separators.append(mark[0] if mark else " ")
     groups = groups[: len(separators) + 1]
-    plain = _from_groups(groups, separators, _comma_is_decimal(locale_hint))
+    comma_decimal = _comma_is_decimal(locale_hint)
+    if currency is not None and len(groups[-1]) == 3 and _whole_units(currency):
+        comma_decimal = separators[-1] == "."  # the lone mark cannot be a decimal one
+    plain = _from_groups(groups, separators, comma_decimal)
     try:
         return Decimal(plain)
     except InvalidOperation:
         return None
 
 
-def to_decimal(value: object) -> Decimal | None:
+def _whole_units(currency: str) -> bool:
+    """Whether the currency has no minor units (CLDR precision 0: CLP, KRW, JPY, HUF ...)."""
+    return len(currency) == 3 and currency.isalpha() and locales.minor_digits(currency) == 0
+
+
+def to_decimal(value: object, currency: str | None = None) -> Decimal | None:
     """A structured-data number (Decimal, int, "1299.9", "1.299,90") as Decimal; floats via repr.
 
     NaN and infinities (JSON-LD may hold them: Python's JSON decoder accepts them) are None.
+    A text "5.000" in a currency without minor units (``currency`` CLP) is five thousand.
     """
+    text = value.strip() if isinstance(value, str) else ""
+    if currency is not None and _THOUSANDS.fullmatch(text) and _whole_units(currency):
+        return Decimal(text.replace(".", ""))
     number = _to_decimal(value)
     return number if number is None or number.is_finite() else None
 
@@ -275,6 +180,7 @@ def _to_decimal(value: object) -> Decimal | None:
     return None
 
 
+@lru_cache(maxsize=256)
 def _tld(url: str | None) -> str | None:
     if not url:
         return None
@@ -285,34 +191,39 @@ def _tld(url: str | None) -> str | None:
 
 
 def currency_for_url(url: str | None) -> str | None:
-    """The currency a shop's country TLD implies (amazon.co.uk -> GBP), else None."""
+    """The currency a shop's country TLD implies (CLDR: amazon.co.uk -> GBP), else None; a
+    ``.com`` shop is taken for a US one."""
     tld = _tld(url)
-    return _CURRENCY_BY_TLD.get(tld) if tld else None
+    if tld == "com":
+        return "USD"
+    territory = locales.territory_of_tld(tld)
+    return locales.territory_currency(territory) if territory else None
 
 
 def detect_currency(text: str | None, url: str | None = None) -> str | None:
-    """ISO 4217 code from a price text's code or symbol; "$" resolved by the URL's TLD."""
+    """ISO 4217 code from a price text's code or symbol (CLDR's, any script); a symbol that
+    several currencies write ("$", "¥", "kr") is resolved by the URL's country TLD."""
     if not text:
         return None
     for match in UPPER_CODE.finditer(text):
-        if match.group(0) in _ISO_CODES:
+        if locales.is_currency_code(match.group(0)):
             return match.group(0)
-    if "$" in text:
-        for symbol, code in _DOLLAR_SYMBOLS:
-            if symbol in text:
-                return code
-    for symbol, code in _SIGN_SYMBOLS:
-        if symbol in text:
+    if text.isascii() and not _ASCII_SYMBOL_START.search(text):
+        return None  # no sign and no letter a symbol starts with: the common "12.99" case
+    if not text.isascii():
+        text = text.translate(_MARKS)
+    for match in locales.symbol_pattern().finditer(text):
+        symbol = match.group(0)
+        before = match.start() > 0 and _LETTER.match(text, match.start() - 1)
+        if locales.cased(symbol) and (before or _LETTER.match(text, match.end())):
+            continue  # inside a word: "Rs" in "Mrs", "kr" in "krém"
+        territory = locales.territory_of_tld(_tld(url)) if url else None
+        if symbol.rstrip(".") in _RUPEE_SIGNS:
+            local = locales.territory_currency(territory) if territory else None
+            return local if local in _RUPEES else "INR"
+        code = locales.resolve(symbol, territory)
+        if code is not None:
             return code
-    word = _WORD_SYMBOL.search(text) if _WORD_SYMBOL_START.search(text) else None
-    if word:
-        return _WORD_CODES[word.group(1).lower()]
-    if "₨" in text or ("Rs" in text and _RUPEES.search(text)):
-        tld = _tld(url)
-        return _RUPEES_BY_TLD.get(tld or "", "INR")
-    if "$" in text:
-        tld = _tld(url)
-        return _DOLLAR_BY_TLD.get(tld, "USD") if tld else "USD"
     return None
 
 

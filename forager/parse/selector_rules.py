@@ -17,6 +17,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from forager.errors import InvalidRequest
 from forager.parse.base import EXTRACTED_FIELDS
+from forager.parse.identifiers import gtin
 from forager.parse.prices import detect_currency, parse_price
 from forager.parse.structured import absolute_url, clean, has_type, json_ld_blocks, walk_json
 
@@ -201,6 +202,11 @@ def product_value(name: str, value: Value, url: str) -> Value:
         if not re.fullmatch(r"[A-Z]{3}", code):
             raise ValueError(f"{value!r} is not a currency")
         return code
+    if name == "gtin":
+        found = gtin(str(value))
+        if found is None:
+            raise ValueError(f"{value!r} is not a GTIN (8, 12, 13 or 14 digits, check digit)")
+        return found
     return str(value)
 
 

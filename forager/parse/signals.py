@@ -147,9 +147,15 @@ NOT_A_PRICE = re.compile(
     r"save|saving|economi|desconto|discount|rabatt|spar|sconto|\d\s*%|\bx\s*de\b|/\s*m[eê]s"
     r"|per month|/\s*mo\b|monthly|shipping|delivery|frete|versand|doprava|dostava|poštovné"
     r"|\bfrom\b|\bab\b|a partir|\bod\b|\bот\b|\bdès\b|\bda\b|\bvon\b|\bbis\b|per\s+(?:kg|l|m)"
-    r"|/\s*(?:kg|l|m|ks|pc|pcs|stk)\b|\bmin\b|\bmax\b|rating|review|bez dph|brez ddv|netto"
-    r"|excl|zzgl|ohne mwst|sans tva|\bht\b|risparmi|économ|econom|ahorr|ušetr|oszczęd|bespaar"
+    r"|/\s*(?:kg|l|m|ks|pc|pcs|stk)\b|\bmin\b|\bmax\b|rating|review"
+    r"|risparmi|économ|econom|ahorr|ušetr|oszczęd|bespaar"
     r"|prihran|uštedi|sutaupy|ietaup|sääst|spor|besparing",
+    re.IGNORECASE,
+)
+# An amount before or without tax ("zzgl. MwSt.", "bez DPH", "HT", "excl. VAT"): a price, but
+# the one the shop shows as its main price wins over it only by where and how it is shown.
+NET_OF_TAX = re.compile(
+    r"bez dph|brez ddv|netto|excl|zzgl|ohne mwst|sans tva|\bht\b|без ндс|без пдв|χωρίς φπα",
     re.IGNORECASE,
 )
 # Every ``NOT_A_PRICE`` match holds a letter (its letters match only letters, in any case), a "%"
@@ -172,7 +178,12 @@ BUY_WORDS = re.compile(
     r"|lägg i varukorgen|köp|læg i kurv|kjøp|legg i handlekurv|do košíka|do košíku|kúpiť"
     r"|koupit|vložit do košíku|objednať|v košarico|dodaj v košarico|naroči|kupi|dodaj u košaricu"
     r"|u košaricu|ielikt grozā|pirkt|į krepšelį|pirkti|kosárba|megveszem|sepete ekle|satın al"
-    r"|в корзину|купить|加入購物車|加入购物车|立即購買|立即购买|カートに入れる|購入)",
+    r"|в корзину|купить|加入購物車|加入购物车|立即購買|立即购买|カートに入れる|購入)"
+    # Scripts without capitals or word spaces: no word boundary needed around them.
+    r"|장바구니|바로\s?구매|구매하기|放入购物车|放入購物車|加入购物袋|立即购买|カートに追加|今すぐ購入"
+    r"|\b(?:добавить в корзину|у кошик|в кошик|купити|себетке|сатып алу|προσθήκη στο καλάθι"
+    r"|στο καλάθι|αγορά|أضف إلى السلة|أضف للسلة|إضافة إلى السلة|اشتر الآن|הוספה לסל|הוסף לסל"
+    r"|קנה עכשיו|לקנייה)|หยิบใส่ตะกร้า|ใส่ตะกร้า|เพิ่มลงตะกร้า|ซื้อเลย|ซื้อทันที",
     re.IGNORECASE,
 )
 BUY_MARK = re.compile(
@@ -255,8 +266,29 @@ SOLD_OUT = (
     "缺貨",
     "售完",
     "缺货",
+    "无货",
+    "無貨",
+    "售罄",
     "在庫切れ",
+    "在庫なし",
     "売り切れ",
+    "品切れ",
+    "품절",
+    "재고 없음",
+    "재고없음",
+    "немає в наявності",
+    "закінчився",
+    "товар закончился",
+    "εξαντλήθηκε",
+    "μη διαθέσιμο",
+    "غير متوفر",
+    "غير متاح",
+    "نفدت الكمية",
+    "نفذت الكمية",
+    "אזל מהמלאי",
+    "לא במלאי",
+    "สินค้าหมด",
+    "ไม่มีสินค้า",
     # "Tell me when it is back": offered only when the product cannot be bought.
     "notify me when",
     "email me when",
@@ -404,7 +436,20 @@ IN_STOCK = (
     "stokta",
     "有貨",
     "有货",
+    "现货",
+    "現貨",
     "在庫あり",
+    "재고 있음",
+    "구매 가능",
+    "є в наявності",
+    "в наявності",
+    "қоймада бар",
+    "διαθέσιμο",
+    "σε απόθεμα",
+    "متوفر",
+    "متاح",
+    "במלאי",
+    "มีสินค้า",
 )
 # Matched against lower-cased text (``in_stock``): a case-blind alternation is several times
 # slower in ``re``, and this one is tried on every short text after the heading.
@@ -433,28 +478,47 @@ SKU_LABEL = re.compile(
     r"^(?:sku|item\s*(?:number|no\.?|#|code|id)|product\s*(?:code|number|no\.?|id|#)|article"
     r"\s*(?:number|no\.?)|art\.?\s*-?\s*nr\.?|artikel-?\s*(?:nr\.?|nummer)|bestellnummer"
     r"|web\s*code|item\s*code|style\s*(?:number|no\.?|#)|catalog(?:ue)?\s*(?:number|no\.?)"
-    r"|ref\.?|référence|reference|r[ée]f[ée]rence produit|codice(?:\s*(?:articolo|prodotto))?"
+    r"|r[ée]f[ée]rence(?:\s*produit)?|reference|r[ée]f\.?|codice(?:\s*(?:articolo|prodotto))?"
     r"|cod\.?|c[óo]digo(?:\s*(?:do produto|de producto|del producto))?"
     r"|k[óo]d(?:\s*(?:produktu|tovaru|zboží|výrobku))?"
     r"|katal[óo]gov[ée] [čc][íi]slo|produktov[ée] [čc][íi]slo|šifra(?:\s*(?:artikla|proizvoda))?"
     r"|koda(?:\s*izdelka)?|oznaka|kataloški broj|numer katalogowy|kod produktu|indeks"
     r"|artikla kods|preces kods|tootekood|varenummer|varenr\.?|artikelnr\.?|tuotenumero"
-    r"|cikkszám|post id|ad id|listing id|ad no\.?|anzeigennummer|商品編號|商品代碼|商品编号|型番)"
-    r"\s*[:#.]?\s*",
+    r"|cikkszám|post id|ad id|listing id|ad no\.?|anzeigennummer|商品編號|商品代碼|商品编号|型番"
+    # Scripts without capitals: Korean, Chinese, Japanese, Cyrillic, Greek, Arabic, Hebrew, Thai.
+    r"|품번|상품코드|상품번호|货号|貨號|商品编码|商品番号|品番|商品コード|артикул|арт\.|код товара"
+    r"|κωδικός(?:\s*προϊόντος)?|رمز المنتج|رقم المنتج|كود المنتج|מק\"ט|מק״ט|מקט|รหัสสินค้า)"
+    r"\s*[:#.：]?\s*",
     re.IGNORECASE,
 )
 # Hidden form fields that carry the product's id when the page adds it to the cart.
 ID_FIELD = re.compile(
     r"^(?:sku|product_?id|productid|item_?id|itemid|pid|article_?id|variant_?id)$", re.I
 )
-GLOBAL_ID_LABEL = re.compile(r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code)\s*[:#.]?\s*", re.I)
-SKU_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_/.]{0,39}")
+# Labels before a manufacturer part number.
+MPN_LABEL = re.compile(
+    r"^(?:mpn|manufacturer\s*part\s*(?:number|no\.?|#)|mfr\.?\s*part\s*(?:number|no\.?|#)"
+    r"|part\s*(?:number|no\.?|#)|herstellernummer|hersteller-?(?:artikel)?nr\.?"
+    r"|r[ée]f[ée]rence\s*(?:fabricant|constructeur)|codice\s*produttore|n[úu]mero\s*de\s*pieza"
+    r"|n[úu]mero\s*de\s*parte|제조사\s*품번|メーカー型番|制造商型号|厂商型号|код производителя"
+    r"|κωδικός κατασκευαστή)\s*[:#.：]?\s*",
+    re.IGNORECASE,
+)
+GLOBAL_ID_LABEL = re.compile(
+    r"^(?:ean|gtin|isbn|upc|ean\s*kód|ean\s*code|ean-?13|upc-?a|jan\s*コード|条形码|條碼|штрихкод"
+    r"|바코드)\s*[:#.：]?\s*",
+    re.I,
+)
+# Letters of any script ("ЧС-1500"); the value must also hold a digit (``visible._sku_after``).
+SKU_VALUE = re.compile(r"[^\W_][\w\-/.]{0,39}")
 
 # Page kinds that are not a product page, said by their title / heading.
 ERROR_TITLE = re.compile(
     r"\b404\b|page not found|not found|nicht gefunden|introuvable|no encontrad|non trovat"
     r"|não encontrad|niet gevonden|nie znaleziono|nenájden|nenalezen|stránka neexistuje"
-    r"|error page|page doesn.t exist|page does not exist",
+    r"|error page|page doesn.t exist|page does not exist|페이지를 찾을 수 없|ページが見つかりません"
+    r"|页面不存在|找不到(?:页面|頁面|网页|網頁)|страница не найдена|сторінку не знайдено"
+    r"|σελίδα δεν βρέθηκε|الصفحة غير موجودة|הדף לא נמצא|ไม่พบหน้า",
     re.IGNORECASE,
 )
 SEARCH_KEYS = frozenset({"q", "query", "search", "s", "k", "keyword", "keywords", "term", "text"})

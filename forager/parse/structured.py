@@ -253,17 +253,18 @@ def _lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
     return {k.lower(): v for k, v in obj.items()}
 
 
-def _amount(value: Any) -> Decimal | None:
-    """A price that may be a number, a string or an object ({"sales": {"value": 3499}})."""
+def _amount(value: Any, currency: str | None = None) -> Decimal | None:
+    """A price that may be a number, a string or an object ({"sales": {"value": 3499}});
+    ``currency``: the offer's, for "5.000" in a currency without minor units (CLP)."""
     if isinstance(value, dict):
         low = _lower_keys(value)
         for key in ("sales", "value", "decimalprice", "amount", "price", "min"):
-            if key in low and (found := _amount(low[key])) is not None:
+            if key in low and (found := _amount(low[key], currency)) is not None:
                 return found
         return None
     if isinstance(value, list):
-        return next((a for v in value if (a := _amount(v)) is not None), None)
-    return to_decimal(value)
+        return next((a for v in value if (a := _amount(v, currency)) is not None), None)
+    return to_decimal(value, currency)
 
 
 def _currency_in(value: Any) -> str | None:
@@ -289,24 +290,34 @@ def _offer_list(offers: Any) -> list[dict[str, Any]]:
     return flat
 
 
-def _offer_prices(offer: dict[str, Any]) -> tuple[Decimal | None, Decimal | None]:
-    """(price, list price) of one offer, from price / lowPrice / priceSpecification."""
+def _offer_prices(
+    offer: dict[str, Any], currency: str | None
+) -> tuple[Decimal | None, Decimal | None]:
+    """(price, list price) of one offer, from price / lowPrice / priceSpecification. A price of
+    0 is a placeholder, not a price."""
     low = _lower_keys(offer)
-    price = _amount(low.get("price"))
+    price = _not_placeholder(_amount(low.get("price"), currency))
     if price is None:
-        price = _amount(low.get("lowprice"))
+        price = _not_placeholder(_amount(low.get("lowprice"), currency))
     list_price = None
     specs = low.get("pricespecification")
     for spec in specs if isinstance(specs, list) else [specs]:
         if not isinstance(spec, dict):
             continue
         kind = str(spec.get("priceType") or "")
-        amount = _amount(spec.get("price"))
+        amount = _not_placeholder(_amount(spec.get("price"), currency))
         if any(t in kind for t in _LIST_PRICE_TYPES):
             list_price = list_price or amount
         elif price is None:
             price = amount
     return price, list_price
+
+
+def _not_placeholder(amount: Decimal | None) -> Decimal | None:
+    """``amount`` unless it is 0: a shop's placeholder for "no price" ("0.00" in its data on
+    a page whose price is shown elsewhere or not at all). A negative one is kept as extracted,
+    for validation to name."""
+    return None if amount is not None and amount == 0 else amount
 
 
 def offer_facts(offers: Any) -> OfferFacts:
@@ -315,11 +326,12 @@ def offer_facts(offers: Any) -> OfferFacts:
     flat = _offer_list(offers)
     prices: list[Decimal] = []
     for offer in flat:
-        price, list_price = _offer_prices(offer)
+        currency = _currency_in(offer)
+        price, list_price = _offer_prices(offer, currency or facts.currency)
         if price is not None:
             prices.append(price)
         facts.list_price = facts.list_price or list_price
-        facts.currency = facts.currency or _currency_in(offer)
+        facts.currency = facts.currency or currency
     if len(prices) == 1:
         facts.price = prices[0]  # what the count below finds, without building a Counter
     elif prices:

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.parse import signals
-from forager.parse.prices import UPPER_CODE, detect_currency, parse_price
+from forager.parse.prices import detect_currency, parse_price
 from forager.parse.structured import clean
 
 # Text nodes read after the main heading (and before it) when looking for the product's price,
@@ -36,15 +36,6 @@ _LETTERS = re.compile(r"[^\W\d_]")
 # At least six / four letters (the same class), found without listing every letter.
 _SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
 _FOUR_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){4}")
-# A money sign, an upper-case code (``UPPER_CODE``) or a currency word ("€", "$", "EUR", "Kč"):
-# a cheap test before reading currency (``_has_money``). As one alternation, ``re`` tried all
-# three at every character; apart, each pattern starts with a character class that ``re`` skips
-# ahead to.
-_MONEY_SIGN = re.compile(r"[$€£¥₹₩₺₽₴]")
-_MONEY_WORD = re.compile(r"\b(?i:lei|zł|kč|ft|kr|kn)\b")
-# A currency word's first two letters, lower-case. The only characters that match them
-# case-blind are their own capitals (and the Kelvin sign for "k"), which lower() maps to them.
-_MONEY_WORD_START = re.compile("le|zł|kč|ft|kr|kn")
 _LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
 _FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
@@ -61,6 +52,7 @@ class PriceSeen:
     struck: bool
     position: int
     in_card: bool = False  # after the heading, right after a link's text (a listing's tile)
+    net: bool = False  # labelled as before tax ("zzgl. MwSt.", "bez DPH", "HT")
 
     def near(self, other: PriceSeen) -> bool:
         """Whether the two prices sit in one price block (a few texts apart)."""
@@ -78,11 +70,18 @@ class Evidence:
     sold_out_stated: bool = False  # ... inside an element named as the stock / availability
     in_stock_text: bool = False
     buy_button: bool = False
+    quantity: bool = False  # a quantity field: how many to buy
     sku: str | None = None
-    global_id: str | None = None
+    global_id: str | None = None  # a labelled EAN / GTIN / UPC
+    mpn: str | None = None  # a labelled manufacturer part number
     form_id: str | None = None  # a hidden sku / product_id field of the page's form
     # The text nodes read around the heading, in page order, with their text.
     window: list[tuple[LexborNode, str]] = field(default_factory=list)
+
+    @property
+    def labels_read(self) -> bool:
+        """Whether every labelled identifier has been found (no more labels to read)."""
+        return None not in (self.sku, self.global_id, self.mpn)
 
     @property
     def in_stock(self) -> bool | None:
@@ -340,7 +339,9 @@ def _price_at(
         context = whole
         if len(whole) <= _PRICE_CHARS and whole != text:
             if currency is None and (found := detect_currency(whole, url)):
-                text, currency = whole, found  # "3,56" + "<span>€</span>"
+                # "3,56" + "<span>€</span>"; from the node's own number on ("<del>19,000원</del>
+                # <strong>12,900</strong>원" is 12,900, not the struck price before it)
+                text, currency = whole[max(0, whole.find(text)) :], found
             elif whole.startswith(text) and _is_cents(whole[len(text) :]):
                 text = whole  # "$229" + "<sup>99</sup>"
         around = around.parent
@@ -361,16 +362,16 @@ def _price_at(
     score = (3.0 if currency else 0.0) + (2.0 if named else 0.0)
     # A bare number text ("49") reads less like a price than "€ 49.90".
     score += 0.5 if len(text) - digits <= 6 else 0.0
-    return PriceSeen(value, currency, text, score, struck, position)
+    # Net of tax ("bez DPH 3,56 €" beside "s DPH 4,27 €"): a price all the same; of the two,
+    # the one the shop shows first and names as its price is its main price (B2B shops show
+    # the net one first).
+    net = signals.NET_OF_TAX.search(context) is not None
+    return PriceSeen(value, currency, text, score, struck, position, net=net)
 
 
 def _has_money(text: str) -> bool:
-    """Whether ``text`` shows a money sign, an upper-case code or a currency word."""
-    return bool(
-        _MONEY_SIGN.search(text)
-        or UPPER_CODE.search(text)
-        or (_MONEY_WORD_START.search(text.lower()) and _MONEY_WORD.search(text))
-    )
+    """Whether ``text`` shows a currency symbol, code or unit word (CLDR's, any script)."""
+    return detect_currency(text) is not None
 
 
 def _is_cents(tail: str) -> bool:
@@ -378,8 +379,10 @@ def _is_cents(tail: str) -> bool:
     return tail[:1].isspace() and tail.strip().isdigit() and len(tail.strip()) == 2
 
 
-def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
-    """The item number after a label: on the label's own text, else the next short text."""
+def _sku_after(label_end: str, following: list[str], title: str | None) -> str | None:
+    """The item number after a label: on the label's own text, else the next short text.
+    ``title``: the product's name, in which an item number is a model number instead (None:
+    no such check, for a part number)."""
     for text in [label_end, *following[:2]]:
         text = text.strip()
         if not text:
@@ -388,7 +391,7 @@ def _sku_after(label_end: str, following: list[str], title: str) -> str | None:
         value = match.group(0).rstrip(".") if match else ""
         rest = text[match.end() :].strip() if match else text
         if value and any(c.isdigit() for c in value) and len(rest) <= 2:
-            return None if value.lower() in title.lower() else value
+            return None if title is not None and value.lower() in title.lower() else value
         return None
     return None
 
@@ -442,9 +445,11 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
         # Stock notices follow the heading (menus come before it); most texts state no stock.
         if position >= start and signals.may_state_stock(low := text.lower()):
             _read_stock(found, text, low, parent, names, position - start <= _CHECK_AFTER_HEADING)
-        labelled = full and found.sku is None and len(text) <= 80 and _LABEL_START.match(text)
-        if labelled and not names.aside(parent):
-            _read_label(found, text, texts[position + 1 : position + 3], title or "")
+        # Read in the buy box too when structured data is complete: the article number printed
+        # for shoppers is the sku even where the data names another id (``crosscheck.sku``).
+        labelled = len(text) <= 80 and _LABEL_START.match(text) and not found.labels_read
+        if labelled:
+            _read_label(found, text, texts[position + 1 : position + 3], title or "", parent, names)
     _unstrike_lone_prices(found.prices)
     main = [p for p in found.prices if not p.struck]
     if main:
@@ -453,6 +458,8 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
         found.form_id = _form_id(tree)
     if full or found.sold_out:
         found.buy_button = has_buy_button(tree, names)
+    if full:
+        found.quantity = has_quantity(tree, names)
     return found
 
 
@@ -505,18 +512,31 @@ def _read_stock(
 
 
 def _unstrike_lone_prices(prices: list[PriceSeen]) -> None:
-    """A price named "old" with no current price beside it is the price (names mislead)."""
+    """A price named "old" with no current price beside it is the price (names mislead); a net
+    price beside it ("Brez DDV: 36.53€" under "40.00€") is not a current one."""
     for seen in prices:
-        if seen.struck and not any(not other.struck and other.near(seen) for other in prices):
+        beside = (o for o in prices if not o.struck and not o.net and o.near(seen))
+        if seen.struck and next(beside, None) is None:
             seen.struck = False
 
 
-def _read_label(found: Evidence, text: str, following: list[str], title: str) -> None:
-    if match := signals.SKU_LABEL.match(text):
-        found.sku = _sku_after(text[match.end() :], following, title)
+def _read_label(
+    found: Evidence, text: str, following: list[str], title: str, parent: LexborNode, names: _Names
+) -> None:
+    """Note the article number, GTIN or part number that a label at the start of ``text``
+    introduces (the first of each), unless ``parent`` is in an aside block (asked only of a
+    label: most texts are none)."""
+    if found.sku is None and (match := signals.SKU_LABEL.match(text)):
+        found.sku = (
+            None if names.aside(parent) else _sku_after(text[match.end() :], following, title)
+        )
     elif found.global_id is None and (match := signals.GLOBAL_ID_LABEL.match(text)):
-        value = _sku_after(text[match.end() :], following, title)
+        value = None if names.aside(parent) else _sku_after(text[match.end() :], following, title)
         found.global_id = value if value and value.isdigit() else None
+    elif found.mpn is None and (match := signals.MPN_LABEL.match(text)):
+        found.mpn = (
+            None if names.aside(parent) else _sku_after(text[match.end() :], following, None)
+        )
 
 
 def _form_id(tree: LexborHTMLParser) -> str | None:
@@ -534,9 +554,91 @@ def _form_id(tree: LexborHTMLParser) -> str | None:
     return None
 
 
-def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
-    """An enabled add-to-cart / buy button for the page's product (not in an aside block)."""
+# Forms a page adds its product to the cart with, by structure (any language): one that posts to
+# a cart URL, or one that holds a quantity field; search, sign-in and newsletter forms are not.
+_CART_ACTION = re.compile(
+    r"cart|basket|bag|checkout|order|warenkorb|panier|carrito|carrello|koszyk|korzin|kosik"
+    r"|winkelwagen|kurv|korg",
+    re.IGNORECASE,
+)
+_QUANTITY_NAME = re.compile(
+    r"qty|quantit|amount|count|cnt|menge|anzahl|cantidad|aantal|ilosc|kolvo|kolichestvo|mnozstvo"
+    r"|pocet",
+    re.IGNORECASE,
+)
+_NOT_CART_FORM = "input[type=search], input[type=email], input[type=password], input[name=q]"
+_FORMS = 60  # forms looked at per page (a page with more is a listing or a generated page)
+
+
+def has_quantity(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
+    """A quantity field for the product (``name="quantity"``, ``qty``, ``goodsCnt[]`` …, or a
+    number input in a form), not in an aside block: a shopper can choose how many to buy."""
     names = names or _Names()
+    for node in tree.css("input, select")[:400]:
+        attrs = node.attributes
+        kind = (attrs.get("type") or "").lower()
+        if kind in {"hidden", "checkbox", "radio", "submit", "button", "search", "email"}:
+            continue
+        label = f"{attrs.get('name') or ''} {attrs.get('id') or ''}"
+        quantity = _QUANTITY_NAME.search(label) or (kind == "number" and _in_form(node))
+        if quantity and not names.aside(node):
+            return True
+    return False
+
+
+def _in_form(node: LexborNode) -> bool:
+    current = node.parent
+    for _ in range(_ANCESTOR_LEVELS):
+        if current is None or current.tag == "body":
+            return False
+        if current.tag == "form":
+            return True
+        current = current.parent
+    return False
+
+
+def _cart_form_button(tree: LexborHTMLParser, names: _Names) -> bool:
+    """An enabled submit button of a form that adds to the cart (``_CART_ACTION``: a form
+    posting to a cart URL, or one with a quantity field), whatever its label's language."""
+    for form in tree.css("form")[:_FORMS]:
+        attrs = form.attributes
+        posts_to_cart = (attrs.get("method") or "").lower() == "post" and bool(
+            _CART_ACTION.search(attrs.get("action") or "")
+        )
+        if form.css_first(_NOT_CART_FORM) is not None:
+            continue
+        if not posts_to_cart and not has_quantity_in(form):
+            continue
+        for button in form.css("button, input[type=submit], input[type=image]"):
+            battrs = button.attributes
+            if button.tag == "button" and (battrs.get("type") or "submit").lower() != "submit":
+                continue
+            marker = " ".join(v or "" for k, v in battrs.items() if k in {"class", "id", "name"})
+            if "disabled" in battrs or signals.DISABLED_MARK.search(marker) or names.aside(button):
+                continue
+            return True
+    return False
+
+
+def has_quantity_in(form: LexborNode) -> bool:
+    """Whether ``form`` holds a quantity field (``_QUANTITY_NAME``, or a number input)."""
+    for node in form.css("input, select"):
+        attrs = node.attributes
+        kind = (attrs.get("type") or "").lower()
+        if kind == "number" or (
+            kind not in {"hidden", "checkbox", "radio"}
+            and _QUANTITY_NAME.search(f"{attrs.get('name') or ''} {attrs.get('id') or ''}")
+        ):
+            return True
+    return False
+
+
+def has_buy_button(tree: LexborHTMLParser, names: _Names | None = None) -> bool:
+    """An enabled add-to-cart / buy button for the page's product (not in an aside block): by
+    structure (a cart form's submit button), else by its label or name."""
+    names = names or _Names()
+    if _cart_form_button(tree, names):
+        return True
     selector = "button, input[type=submit], input[type=button], a[role=button], a[class*=btn]"
     for node in tree.css(selector):
         attrs = node.attributes

@@ -66,6 +66,8 @@ def _columns(record: ProductRecord) -> dict[str, object]:
         "brand": record.brand[:255] if record.brand else None,
         "category": record.category[:512] if record.category else None,
         "sku": record.sku[:100] if record.sku else None,
+        "gtin": record.gtin[:14] if record.gtin else None,
+        "mpn": record.mpn[:100] if record.mpn else None,
         "asin": record.asin[:20] if record.asin else None,
         "parser_name": record.parser_name,
         "parser_version": record.parser_version,

@@ -64,6 +64,8 @@ class ProductFilters:
     changed_since: datetime | None = None
     q: str | None = None
     tag: str | None = None
+    sku: str | None = None  # exact
+    gtin: str | None = None  # exact, digits only
 
     @property
     def searching(self) -> bool:
@@ -95,6 +97,10 @@ def _conditions(filters: ProductFilters) -> list[ColumnElement[bool]]:
         where.append(Product.updated_at >= filters.changed_since)
     if filters.tag is not None:
         where.append(tags.having(filters.tag.strip().lower()))
+    if filters.sku is not None:
+        where.append(Product.sku == filters.sku.strip())
+    if filters.gtin is not None:
+        where.append(Product.gtin == filters.gtin)
     return where
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from forager.errors import NotProductPage
+from forager.errors import NotProductPage, ParseError
 from forager.parse import benchmark
 from forager.parse.base import ProductRecord
 from forager.parse.generic import GenericParser
@@ -109,3 +109,27 @@ def test_without_structured_data_keeps_what_a_shopper_sees() -> None:
 
 def test_report_without_pages(tmp_path: Path) -> None:
     assert "skipped" in benchmark.report(tmp_path)
+
+
+def test_misses_are_counted_by_class() -> None:
+    truth = {
+        "a_1.html": {"price": ["10"], "sku": ["A-1"]},
+        "b_1.html": {"price": ["10"], "sku": ["B-1"]},
+        "c_1.html": {"price": ["10"], "sku": ["C-1"]},
+        "d_1.html": {"price": ["10"], "sku": ["D-1"]},
+    }
+    url = "https://shop.example/p"
+    records: dict[str, ProductRecord | ParseError] = {
+        "a_1.html": NotProductPage("refused"),
+        "b_1.html": ProductRecord(url, "B", price=Decimal("12"), sku="4006381333931"),
+        "c_1.html": ProductRecord(url, "C", price=None, sku="C-1"),
+        "d_1.html": ProductRecord(url, "D", price=Decimal("10.00"), sku=None),
+    }
+    found = benchmark.miss_classes(truth, records, sorted(truth))
+    assert found == {
+        "not a product page": 1,
+        "wrong identifier": 1,
+        "wrong price": 1,
+        "no price": 1,
+        "no sku": 1,
+    }

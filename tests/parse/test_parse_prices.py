@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from forager.parse.prices import detect_currency, parse_price, to_decimal
+from forager.parse.prices import currency_for_url, detect_currency, parse_price, to_decimal
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,86 @@ def test_structured_numbers_never_go_through_binary_floats() -> None:
 )
 def test_detect_currency(text: str, url: str | None, expected: str | None) -> None:
     assert detect_currency(text, url) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "hint", "currency", "expected"),
+    [
+        ("$5.000", None, "CLP", "5000"),  # Chile: no minor units, "." groups thousands
+        ("$5.000", "en", "CLP", "5000"),  # the currency wins over a page that says English
+        ("$5.000", "en", None, "5.000"),
+        ("1.234,56 €", None, "EUR", "1234.56"),
+        ("1\u00a0234,56 €", None, "EUR", "1234.56"),  # French, no-break space
+        ("1\u202f234,56 €", "fr", "EUR", "1234.56"),  # French, narrow no-break space
+        ("12,900원", None, "KRW", "12900"),
+        ("₩12,900", None, None, "12900"),
+        ("1 290 ₽", None, None, "1290"),
+        ("₹1,23,456.00", None, "INR", "123456.00"),  # Indian grouping
+        ("₹1,23,456", None, "INR", "123456"),
+        ("税込 ￥1,280", None, "JPY", "1280"),
+        ("１，２８０円", None, "JPY", "1280"),  # full-width digits and comma
+        ("١٬٢٣٤٫٥٠ ر.س.", None, "SAR", "1234.50"),  # Arabic-Indic digits and marks
+        ("۱۲۵٬۰۰۰ ریال", None, None, "125000"),  # Persian digits
+        ("฿๑,๒๙๐", None, None, "1290"),  # Thai digits
+        ("1,299", "de-DE", None, "1.299"),  # CLDR: German writes the decimal mark as ","
+        ("1,299", "ko", None, "1299"),
+    ],
+)
+def test_parse_price_by_locale_and_currency(
+    text: str, hint: str | None, currency: str | None, expected: str
+) -> None:
+    assert parse_price(text, hint, currency) == Decimal(expected)
+
+
+def test_structured_thousands_in_a_currency_without_minor_units() -> None:
+    assert to_decimal("5.000", "CLP") == Decimal("5000")
+    assert to_decimal("24.990", "CLP") == Decimal("24990")
+    assert to_decimal("5.000", "EUR") == Decimal("5.000")
+    assert to_decimal("5.000") == Decimal("5.000")
+    assert to_decimal("12.50", "CLP") == Decimal("12.50")  # not a thousands group: as written
+
+
+@pytest.mark.parametrize(
+    ("text", "url", "expected"),
+    [
+        ("₩12,900", None, "KRW"),
+        ("12,900원", "https://shop.example.kr/goods/1", "KRW"),
+        ("1 290 ₽", None, "RUB"),
+        ("¥199.00", "https://item.example.cn/1.html", "CNY"),
+        ("¥199", None, "JPY"),
+        ("税込 ￥1,280", None, "JPY"),
+        ("1,280円", None, "JPY"),
+        ("₪ 89.90", None, "ILS"),
+        ('89.90 ש"ח', None, "ILS"),
+        ("฿1,290", None, "THB"),
+        ("12 990 ₸", None, "KZT"),
+        ("15 900 тг", None, "KZT"),
+        ("٣٤٩ ر.س.\u200f", None, "SAR"),
+        ("349 د.إ", None, "AED"),
+        ("24,90 €", "https://shop.example.gr/p", "EUR"),
+        ("299 kr", "https://shop.example.se/p", "SEK"),
+        ("299 kr.", "https://shop.example.dk/p", "DKK"),
+        ("299 kr", "https://shop.example.dk/p", "DKK"),
+        ("299 kr", None, None),  # Swedish, Norwegian or Danish: the page does not say
+        ("$ 24.990", "https://www.example.cl/p", "CLP"),
+        ("AMD Ryzen 5 3600", None, None),  # a code that is also a word in shop text
+        ("km 12", None, None),
+    ],
+)
+def test_detect_currency_in_every_script(text: str, url: str | None, expected: str | None) -> None:
+    assert detect_currency(text, url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://www.amazon.co.uk/dp/1", "GBP"),
+        ("https://shop.example.kr/1", "KRW"),
+        ("https://shop.example.kz/1", "KZT"),
+        ("https://shop.example.gr/1", "EUR"),
+        ("https://shop.example.com/1", "USD"),
+        ("https://shop.example.org/1", None),
+    ],
+)
+def test_currency_for_url_by_cldr_territory(url: str, expected: str | None) -> None:
+    assert currency_for_url(url) == expected

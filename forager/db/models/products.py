@@ -49,7 +49,11 @@ class Product(Timestamped, Base):
     review_count: Mapped[int | None] = mapped_column(Integer)
     brand: Mapped[str | None] = mapped_column(String(255), index=True)
     category: Mapped[str | None] = mapped_column(String(512), index=True)
-    sku: Mapped[str | None] = mapped_column(String(100))
+    # The shop's article number as printed for shoppers; GTIN (EAN / UPC, check digit valid)
+    # and manufacturer part number apart (migration 0024). sku and gtin are searched exactly.
+    sku: Mapped[str | None] = mapped_column(String(100), index=True)
+    gtin: Mapped[str | None] = mapped_column(String(14), index=True)
+    mpn: Mapped[str | None] = mapped_column(String(100))
     asin: Mapped[str | None] = mapped_column(String(20), index=True)
     parser_name: Mapped[str] = mapped_column(String(100))
     parser_version: Mapped[str] = mapped_column(String(50))
