@@ -155,10 +155,12 @@ def test_restart_failed_tasks(admin: Any, server: Server) -> None:
     admin.get_by_role("button", name="Restart all failed").click()
     dialog = admin.get_by_role("dialog")
     expect(dialog).to_contain_text("Restart")
-    dialog.get_by_role("button", name="Cancel").click()
+    dialog.get_by_role("button", name="Not now").click()
     assert server.api.get(f"/api/tasks/{failed['id']}").json()["status"] == "failed"
     admin.get_by_role("button", name="Restart all failed").click()
-    admin.get_by_role("dialog").get_by_role("button", name="Confirm").click()
+    admin.get_by_role("dialog").get_by_role(
+        "button", name=re.compile(r"^Restart \d+ failed tasks?$")
+    ).click()
     expect(admin.locator(".toast").last).to_contain_text("Restarted")
     server.wait_task(failed["id"], fetches(3))
 
@@ -471,7 +473,7 @@ def test_monitors_page_creates_charts_and_pauses_a_monitor(admin: Any, server: S
     monitor_id = int(row.get_attribute("data-monitor") or 0)
     assert server.api.get(f"/api/monitors/{monitor_id}").json()["enabled"] is False
     row.get_by_role("button", name="Delete").click()
-    admin.get_by_role("button", name="Confirm").click()
+    admin.get_by_role("dialog").get_by_role("button", name=f"Delete monitor {monitor_id}").click()
     expect(row).to_have_count(0)
 
 

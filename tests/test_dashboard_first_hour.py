@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.support.dashboard import Server, chromium, go, logged_in, serve
+from tests.support.dashboard import Server, chromium, go, logged_in, row, serve
 
 PAGES = (
     "/",
@@ -81,3 +82,49 @@ def test_closing_dashboard_tabs_leaves_no_error_in_the_server_log(
         assert server.api.get("/api/stats").status_code == 200
     server.wait("/api/tasks?status=completed", lambda body: body["total"] >= 5)
     assert _log_problems(server) == []
+
+
+def test_bulk_actions_act_on_the_current_selection_and_name_their_buttons(
+    admin: Any, server: Server
+) -> None:
+    """A bulk Pause clears the selection, so the Cancel after it reaches only the rows ticked
+    for it; its dialog's buttons say "Cancel 2 tasks" and "Keep them"; a bulk action skips the
+    selected rows it does not apply to."""
+    from playwright.sync_api import expect
+
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    a, b, c, d = (
+        server.task(server.site.url(f"/product/{n}"), scheduled_at=later, batch_name="stale")["id"]
+        for n in range(910, 914)
+    )
+    go(admin, "/tasks?batch_name=stale")
+    bar = admin.get_by_role("group", name="Actions on selected tasks")
+    for task_id in (a, b):
+        row(admin, task_id).get_by_role("checkbox").check()
+    expect(admin.get_by_test_id("selected-count")).to_have_text("2 selected")
+    bar.get_by_role("button", name="Pause", exact=True).click()
+    expect(row(admin, b).locator("[data-status]")).to_have_text("paused")
+    expect(admin.get_by_test_id("selected-count")).to_have_text("none selected")
+    expect(admin.locator("tbody input[type=checkbox]:checked")).to_have_count(0)
+
+    for task_id in (c, d):
+        row(admin, task_id).get_by_role("checkbox").check()
+    bar.get_by_role("button", name="Cancel", exact=True).click()
+    dialog = admin.get_by_role("dialog")
+    expect(dialog).to_contain_text("Cancel 2 tasks?")
+    assert dialog.get_by_role("button").all_text_contents() == ["Keep them", "Cancel 2 tasks"]
+    dialog.get_by_role("button", name="Keep them").click()
+    assert server.api.get(f"/api/tasks/{c}").json()["status"] == "pending"
+    bar.get_by_role("button", name="Cancel", exact=True).click()
+    dialog.get_by_role("button", name="Cancel 2 tasks").click()
+    expect(row(admin, d).locator("[data-status]")).to_have_text("cancelled")
+    statuses = {t: server.api.get(f"/api/tasks/{t}").json()["status"] for t in (a, b, c, d)}
+    assert statuses == {a: "paused", b: "paused", c: "cancelled", d: "cancelled"}
+
+    # Resume on a paused and a cancelled row: only the paused one is resumed.
+    for task_id in (a, c):
+        row(admin, task_id).get_by_role("checkbox").check()
+    bar.get_by_role("button", name="Resume", exact=True).click()
+    expect(admin.locator(".toast").last).to_contain_text("resume: 1 of 1 done")
+    expect(row(admin, a).locator("[data-status]")).not_to_have_text("paused")
+    assert server.api.get(f"/api/tasks/{c}").json()["status"] == "cancelled"

@@ -74,15 +74,24 @@ export function toast(message, kind) {
   setTimeout(() => item.remove(), kind === "error" ? 8000 : 4000);
 }
 
-export function confirmAction(message) {
+// Asks before an action; the buttons name what each does ("Cancel 3 tasks" / "Keep them"),
+// never a bare "Cancel" that could mean either.
+export function confirmAction(message, ok, keep) {
   const dialog = document.getElementById("confirm");
   document.getElementById("confirm-text").textContent = message;
+  document.getElementById("confirm-ok").textContent = ok;
+  document.getElementById("confirm-keep").textContent = keep || "Go back";
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
     dialog.returnValue = "";
     dialog.showModal();
     document.getElementById("confirm-ok").focus();
   });
+}
+
+// "1 change", "3 changes" (many: the plural when adding "s" is wrong).
+export function plural(count, one, many) {
+  return `${count} ${count === 1 ? one : (many || `${one}s`)}`;
 }
 
 export function params() {

@@ -96,7 +96,8 @@ function ruleRow(rule, reload) {
     } catch (error) { toast(errorText(error), "error"); }
   };
   const remove = async () => {
-    if (!(await confirmAction(`Delete the rule "${rule.name}" and its deliveries?`))) return;
+    if (!(await confirmAction(`Delete the rule "${rule.name}" and its deliveries?`,
+      "Delete the rule", "Keep it"))) return;
     try { await api("DELETE", `/api/alerts/rules/${rule.id}`); reload(); }
     catch (error) { toast(errorText(error), "error"); }
   };

@@ -62,7 +62,7 @@ function createForm(reload) {
 function actions(monitor, reload) {
   if (!isAdmin()) return null;
   const run = (label, method, path, ask) => h("button", { type: "button", onclick: async () => {
-    if (ask && !(await confirmAction(ask))) return;
+    if (ask && !(await confirmAction(ask, `${label} monitor ${monitor.id}`, "Keep it"))) return;
     try {
       await api(method, path);
       toast(`${label}: monitor ${monitor.id}`);
