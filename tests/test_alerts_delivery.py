@@ -266,7 +266,8 @@ async def test_an_email_through_apprise_reaches_a_real_smtp_server(make_settings
         assert "Connection error" in errors and "pw-s3cret" not in errors
         async with db.reader() as session:
             rule = await admin.get_rule(session, 1)
-        assert rule.target_display == "mailto://127.0.0.1/…" and "pw-s3cret" not in rule.target_enc
+        shown = f"mailto://127.0.0.1:{port}/…"
+        assert rule.target_display == shown and "pw-s3cret" not in rule.target_enc
     finally:
         await deliverer.aclose()
         await db.dispose()

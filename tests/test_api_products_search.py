@@ -204,6 +204,18 @@ async def test_search_ranks_by_relevance(api: httpx.AsyncClient, catalog: dict[s
     assert ([p["product_name"] for p in paged["items"]], paged["total"]) == (["Ceramic Teapot"], 2)
 
 
+async def test_search_finds_a_product_by_its_sku_or_asin(
+    api: httpx.AsyncClient, catalog: dict[str, int]
+) -> None:
+    await _resave(api, catalog["drill"], product_name="Cordless Drill", sku="GSR-18V-55")
+    await _resave(api, catalog["kettle"], product_name="Steel Kettle", asin="B0KETTLE01")
+    assert await _names(api, q="GSR-18V-55") == ["Cordless Drill"]
+    assert await _names(api, q=" B0KETTLE01 ") == ["Steel Kettle"]
+    # The other filters still apply; a code nobody has is a word search (nothing here).
+    assert await _names(api, q="GSR-18V-55", currency="USD") == []
+    assert await _names(api, q="GSR-18V-56") == []
+
+
 async def test_a_broad_search_ranks_its_newest_matches_and_lists_the_rest(
     api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

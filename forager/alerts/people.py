@@ -74,10 +74,14 @@ async def check_host(resolver: Resolver, url: str, private_targets: str) -> None
 
 
 def mask(url: str) -> str:
-    """``scheme://host/…``: what a list may show of an Apprise (or webhook) URL."""
+    """``scheme://host:port/…``: what a list may show of an Apprise (or webhook) URL."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    return f"{parts.scheme}://{host}/…" if host else f"{parts.scheme}://…"
+    try:
+        port = f":{parts.port}" if parts.port else ""  # which receiver, when several share a host
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}/…" if host else f"{parts.scheme}://…"
 
 
 def _secrets(url: str) -> list[str]:

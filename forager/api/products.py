@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
-from sqlalchemy import select
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.auth import ApiKeyDep
-from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.deps import EntityId, Paging, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.downloads import described, download
 from forager.api.pages import Page, paged
 from forager.api.product_schemas import (
@@ -71,7 +74,8 @@ def product_filters(
                 "Full-text search over name, brand and description; ranks by relevance. When "
                 "more than 10,000 products contain the words, the newest 10,000 of them are "
                 "ranked and the others follow, newest first, and total stops counting at "
-                "10,000 (total_exact false)."
+                "10,000 (total_exact false). One word with a digit that is some products' SKU "
+                "or ASIN exactly finds those products (with the other filters)."
             ),
         ),
     ] = None,
@@ -96,6 +100,24 @@ def product_filters(
 
 
 FiltersDep = Annotated[ProductFilters, Depends(product_filters)]
+_CODE = re.compile(r"^(?=.*\d)[\w.\-/]{2,100}$")  # one word with a digit: may be a SKU
+
+
+async def _by_code(
+    session: AsyncSession, dialect: str, filters: ProductFilters, paging: Paging
+) -> tuple[list[Product], int] | None:
+    """The page of products whose SKU or ASIN is exactly ``q`` (within the other filters), when
+    there are any: an item number is not a word the full-text index knows."""
+    code = (filters.q or "").strip()
+    if not _CODE.match(code):
+        return None
+    query, count = search.list_query(dialect, replace(filters, q=None))
+    match = or_(Product.sku == code, Product.asin == code)
+    total = await session.scalar(count.where(match)) or 0
+    if not total:
+        return None
+    page = query.where(match).limit(paging.limit).offset(paging.offset)
+    return list(await session.scalars(page)), total
 
 
 @router.get("", operation_id="list_products")
@@ -105,7 +127,10 @@ async def list_products(
     """Products, most recently updated first; by relevance (best first) with ``q``."""
     dialect = session.get_bind().dialect.name
     exact = True
-    if filters.searching:
+    by_code = await _by_code(session, dialect, filters, paging)
+    if by_code is not None:
+        products, total = by_code
+    elif filters.searching:
         products, total, exact = await search.search_page(
             session, dialect, filters, limit=paging.limit, offset=paging.offset
         )

@@ -133,6 +133,7 @@ export function select(name, options, current, attrs) {
 // next page is offered while pages come back full.
 export function pager(pageData, go) {
   const { total, limit, offset, items } = pageData;
+  if (!items.length && offset === 0) return null; // nothing at all: no "← Previous none Next →"
   const exact = pageData.total_exact !== false;
   const last = exact ? Math.min(offset + limit, total) : offset + items.length;
   const more = exact ? last < total : items.length === limit;
@@ -177,7 +178,9 @@ export function barChart(values, labels, caption) {
       width: Math.max(1, step - 2), height: barHeight }, h("title", {}, `${labels[i]}: ${value}`)));
   });
   svg.append(h("text", { x: pad, y: height - 6 }, labels[0] || ""));
-  svg.append(h("text", { x: width - 40, y: height - 6 }, labels[labels.length - 1] || ""));
+  // Anchored at its end: a longer label ("06:21 PM") grows leftwards, never past the edge.
+  svg.append(h("text", { x: width - 2, y: height - 6, "text-anchor": "end" },
+    labels[labels.length - 1] || ""));
   return svg;
 }
 
@@ -199,7 +202,7 @@ export function lineChart(points, caption) {
   svg.append(h("text", { x: 2, y: pad }, y1.toFixed(2)));
   svg.append(h("text", { x: 2, y: height - pad }, y0.toFixed(2)));
   svg.append(h("text", { x: pad, y: height - 10 }, new Date(x0).toLocaleDateString()));
-  svg.append(h("text", { x: width - pad - 60, y: height - 10 },
+  svg.append(h("text", { x: width - pad, y: height - 10, "text-anchor": "end" },
     new Date(x1).toLocaleDateString()));
   svg.append(h("polyline", { class: "line",
     points: points.map((p) => `${px(p[0].getTime())},${py(p[1])}`).join(" ") }));

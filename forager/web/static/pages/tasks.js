@@ -5,6 +5,7 @@ import {
   plural, query, select, statusBadge, table, time, toast,
 } from "../lib.js";
 import { live } from "../live.js";
+import { progressView } from "./progress.js";
 
 const STATUSES = ["", "pending", "queued", "crawling", "downloaded", "queued_parse", "parsing",
   "completed", "failed", "paused", "cancelled"];
@@ -165,6 +166,9 @@ export async function render(view, _arg, current) {
     },
   };
   view.append(h("h1", {}, "Tasks"), filterForm(values));
+  // A batch's progress, its estimated end and why its tasks wait.
+  const progress = values.batch_name ? progressView(values.batch_name) : null;
+  if (progress) { view.append(progress.el); progress.refresh(true); }
   if (isAdmin()) {
     view.append(actionBar(selection, reload),
       h("div", { class: "row" }, h("button", { type: "button", class: "danger",
@@ -208,6 +212,7 @@ export async function render(view, _arg, current) {
   let pending = null;
   live.on((snapshot) => {
     if (!current()) return;
+    if (progress) progress.refresh();
     let refetch = snapshot.more_changes;
     const newest = Math.max(0, ...shown.keys());
     for (const change of snapshot.changed_tasks) {
