@@ -314,3 +314,50 @@ def test_an_alert_rule_picks_its_domain_and_product_by_name(admin: Any, server: 
         if r["name"] == "kettle cheaper"
     ]
     assert (saved["domain_id"], saved["product_id"]) == (domain_id, product_id)
+
+
+def test_products_and_tasks_sort_by_clicking_a_column_header(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    tasks = [
+        server.task(server.site.url(f"/product/{n}"), batch_name="sorting") for n in (951, 952)
+    ]
+    for task in tasks:
+        server.wait_task(task["id"], lambda t: t["status"] == "completed")
+    go(admin, "/products?q=Test+Product")
+    admin.get_by_role("button", name="Price").click()
+    expect(admin).to_have_url(re.compile(r"sort=-price"))
+    header = admin.get_by_role("columnheader", name=re.compile("Price"))
+    expect(header).to_have_attribute("aria-sort", "descending")
+
+    def prices() -> list[float]:
+        cells = admin.locator("table[aria-label=Products] tbody tr td:nth-child(2)")
+        texts = [t.split()[0] for t in cells.all_inner_texts() if t.strip() != "—"]
+        return [float(t) for t in texts]
+
+    expect(admin.locator("table[aria-label=Products] tbody tr").first).to_be_visible()
+    high = prices()
+    assert len(high) >= 2 and high == sorted(high, reverse=True)
+    admin.get_by_role("button", name=re.compile("Price")).click()
+    expect(admin).to_have_url(re.compile(r"sort=price(&|$)"))
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    low = prices()
+    assert low == sorted(low) and low[0] == min(high)
+
+    # Tasks by last update: the one restarted last comes first, newest first.
+    go(admin, "/tasks?batch_name=sorting")
+    expect(admin.locator("tr[data-task-id]")).to_have_count(2)
+    assert server.api.post(f"/api/tasks/{tasks[0]['id']}/restart").status_code == 200
+    server.wait_task(
+        tasks[0]["id"], lambda t: t["status"] == "completed" and t["recrawl_count"] >= 0
+    )
+    admin.get_by_role("button", name="Updated").click()
+    expect(admin).to_have_url(re.compile(r"sort=-updated"))
+    expect(admin.locator("tr[data-task-id]").first).to_have_attribute(
+        "data-task-id", str(tasks[0]["id"])
+    )
+    admin.get_by_role("button", name=re.compile("^Task")).click()
+    expect(admin).to_have_url(re.compile(r"sort=-created"))
+    expect(admin.locator("tr[data-task-id]").first).to_have_attribute(
+        "data-task-id", str(tasks[1]["id"])
+    )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.auth import ApiKeyDep
@@ -100,11 +100,39 @@ def product_filters(
 
 
 FiltersDep = Annotated[ProductFilters, Depends(product_filters)]
+# The product list's orders (``sort``); a leading "-" is highest / newest first. Prices
+# missing come last either way.
+PRODUCT_ORDERS: dict[str, tuple[Any, ...]] = {
+    "-updated": (Product.updated_at.desc(), Product.id.desc()),
+    "updated": (Product.updated_at.asc(), Product.id.asc()),
+    "price": (Product.price.asc().nulls_last(), Product.id.asc()),
+    "-price": (Product.price.desc().nulls_last(), Product.id.desc()),
+    "name": (Product.product_name.asc(), Product.id.asc()),
+    "-name": (Product.product_name.desc(), Product.id.desc()),
+}
+ProductSort = Literal["-updated", "updated", "price", "-price", "name", "-name"]
+SortDep = Annotated[
+    ProductSort | None,
+    Query(
+        description="The order: by last update, price or name; a leading - is highest (or "
+        "newest) first. Default: by relevance with q, else -updated."
+    ),
+]
 _CODE = re.compile(r"^(?=.*\d)[\w.\-/]{2,100}$")  # one word with a digit: may be a SKU
 
 
+async def _sorted(
+    session: AsyncSession, dialect: str, filters: ProductFilters, paging: Paging, sort: str
+) -> tuple[list[Product], int]:
+    """A page in the ``sort`` order (a search's matches too, counted exactly)."""
+    query, _ = search.filtered(dialect, filters)
+    count, _ = search.filtered(dialect, filters, func.count(Product.id))
+    page = query.order_by(*PRODUCT_ORDERS[sort]).limit(paging.limit).offset(paging.offset)
+    return list(await session.scalars(page)), await session.scalar(count) or 0
+
+
 async def _by_code(
-    session: AsyncSession, dialect: str, filters: ProductFilters, paging: Paging
+    session: AsyncSession, dialect: str, filters: ProductFilters, paging: Paging, sort: str | None
 ) -> tuple[list[Product], int] | None:
     """The page of products whose SKU or ASIN is exactly ``q`` (within the other filters), when
     there are any: an item number is not a word the full-text index knows."""
@@ -116,20 +144,25 @@ async def _by_code(
     total = await session.scalar(count.where(match)) or 0
     if not total:
         return None
+    if sort is not None:
+        query = query.order_by(None).order_by(*PRODUCT_ORDERS[sort])
     page = query.where(match).limit(paging.limit).offset(paging.offset)
     return list(await session.scalars(page)), total
 
 
 @router.get("", operation_id="list_products")
 async def list_products(
-    session: ReadSessionDep, paging: PagingDep, filters: FiltersDep
+    session: ReadSessionDep, paging: PagingDep, filters: FiltersDep, sort: SortDep = None
 ) -> Page[ProductPublic]:
-    """Products, most recently updated first; by relevance (best first) with ``q``."""
+    """Products, most recently updated first; by relevance (best first) with ``q``; or in the
+    ``sort`` order."""
     dialect = session.get_bind().dialect.name
     exact = True
-    by_code = await _by_code(session, dialect, filters, paging)
+    by_code = await _by_code(session, dialect, filters, paging, sort)
     if by_code is not None:
         products, total = by_code
+    elif sort is not None:
+        products, total = await _sorted(session, dialect, filters, paging, sort)
     elif filters.searching:
         products, total, exact = await search.search_page(
             session, dialect, filters, limit=paging.limit, offset=paging.offset

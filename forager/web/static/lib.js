@@ -146,11 +146,27 @@ export function pager(pageData, go) {
       "Next →"));
 }
 
+// A column header that sorts the list when clicked; the server orders it (sort=key, or -key
+// for highest / newest first, the first click's order). ``current`` is the sort in force.
+export function sortHeader(label, key, current, sortBy) {
+  const [asc, desc] = [current === key, current === `-${key}`];
+  const button = h("button", { type: "button", class: "sort", "data-sort": key,
+    title: `Sort by ${label.toLowerCase()}`, onclick: () => sortBy(desc ? key : `-${key}`) },
+  label, asc ? " ▲" : desc ? " ▼" : "");
+  button.dataset.sorted = asc ? "ascending" : desc ? "descending" : "none";
+  return button;
+}
+
+function header(x) {
+  if (!(x instanceof Node)) return h("th", { scope: "col" }, x);
+  const sorted = x.dataset ? x.dataset.sorted : undefined;
+  return h("th", { scope: "col", "aria-sort": sorted || null }, x);
+}
+
 // attrs.class "stack" turns rows into labelled blocks on a phone (wide editable rows).
 export function table(headers, rows, attrs) {
   const el = h("table", attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((x) => (x instanceof Node ? h("th", {}, x)
-      : h("th", { scope: "col" }, x))))),
+    h("thead", {}, h("tr", {}, headers.map(header))),
     h("tbody", {}, rows));
   if (el.classList.contains("stack")) {
     for (const tr of el.tBodies[0].rows) {

@@ -3,7 +3,7 @@
 
 import {
   api, errorText, exportLinks, field, formValues, go, h, isAdmin, link, lineChart, outLink,
-  pager, params, query, select, table, time, toast,
+  pager, params, query, select, sortHeader, table, time, toast,
 } from "../lib.js";
 
 const FILTERS = ["q", "tag", "brand", "category", "domain", "min_price", "max_price",
@@ -21,6 +21,8 @@ export async function render(view, _arg, current) {
   const p = params();
   const values = Object.fromEntries(FILTERS.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
   const offset = Number(p.get("offset") || 0);
+  const sort = p.get("sort") || null; // by clicking a column header; else relevance / newest
+  const sortBy = (key) => go(`/products${query({ ...values, sort: key })}`);
   const input = (name, label, attrs) => field(label, h("input", { name,
     value: values[name] || "", ...(attrs || {}) }));
   view.append(h("h1", {}, "Products"),
@@ -41,7 +43,7 @@ export async function render(view, _arg, current) {
     h("button", { type: "submit", class: "primary" }, "Search"),
     h("a", { href: "/products", "data-link": true }, "Clear")),
     exportLinks("/api/products", values));
-  const data = await api("GET", `/api/products${query({ ...values, limit: 50, offset })}`);
+  const data = await api("GET", `/api/products${query({ ...values, sort, limit: 50, offset })}`);
   const ids = data.items.map((x) => x.id);
   const previous = ids.length
     ? (await api("GET", `/ui/products/previous-prices?ids=${ids.join(",")}`)).previous : {};
@@ -51,7 +53,9 @@ export async function render(view, _arg, current) {
       Object.keys(values).length ? "No products match this search." : "No products yet."));
     return;
   }
-  view.append(table(["Product", "Price", "Brand", "Tags", "Available", "Updated"],
+  view.append(table([sortHeader("Product", "name", sort, sortBy),
+    sortHeader("Price", "price", sort, sortBy), "Brand", "Tags", "Available",
+    sortHeader("Updated", "updated", sort, sortBy)],
     data.items.map((x) => h("tr", { "data-product-id": x.id },
       h("td", {}, link(`/products/${x.id}`, x.product_name)),
       h("td", { class: "num" }, x.price === null ? "—" : `${x.price} ${x.currency || ""}`,
@@ -61,7 +65,7 @@ export async function render(view, _arg, current) {
         .flatMap((a, i) => (i ? [" ", a] : [a]))),
       h("td", {}, x.is_available === null ? "?" : x.is_available ? "yes" : "no"),
       h("td", {}, time(x.updated_at)))), { "aria-label": "Products" }),
-  pager(data, (o) => go(`/products${query({ ...values, offset: o })}`)));
+  pager(data, (o) => go(`/products${query({ ...values, sort, offset: o })}`)));
 }
 
 // A product's images: the copies Forager stored (served by this server, so the page loads

@@ -2,7 +2,7 @@
 
 import {
   api, confirmAction, errorText, field, formValues, go, h, isAdmin, link, outLink, pager, params,
-  plural, query, select, statusBadge, table, time, toast,
+  plural, query, select, sortHeader, statusBadge, table, time, toast,
 } from "../lib.js";
 import { live } from "../live.js";
 import { progressView } from "./progress.js";
@@ -135,6 +135,8 @@ export async function render(view, _arg, current) {
   const p = params();
   const values = Object.fromEntries(FILTERS.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
   const offset = Number(p.get("offset") || 0);
+  const sort = p.get("sort") || null; // by clicking a column header; else newest first
+  const sortBy = (key) => go(`/tasks${query({ ...values, sort: key })}`);
   const selectedIds = new Set();
   const body = h("div", {});
   const reload = () => load();
@@ -183,7 +185,8 @@ export async function render(view, _arg, current) {
     if (loading) { again = true; return; }
     loading = true;
     try {
-      const data = await api("GET", `/api/tasks${query({ ...values, limit: LIMIT, offset })}`);
+      const data = await api("GET",
+        `/api/tasks${query({ ...values, sort, limit: LIMIT, offset })}`);
       if (!current()) return;
       shown = new Map(data.items.map((t) => [t.id, t.status]));
       selection.keepShown();
@@ -194,14 +197,19 @@ export async function render(view, _arg, current) {
             box.dispatchEvent(new Event("change"));
           }
         } });
-      const headers = [isAdmin() ? all : null, "Task", "URL", "Status", "Priority", "Retries",
-        "Error", "Batch", "Updated"].filter((x) => x !== null);
+      const headers = [isAdmin() ? all : null, sortHeader("Task", "created", sort, sortBy), "URL",
+        "Status", "Priority", "Retries", "Error", "Batch",
+        sortHeader("Updated", "updated", sort, sortBy)].filter((x) => x !== null);
       const tbl = table(headers, data.items.map((t) => taskRow(t, selection)),
         { "aria-label": "Tasks" });
       for (const [i, th] of [...tbl.querySelectorAll("th")].entries()) {
-        if (["Retries", "Error", "Batch", "Updated"].includes(headers[i])) th.classList.add("hide-narrow");
+        const name = headers[i] instanceof Node ? headers[i].textContent : headers[i];
+        if (["Retries", "Error", "Batch"].includes(name) || name.startsWith("Updated")) {
+          th.classList.add("hide-narrow");
+        }
       }
-      body.replaceChildren(tbl, pager(data, (o) => go(`/tasks${query({ ...values, offset: o })}`)));
+      body.replaceChildren(tbl,
+        pager(data, (o) => go(`/tasks${query({ ...values, sort, offset: o })}`)));
     } finally {
       loading = false;
       if (again) { again = false; load(); }
