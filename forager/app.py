@@ -23,6 +23,7 @@ from forager.api import (
     openapi,
     parsers,
     products,
+    progress,
     proxies,
     selector_parsers,
     tasks,
@@ -110,6 +111,7 @@ def create_app(settings: Settings) -> FastAPI:
     authenticated = [Depends(require_key)]
     for router in (
         health.stats_router,
+        progress.router,
         tasks.router,
         products.router,
         items.router,

@@ -80,3 +80,30 @@ async def test_product_detail_shows_the_newest_prices_and_pages_the_rest(
     page = (await api.get(f"/api/products/{product_id}/price-history", params={"limit": 3})).json()
     assert [p["price"] for p in page["items"]] == ["0.00", "1.00", "2.00"]
     assert page["total"] == points
+
+
+async def test_tasks_sort_by_creation_or_last_update_in_either_direction(
+    api: httpx.AsyncClient,
+) -> None:
+    ids = [
+        (await api.post("/api/tasks", json={"url": f"https://sort.example/{n}"})).json()["task"][
+            "id"
+        ]
+        for n in range(3)
+    ]
+    # The first one changes last: the newest update.
+    assert (await api.post(f"/api/tasks/{ids[0]}/pause")).status_code == 200
+
+    async def order(**params: str) -> list[int]:
+        page = (await api.get("/api/tasks", params=params)).json()
+        assert page["total"] == 3
+        return [t["id"] for t in page["items"]]
+
+    assert await order() == ids[::-1]
+    assert await order(sort="created") == ids
+    assert await order(sort="-updated") == [ids[0], ids[2], ids[1]]
+    assert await order(sort="updated") == [ids[1], ids[2], ids[0]]
+    assert await order(sort="-updated", url_contains="sort.example") == [ids[0], ids[2], ids[1]]
+    assert await order(sort="created", limit="1", offset="1") == [ids[1]]
+    refused = await api.get("/api/tasks", params={"sort": "price"})
+    assert refused.status_code == 422

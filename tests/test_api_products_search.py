@@ -224,6 +224,39 @@ async def test_search_ranks_by_relevance(api: httpx.AsyncClient, catalog: dict[s
     assert ([p["product_name"] for p in paged["items"]], paged["total"]) == (["Ceramic Teapot"], 2)
 
 
+async def test_search_finds_a_product_by_its_sku_or_asin(
+    api: httpx.AsyncClient, catalog: dict[str, int]
+) -> None:
+    await _resave(api, catalog["drill"], product_name="Cordless Drill", sku="GSR-18V-55")
+    await _resave(api, catalog["kettle"], product_name="Steel Kettle", asin="B0KETTLE01")
+    assert await _names(api, q="GSR-18V-55") == ["Cordless Drill"]
+    assert await _names(api, q=" B0KETTLE01 ") == ["Steel Kettle"]
+    # The other filters still apply; a code nobody has is a word search (nothing here).
+    assert await _names(api, q="GSR-18V-55", currency="USD") == []
+    assert await _names(api, q="GSR-18V-56") == []
+
+
+async def test_products_sort_by_price_name_or_update(
+    api: httpx.AsyncClient, catalog: dict[str, int]
+) -> None:
+    async def order(**params: Any) -> list[str]:
+        response = await api.get("/api/products", params=params)
+        assert response.status_code == 200, response.text
+        return [p["product_name"] for p in response.json()["items"]]
+
+    cafe = CATALOG["cafe"]["product_name"]
+    drill = CATALOG["drill"]["product_name"]
+    # Prices missing come last, whichever way.
+    assert await order(sort="price") == ["Ceramic Teapot", "Steel Kettle", drill, cafe]
+    assert await order(sort="-price") == [drill, "Steel Kettle", "Ceramic Teapot", cafe]
+    assert await order(sort="name") == ["Café moído 500g", "Ceramic Teapot", drill, "Steel Kettle"]
+    assert await order(sort="-price", q="kettle") == ["Steel Kettle", "Ceramic Teapot"]
+    assert await order(sort="price", limit=1, offset=1) == ["Steel Kettle"]
+    page = (await api.get("/api/products", params={"sort": "price", "q": "kettle"})).json()
+    assert page["total"] == 2
+    assert (await api.get("/api/products", params={"sort": "brand"})).status_code == 422
+
+
 async def test_a_broad_search_ranks_its_newest_matches_and_lists_the_rest(
     api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -174,6 +174,13 @@ async def test_data_endpoint_history_metrics_and_health(mapi: Client, site: Test
 
     history = await eventually(two_changes, "the change in the history")
     assert [h["data"]["value"] for h in history] == [8, 7]  # newest first
+    # Each change says what differs from the one before; the first, every field it had.
+    assert [h["changes"] for h in history] == [
+        [{"field": "value", "kind": "changed", "before": 7, "after": 8}],
+        [{"field": "value", "kind": "added", "before": None, "after": 7}],
+    ]
+    [newest] = (await mapi.get(f"/api/monitors/{mid}/history", params={"limit": 1})).json()
+    assert newest["changes"] == history[0]["changes"]  # the one before is read, not shown
 
     async def healthy() -> dict[str, Any] | None:
         health = await mapi.get("/health")

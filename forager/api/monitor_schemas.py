@@ -165,7 +165,13 @@ class MonitorPublic(BaseModel):
     last_error: str | None
     last_latency_ms: int | None
     data_age_seconds: float | None = Field(description="Age of the last successful poll.")
-    memory_mb: float | None
+    memory_mb: float | None = Field(
+        description="Memory (RSS, MB) of the process tree running it, shared by every monitor "
+        "that process runs: not this monitor's own (see process)."
+    )
+    process: str | None = Field(
+        None, description="The process running it (its lease owner), while one does."
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -187,6 +193,17 @@ class MonitorData(BaseModel):
     metadata: DataMetadata = Field(alias="_metadata")
 
 
+class FieldChangePublic(BaseModel):
+    """One field that differs from the snapshot before."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    field: str
+    kind: Literal["added", "removed", "changed"]
+    before: Any = Field(description="The value in the snapshot before (null when added).")
+    after: Any = Field(description="The value now (null when removed).")
+
+
 class SnapshotPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -195,6 +212,11 @@ class SnapshotPublic(BaseModel):
     data: dict[str, Any]
     scraper_id: str | None
     update_latency_ms: int | None
+    changes: list[FieldChangePublic] = Field(
+        default_factory=list,
+        description="What differs from the snapshot before this one, field by field (the "
+        "first snapshot: every field added).",
+    )
 
 
 class ScraperErrorPublic(BaseModel):

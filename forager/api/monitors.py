@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.monitor_schemas import (
+    FieldChangePublic,
     MonitorCreate,
     MonitorData,
     MonitorPublic,
@@ -25,7 +26,7 @@ from forager.config import Settings
 from forager.db.models import Monitor
 from forager.db.types import utcnow
 from forager.errors import Conflict, InvalidRequest
-from forager.monitors import admin
+from forager.monitors import admin, diff
 from forager.monitors.context import FAILING, FAILING_ERRORS, health_of
 
 router = APIRouter(prefix="/api/monitors", tags=["monitors"])
@@ -77,6 +78,7 @@ def public(monitor: Monitor, settings: Settings, now: datetime) -> MonitorPublic
             "running": running,
             "data_age_seconds": age,
             "memory_mb": round(memory / 1024 / 1024, 1) if memory is not None else None,
+            "process": monitor.lease_owner if running else None,
         }
     )
 
@@ -208,10 +210,17 @@ async def monitor_history(
     session: ReadSessionDep,
     limit: Annotated[int, Query(ge=1, le=1000, description="Changes to return.")] = 100,
 ) -> list[SnapshotPublic]:
-    """The monitor's changes (every distinct value it saw), newest first."""
-    return [
-        SnapshotPublic.model_validate(s) for s in await admin.history(session, monitor_id, limit)
-    ]
+    """The monitor's changes (every distinct value it saw), newest first, each with what
+    differs from the one before (``changes``)."""
+    found = await admin.history(session, monitor_id, limit + 1)  # the one before the oldest
+    shown = []
+    for index, snapshot in enumerate(found[:limit]):
+        before = found[index + 1].data if index + 1 < len(found) else None
+        public = SnapshotPublic.model_validate(snapshot)
+        changed = diff.changes(before, snapshot.data)
+        public.changes = [FieldChangePublic.model_validate(c) for c in changed]
+        shown.append(public)
+    return shown
 
 
 errors_router = APIRouter(prefix="/api/monitor-errors", tags=["monitors"])

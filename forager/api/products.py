@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import re
+from dataclasses import replace
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.api.auth import ApiKeyDep
-from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.deps import EntityId, Paging, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.downloads import described, download
 from forager.api.pages import Page, paged
 from forager.api.product_schemas import (
@@ -71,7 +74,8 @@ def product_filters(
                 "Full-text search over name, brand and description; ranks by relevance. When "
                 "more than 10,000 products contain the words, the newest 10,000 of them are "
                 "ranked and the others follow, newest first, and total stops counting at "
-                "10,000 (total_exact false)."
+                "10,000 (total_exact false). One word with a digit that is some products' SKU "
+                "or ASIN exactly finds those products (with the other filters)."
             ),
         ),
     ] = None,
@@ -109,16 +113,70 @@ def product_filters(
 
 
 FiltersDep = Annotated[ProductFilters, Depends(product_filters)]
+# The product list's orders (``sort``); a leading "-" is highest / newest first. Prices
+# missing come last either way.
+PRODUCT_ORDERS: dict[str, tuple[Any, ...]] = {
+    "-updated": (Product.updated_at.desc(), Product.id.desc()),
+    "updated": (Product.updated_at.asc(), Product.id.asc()),
+    "price": (Product.price.asc().nulls_last(), Product.id.asc()),
+    "-price": (Product.price.desc().nulls_last(), Product.id.desc()),
+    "name": (Product.product_name.asc(), Product.id.asc()),
+    "-name": (Product.product_name.desc(), Product.id.desc()),
+}
+ProductSort = Literal["-updated", "updated", "price", "-price", "name", "-name"]
+SortDep = Annotated[
+    ProductSort | None,
+    Query(
+        description="The order: by last update, price or name; a leading - is highest (or "
+        "newest) first. Default: by relevance with q, else -updated."
+    ),
+]
+_CODE = re.compile(r"^(?=.*\d)[\w.\-/]{2,100}$")  # one word with a digit: may be a SKU
+
+
+async def _sorted(
+    session: AsyncSession, dialect: str, filters: ProductFilters, paging: Paging, sort: str
+) -> tuple[list[Product], int]:
+    """A page in the ``sort`` order (a search's matches too, counted exactly)."""
+    query, _ = search.filtered(dialect, filters)
+    count, _ = search.filtered(dialect, filters, func.count(Product.id))
+    page = query.order_by(*PRODUCT_ORDERS[sort]).limit(paging.limit).offset(paging.offset)
+    return list(await session.scalars(page)), await session.scalar(count) or 0
+
+
+async def _by_code(
+    session: AsyncSession, dialect: str, filters: ProductFilters, paging: Paging, sort: str | None
+) -> tuple[list[Product], int] | None:
+    """The page of products whose SKU or ASIN is exactly ``q`` (within the other filters), when
+    there are any: an item number is not a word the full-text index knows."""
+    code = (filters.q or "").strip()
+    if not _CODE.match(code):
+        return None
+    query, count = search.list_query(dialect, replace(filters, q=None))
+    match = or_(Product.sku == code, Product.asin == code)
+    total = await session.scalar(count.where(match)) or 0
+    if not total:
+        return None
+    if sort is not None:
+        query = query.order_by(None).order_by(*PRODUCT_ORDERS[sort])
+    page = query.where(match).limit(paging.limit).offset(paging.offset)
+    return list(await session.scalars(page)), total
 
 
 @router.get("", operation_id="list_products")
 async def list_products(
-    session: ReadSessionDep, paging: PagingDep, filters: FiltersDep
+    session: ReadSessionDep, paging: PagingDep, filters: FiltersDep, sort: SortDep = None
 ) -> Page[ProductPublic]:
-    """Products, most recently updated first; by relevance (best first) with ``q``."""
+    """Products, most recently updated first; by relevance (best first) with ``q``; or in the
+    ``sort`` order."""
     dialect = session.get_bind().dialect.name
     exact = True
-    if filters.searching:
+    by_code = await _by_code(session, dialect, filters, paging, sort)
+    if by_code is not None:
+        products, total = by_code
+    elif sort is not None:
+        products, total = await _sorted(session, dialect, filters, paging, sort)
+    elif filters.searching:
         products, total, exact = await search.search_page(
             session, dialect, filters, limit=paging.limit, offset=paging.offset
         )

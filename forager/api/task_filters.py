@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query
 from sqlalchemy import ColumnElement, Select, func, select, text, union_all
@@ -190,3 +190,19 @@ def task_filters(
 
 
 TaskFiltersDep = Annotated[TaskFilters, Depends(task_filters)]
+
+# The task list's orders (``sort``): a leading "-" is newest first. Creation follows the id.
+TASK_ORDERS: dict[str, tuple[Any, ...]] = {
+    "-created": (CrawlTask.id.desc(),),
+    "created": (CrawlTask.id.asc(),),
+    "-updated": (CrawlTask.updated_at.desc(), CrawlTask.id.desc()),
+    "updated": (CrawlTask.updated_at.asc(), CrawlTask.id.asc()),
+}
+TaskSort = Literal["-created", "created", "-updated", "updated"]
+TaskSortDep = Annotated[
+    TaskSort,
+    Query(
+        description="The order: by creation (the id) or last update; a leading - is newest "
+        "first. Default -created."
+    ),
+]

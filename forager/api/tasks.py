@@ -12,7 +12,7 @@ from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.event_schemas import EventPublic
 from forager.api.pages import Page, paged
-from forager.api.task_filters import TaskFiltersDep
+from forager.api.task_filters import TASK_ORDERS, TaskFiltersDep, TaskSortDep
 from forager.api.task_schemas import (
     AttemptPublic,
     BatchSubmitted,
@@ -142,15 +142,22 @@ async def _answer_duplicates(
 
 @router.get("", operation_id="list_tasks")
 async def list_tasks(
-    session: ReadSessionDep, paging: PagingDep, filters: TaskFiltersDep
+    session: ReadSessionDep,
+    paging: PagingDep,
+    filters: TaskFiltersDep,
+    sort: TaskSortDep = "-created",
 ) -> Page[TaskPublic]:
-    """Tasks, newest first, with the total count for pagination."""
+    """Tasks, newest first (or in the ``sort`` order), with the total count for pagination."""
     query = filters.apply(select(CrawlTask), session.get_bind().dialect.name)
-    newest = CrawlTask.id.desc()
+    order = TASK_ORDERS[sort]
     if filters.url_contains:  # one trigram search for the page and its total
         rows, total = await page_and_total(
-            session, query, newest, limit=paging.limit, offset=paging.offset
+            session, query, *order, limit=paging.limit, offset=paging.offset
         )
+    elif sort != "-created":
+        paged_query = query.order_by(*order).limit(paging.limit).offset(paging.offset)
+        rows = list(await session.scalars(paged_query))
+        total = await filters.total(session, query)
     else:
         rows = await filters.newest_page(session, query, limit=paging.limit, offset=paging.offset)
         total = await filters.total(session, query)

@@ -3,7 +3,8 @@
 Every ``INTERVAL`` seconds it runs one short set of queries (tasks by status from the
 counters, tasks changed since the last poll, the newest event id, live workers and agents)
 and hands the same snapshot to every subscriber; heavier figures (pages per minute over the
-last hour, errors by type, alerts, open circuit breakers) are refreshed every
+last hour, errors by type, proxy health alerts, the alert rules' deliveries of the last day,
+open circuit breakers) are refreshed every
 ``SLOW_INTERVAL``. With no
 subscriber it stops, so an idle server does not poll at all. Tabs never query the database
 on their own schedule.
@@ -24,7 +25,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.api.proxy_schemas import AlertPublic
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event
+from forager.db.models import (
+    Agent,
+    AlertDelivery,
+    AlertRule,
+    CrawlAttempt,
+    CrawlTask,
+    Domain,
+    Event,
+)
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.proxies import health as proxy_health
@@ -40,10 +49,48 @@ CHANGED_LIMIT = 200
 OVERLAP = timedelta(seconds=2)
 MAX_REMEMBERED = 5000
 _QUEUE_SIZE = 16
+ALERTS_WINDOW = timedelta(days=1)
+ALERTS_SHOWN = 5
 
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+async def _alerts_sent(session: AsyncSession, now: datetime) -> dict[str, Any]:
+    """The alert rules' deliveries of the last day (what the Alerts page lists): how many by
+    status, and the newest few."""
+    since = now - ALERTS_WINDOW
+    by_status = await count_by(session, AlertDelivery.status, AlertDelivery.created_at >= since)
+    rows = await session.execute(
+        select(
+            AlertDelivery.id,
+            AlertRule.name,
+            AlertDelivery.event,
+            AlertDelivery.subject_type,
+            AlertDelivery.subject_id,
+            AlertDelivery.status,
+            AlertDelivery.created_at,
+        )
+        .join(AlertRule, AlertRule.id == AlertDelivery.rule_id)
+        .where(AlertDelivery.created_at >= since)
+        .order_by(AlertDelivery.created_at.desc(), AlertDelivery.id.desc())
+        .limit(ALERTS_SHOWN)
+    )
+    return {
+        "alert_deliveries_last_day": {str(k): v for k, v in by_status.items()},
+        "alert_deliveries": [
+            {
+                "id": r.id,
+                "rule": r.name,
+                "event": r.event,
+                "subject": f"{r.subject_type} {r.subject_id}",
+                "status": r.status,
+                "created_at": _iso(r.created_at),
+            }
+            for r in rows
+        ],
+    }
 
 
 class Publisher:
@@ -235,6 +282,7 @@ class Publisher:
         )
         breakers = [{"id": i, "domain": n, "state": s} for i, n, s in rows]
         return {
+            **await _alerts_sent(session, now),
             "pages_per_minute": per_minute,
             "errors_last_hour": {str(k): v for k, v in errors.items()},
             "fetches_last_hour": {str(k): v for k, v in fetches.items()},

@@ -265,30 +265,44 @@ async def live_stream(_: KeyDep, runtime: RuntimeDep) -> StreamingResponse:
         loop = asyncio.get_running_loop()
         ends = loop.time() + STREAM_SECONDS
         closing = asyncio.ensure_future(shared.closing.wait())
+        getting: asyncio.Future[str] | None = None
         try:
             yield "retry: 1000\n\n"
             while loop.time() < ends and not shared.closing.is_set():
-                getting = asyncio.ensure_future(queue.get())
+                if getting is None:
+                    getting = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait(
                     (getting, closing),
                     timeout=KEEPALIVE_SECONDS,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if getting not in done:
-                    getting.cancel()
                     if not shared.closing.is_set():
                         yield ": keep-alive\n\n"
                     continue
-                yield f"event: snapshot\ndata: {getting.result()}\n\n"
+                message, getting = getting.result(), None
+                yield f"event: snapshot\ndata: {message}\n\n"
         finally:
-            closing.cancel()
+            # A tab that closes cancels this generator inside asyncio.wait: the pending
+            # queue.get() and closing.wait() are cancelled and awaited here, never left to be
+            # garbage-collected ("Task was destroyed but it is pending!").
             shared.unsubscribe(queue)
+            await _cancel(getting, closing)
 
     return StreamingResponse(
         events(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+async def _cancel(*futures: asyncio.Future[Any] | None) -> None:
+    """Cancel ``futures`` and wait until each has ended (the caller may itself be cancelled)."""
+    pending = [f for f in futures if f is not None and not f.done()]
+    for future in pending:
+        future.cancel()
+    if pending:
+        await asyncio.shield(asyncio.gather(*pending, return_exceptions=True))
 
 
 def install(app: FastAPI) -> None:

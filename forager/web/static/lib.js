@@ -74,15 +74,24 @@ export function toast(message, kind) {
   setTimeout(() => item.remove(), kind === "error" ? 8000 : 4000);
 }
 
-export function confirmAction(message) {
+// Asks before an action; the buttons name what each does ("Cancel 3 tasks" / "Keep them"),
+// never a bare "Cancel" that could mean either.
+export function confirmAction(message, ok, keep) {
   const dialog = document.getElementById("confirm");
   document.getElementById("confirm-text").textContent = message;
+  document.getElementById("confirm-ok").textContent = ok;
+  document.getElementById("confirm-keep").textContent = keep || "Go back";
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
     dialog.returnValue = "";
     dialog.showModal();
     document.getElementById("confirm-ok").focus();
   });
+}
+
+// "1 change", "3 changes" (many: the plural when adding "s" is wrong).
+export function plural(count, one, many) {
+  return `${count} ${count === 1 ? one : (many || `${one}s`)}`;
 }
 
 export function params() {
@@ -124,6 +133,7 @@ export function select(name, options, current, attrs) {
 // next page is offered while pages come back full.
 export function pager(pageData, go) {
   const { total, limit, offset, items } = pageData;
+  if (!items.length && offset === 0) return null; // nothing at all: no "← Previous none Next →"
   const exact = pageData.total_exact !== false;
   const last = exact ? Math.min(offset + limit, total) : offset + items.length;
   const more = exact ? last < total : items.length === limit;
@@ -136,11 +146,27 @@ export function pager(pageData, go) {
       "Next →"));
 }
 
+// A column header that sorts the list when clicked; the server orders it (sort=key, or -key
+// for highest / newest first, the first click's order). ``current`` is the sort in force.
+export function sortHeader(label, key, current, sortBy) {
+  const [asc, desc] = [current === key, current === `-${key}`];
+  const button = h("button", { type: "button", class: "sort", "data-sort": key,
+    title: `Sort by ${label.toLowerCase()}`, onclick: () => sortBy(desc ? key : `-${key}`) },
+  label, asc ? " ▲" : desc ? " ▼" : "");
+  button.dataset.sorted = asc ? "ascending" : desc ? "descending" : "none";
+  return button;
+}
+
+function header(x) {
+  if (!(x instanceof Node)) return h("th", { scope: "col" }, x);
+  const sorted = x.dataset ? x.dataset.sorted : undefined;
+  return h("th", { scope: "col", "aria-sort": sorted || null }, x);
+}
+
 // attrs.class "stack" turns rows into labelled blocks on a phone (wide editable rows).
 export function table(headers, rows, attrs) {
   const el = h("table", attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((x) => (x instanceof Node ? h("th", {}, x)
-      : h("th", { scope: "col" }, x))))),
+    h("thead", {}, h("tr", {}, headers.map(header))),
     h("tbody", {}, rows));
   if (el.classList.contains("stack")) {
     for (const tr of el.tBodies[0].rows) {
@@ -168,7 +194,9 @@ export function barChart(values, labels, caption) {
       width: Math.max(1, step - 2), height: barHeight }, h("title", {}, `${labels[i]}: ${value}`)));
   });
   svg.append(h("text", { x: pad, y: height - 6 }, labels[0] || ""));
-  svg.append(h("text", { x: width - 40, y: height - 6 }, labels[labels.length - 1] || ""));
+  // Anchored at its end: a longer label ("06:21 PM") grows leftwards, never past the edge.
+  svg.append(h("text", { x: width - 2, y: height - 6, "text-anchor": "end" },
+    labels[labels.length - 1] || ""));
   return svg;
 }
 
@@ -190,7 +218,7 @@ export function lineChart(points, caption) {
   svg.append(h("text", { x: 2, y: pad }, y1.toFixed(2)));
   svg.append(h("text", { x: 2, y: height - pad }, y0.toFixed(2)));
   svg.append(h("text", { x: pad, y: height - 10 }, new Date(x0).toLocaleDateString()));
-  svg.append(h("text", { x: width - pad - 60, y: height - 10 },
+  svg.append(h("text", { x: width - pad, y: height - 10, "text-anchor": "end" },
     new Date(x1).toLocaleDateString()));
   svg.append(h("polyline", { class: "line",
     points: points.map((p) => `${px(p[0].getTime())},${py(p[1])}`).join(" ") }));

@@ -13,7 +13,7 @@ function tokenNotice(agent) {
 function actions(agent, notice) {
   if (!isAdmin()) return null;
   const run = (label, path, ask, shows) => h("button", { type: "button", onclick: async () => {
-    if (ask && !(await confirmAction(ask))) return;
+    if (ask && !(await confirmAction(ask, `${label} ${agent.name}`, "Go back"))) return;
     try {
       const done = await api("POST", `/api/agents/${agent.id}/${path}`);
       toast(`${label}: ${agent.name}`);

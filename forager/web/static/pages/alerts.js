@@ -3,7 +3,8 @@
 // Redrawn from the API every few seconds while the page is shown and no tries are open.
 
 import {
-  api, confirmAction, errorText, field, h, isAdmin, select, statusBadge, table, time, toast,
+  api, confirmAction, errorText, field, h, isAdmin, link, query, select, statusBadge, table, time,
+  toast,
 } from "../lib.js";
 
 const KINDS = [
@@ -18,6 +19,34 @@ const PRICE = ["price_drop", "price_rise", "price_below", "price_above"];
 const PRODUCT = [...PRICE, "back_in_stock", "out_of_stock"];
 const REFRESH_MS = 3000;
 let opened = 0; // deliveries whose tries are shown: no redraw meanwhile
+let domainNames = new Map(); // domain id -> name, for the rules' scope
+
+// A product picked by name or SKU: the list offers the matches as "name (#id)".
+function productPicker() {
+  const options = h("datalist", { id: "alert-products" });
+  const input = h("input", { name: "product", list: "alert-products", autocomplete: "off",
+    placeholder: "type a name or SKU", size: 28 });
+  let asked = "";
+  input.addEventListener("input", async () => {
+    const text = input.value.trim();
+    if (text.length < 2 || /\(#\d+\)$/.test(text) || text === asked) return;
+    asked = text;
+    try {
+      const found = await api("GET", `/api/products${query({ q: text, limit: 10 })}`);
+      if (asked !== text) return;
+      options.replaceChildren(...found.items.map((p) => h("option", {
+        value: `${p.product_name || p.url} (#${p.id})` })));
+    } catch { /* the list stays as it was */ }
+  });
+  const chosen = () => {
+    const text = input.value.trim();
+    if (!text) return null;
+    const match = /\(#(\d+)\)$/.exec(text);
+    if (!match) throw new Error(`pick the product from the list (matches of "${text}")`);
+    return Number(match[1]);
+  };
+  return { list: options, input, chosen };
+}
 
 function secretNotice(rule) {
   return h("div", { class: "alert", role: "status", "data-testid": "alert-secret" },
@@ -34,8 +63,9 @@ function createForm(notice, reload) {
   const noise = input("min_change_abs", { type: "number", min: 0, step: "0.01",
     placeholder: "0.05" });
   const first = input("fire_on_first", { type: "checkbox" });
-  const domain = input("domain_id", { type: "number", min: 1 });
-  const product = input("product_id", { type: "number", min: 1 });
+  const domain = select("domain_id", [["", "any domain"],
+    ...[...domainNames].map(([id, name]) => [String(id), name])], "");
+  const product = productPicker();
   const batch = input("batch_name", { maxlength: 255 });
   const tag = input("tag", { maxlength: 50, pattern: "[a-z0-9][a-z0-9_.:\\-]{0,49}",
     placeholder: "kettles" });
@@ -54,7 +84,10 @@ function createForm(notice, reload) {
     if (noise.value) body.min_change_abs = noise.value;
     if (first.checked) body.fire_on_first = true;
     if (domain.value) body.domain_id = Number(domain.value);
-    if (product.value) body.product_id = Number(product.value);
+    try {
+      const productId = product.chosen();
+      if (productId) body.product_id = productId;
+    } catch (error) { toast(error.message, "error"); return; }
     if (batch.value.trim()) body.batch_name = batch.value.trim();
     if (tag.value.trim()) body.tag = tag.value.trim();
     try {
@@ -67,7 +100,8 @@ function createForm(notice, reload) {
   } },
   h("div", { class: "row" }, field("Name", name), field("When", kind), field("Amount", amount),
     field("Ignore moves under", noise), field("Fire on first sight", first)),
-  h("div", { class: "row" }, field("Domain id", domain), field("Product id", product),
+  h("div", { class: "row" }, field("Domain", domain), field("Product", product.input),
+    product.list,
     field("Batch", batch), field("Product tag", tag)),
   h("div", { class: "row" }, field("Send by", channel), field("Target URL", target)),
   h("button", { type: "submit", class: "primary" }, "Create rule"));
@@ -80,11 +114,14 @@ function condition(rule) {
   if (rule.min_change_abs !== null) parts.push(`moves ≥ ${rule.min_change_abs}`);
   if (rule.min_change_pct !== null) parts.push(`moves ≥ ${rule.min_change_pct} %`);
   if (rule.fire_on_first) parts.push("first sight too");
-  const scope = [rule.product_id && `product ${rule.product_id}`,
-    rule.domain_id && `domain ${rule.domain_id}`, rule.batch_name && `batch ${rule.batch_name}`,
-    rule.tag && `tag ${rule.tag}`];
-  return [...parts, ...scope.filter(Boolean)].join(", ") || (PRODUCT.includes(rule.kind)
-    ? "any product" : "any");
+  const scope = [rule.domain_id && `domain ${domainNames.get(rule.domain_id) || rule.domain_id}`,
+    rule.batch_name && `batch ${rule.batch_name}`, rule.tag && `tag ${rule.tag}`];
+  const text = [...parts, ...scope.filter(Boolean)].join(", ");
+  if (rule.product_id) {
+    return [text ? `${text}, ` : "", link(`/products/${rule.product_id}`,
+      `product #${rule.product_id}`)];
+  }
+  return text || (PRODUCT.includes(rule.kind) ? "any product" : "any");
 }
 
 function ruleRow(rule, reload) {
@@ -96,7 +133,8 @@ function ruleRow(rule, reload) {
     } catch (error) { toast(errorText(error), "error"); }
   };
   const remove = async () => {
-    if (!(await confirmAction(`Delete the rule "${rule.name}" and its deliveries?`))) return;
+    if (!(await confirmAction(`Delete the rule "${rule.name}" and its deliveries?`,
+      "Delete the rule", "Keep it"))) return;
     try { await api("DELETE", `/api/alerts/rules/${rule.id}`); reload(); }
     catch (error) { toast(errorText(error), "error"); }
   };
@@ -164,6 +202,11 @@ export async function render(view, _arg, current) {
     } catch (error) { toast(errorText(error), "error"); }
   };
   view.append(h("h1", {}, "Alerts"), notice);
+  try {
+    const domains = await api("GET", "/api/domains?limit=200");
+    domainNames = new Map(domains.items.map((d) => [d.id, d.domain_name]));
+  } catch (error) { toast(errorText(error), "error"); }
+  if (!current()) return;
   if (isAdmin()) view.append(createForm(notice, reload));
   view.append(h("h2", {}, "Rules"), rules, h("h2", {}, "Deliveries"), deliveries);
   await reload();

@@ -8,7 +8,7 @@ import {
 const FETCHERS = ["http", "impersonate", "browser"];
 const STRATEGIES = ["lru", "random", "exclusive"];
 
-function editRow(domain, reload) {
+function editRow(domain, reload, wait) {
   const admin = isAdmin();
   const delay = h("input", { type: "number", step: "0.1", min: 0, value: domain.crawl_delay_seconds,
     "aria-label": `Delay of ${domain.domain_name}`, disabled: !admin, class: "short" });
@@ -63,7 +63,8 @@ function editRow(domain, reload) {
   };
   return h("tr", { "data-domain": domain.domain_name },
     h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
-      domain.domain_name)),
+      domain.domain_name), wait ? h("div", { class: "muted", "data-testid": "domain-wait",
+      "data-reason": wait.reason }, wait.message) : null),
     h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser), h("td", {}, fetcher),
     h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, images), h("td", {}, strategy),
     h("td", { class: "hide-narrow url" }, domain.robots_txt_url || "—", " ",
@@ -87,11 +88,15 @@ export async function render(view, _arg, current) {
     h("button", { type: "submit", class: "primary" }, "Filter")),
     body);
   const load = async () => {
-    const data = await api("GET", `/api/domains${query({ ...values, limit: 50, offset })}`);
+    const [data, progress] = await Promise.all([
+      api("GET", `/api/domains${query({ ...values, limit: 50, offset })}`),
+      api("GET", "/api/progress")]);
     if (!current()) return;
+    // Why each domain with work waits now (the domains with the most pending tasks).
+    const waits = new Map(progress.domains.map((w) => [w.domain_id, w]));
     body.replaceChildren(table(["Domain", "Delay (s)", "Concurrency", "Parser", "Fetcher",
       "Active", "Ignore robots", "Images", "Proxy strategy", "robots.txt", "Tasks", ""],
-    data.items.map((d) => editRow(d, load)),
+    data.items.map((d) => editRow(d, load, waits.get(d.id))),
     { class: "stack", "aria-label": "Domains" }),
     pager(data, (o) => go(`/domains${query({ ...values, offset: o })}`)));
   };

@@ -127,7 +127,8 @@ function missionsView(page, selected, reload) {
     h("td", { class: "num" }, String(m.retry_count)), h("td", {}, m.error_code || ""),
     h("td", {}, CANCELABLE.has(m.status) && isAdmin() ? h("button", { type: "button",
       onclick: async () => {
-        if (await confirmAction(`Cancel mission #${m.id}?`)) {
+        if (await confirmAction(`Cancel mission #${m.id}?`, `Cancel mission #${m.id}`,
+          "Keep it running")) {
           act("POST", `/api/missions/${m.id}/cancel`, undefined, reload);
         }
       } }, "Cancel") : null)));

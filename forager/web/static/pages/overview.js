@@ -1,7 +1,9 @@
-// Overview: queue depth, pages per minute, errors, workers (and agents), breakers, alerts.
+// Overview: queue depth and progress (why tasks wait), pages per minute, errors, workers (and
+// agents), breakers, alerts (the alert rules' deliveries and the crawl's health warnings).
 
-import { barChart, h, link, session, table, time } from "../lib.js";
+import { barChart, h, link, plural, session, statusBadge, table, time } from "../lib.js";
 import { live } from "../live.js";
+import { progressView } from "./progress.js";
 
 const STATUSES = ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing",
   "completed", "failed", "paused", "cancelled"];
@@ -31,6 +33,23 @@ function errorsView(snapshot) {
   return table(["Error type", "Attempts", "Of fetches"], rows);
 }
 
+// The deliveries the Alerts page lists (of the last day), then the crawl's health warnings.
+function deliveriesView(snapshot) {
+  const sent = snapshot.alert_deliveries || [];
+  if (!sent.length) return [];
+  const counts = Object.entries(snapshot.alert_deliveries_last_day || {})
+    .map(([status, n]) => `${n} ${status}`).join(", ");
+  const total = Object.values(snapshot.alert_deliveries_last_day || {})
+    .reduce((a, b) => a + b, 0);
+  return [
+    h("p", {}, `${plural(total, "alert")} in the last 24 hours (${counts}) · `,
+      link("/alerts", "all alerts")),
+    table(["Rule", "Event", "About", "Status", "Queued"], sent.map((d) => h("tr", {},
+      h("td", {}, d.rule), h("td", {}, d.event), h("td", {}, d.subject),
+      h("td", {}, statusBadge(d.status)), h("td", {}, time(d.created_at))))),
+  ];
+}
+
 function alertsView(snapshot) {
   const alerts = (snapshot.alerts || []).map((a) => h("p", { class: "alert" },
     `${a.domain_name}: ${a.message}`));
@@ -41,13 +60,17 @@ function alertsView(snapshot) {
     alerts.unshift(h("p", { class: "alert" },
       `Fetch failure rate is ${((100 * bad) / total).toFixed(1)} % over the last hour (over 10 %).`));
   }
-  return alerts.length ? alerts : [h("p", { class: "muted" }, "No alerts.")];
+  const sent = deliveriesView(snapshot);
+  if (!alerts.length && !sent.length) {
+    return [h("p", { class: "muted" }, "No alerts in the last 24 hours.")];
+  }
+  return [...sent, ...alerts];
 }
 
 function workersView(workers) {
   if (!workers.length) return h("p", { class: "muted" }, "No worker seen recently.");
   return table(["Worker", "Kind", "In flight", "Processed", "Last seen"], workers.map((w) =>
-    h("tr", {}, h("td", {}, w.id), h("td", {}, w.kind),
+    h("tr", {}, h("td", { class: "worker-id" }, w.id), h("td", {}, w.kind),
       h("td", { class: "num" }, `${w.in_flight} / ${w.concurrency}`),
       h("td", { class: "num" }, String(w.processed)), h("td", {}, time(w.last_seen_at)))));
 }
@@ -72,15 +95,17 @@ export async function render(view, _arg, current) {
   const breakers = h("div", {});
   const alerts = h("div", { "data-testid": "alerts" });
   const agents = h("div", {});
+  const progress = progressView(null);
   view.append(
     h("h1", {}, "Overview"),
     h("h2", { id: "h-queue" }, "Queue by status"), counts,
+    h("h2", {}, "Progress"), progress.el,
     h("h2", {}, "Alerts"), alerts,
     h("div", { class: "grid" },
       h("section", {}, h("h2", {}, "Pages per minute (last hour)"), chart),
       h("section", {}, h("h2", {}, "Errors by type (last hour)"), errors)),
     h("div", { class: "grid" },
-      h("section", {}, h("h2", {}, "Active workers"), workers),
+      h("section", { class: "wide" }, h("h2", {}, "Active workers"), workers),
       h("section", {}, h("h2", {}, "Open circuit breakers"), breakers),
       session.who.features.agents ? h("section", {}, h("h2", {}, link("/agents", "Agents")), agents)
         : null),
@@ -102,11 +127,13 @@ export async function render(view, _arg, current) {
     const total = perMinute.reduce((a, b) => a + b, 0);
     chart.replaceChildren(barChart(perMinute, minuteLabels(), "Pages fetched per minute"),
       h("p", { class: "muted" }, `${total} pages in the last hour`));
+    progress.refresh();
     const slow = { e: snapshot.errors_last_hour, f: snapshot.fetches_last_hour,
-      a: snapshot.alerts };
+      a: snapshot.alerts, d: snapshot.alert_deliveries, n: snapshot.alert_deliveries_last_day };
     draw("errors", errors, slow, () => errorsView(snapshot));
     draw("alerts", alerts, slow, () => alertsView(snapshot));
     draw("workers", workers, snapshot.workers || [], workersView);
     draw("breakers", breakers, snapshot.open_breakers || [], breakersView);
   }, true);
+  await progress.refresh(true);
 }

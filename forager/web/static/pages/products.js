@@ -3,7 +3,7 @@
 
 import {
   api, errorText, exportLinks, field, formValues, go, h, isAdmin, link, lineChart, outLink,
-  pager, params, query, select, table, time, toast,
+  pager, params, query, select, sortHeader, table, time, toast,
 } from "../lib.js";
 
 const FILTERS = ["q", "tag", "brand", "category", "domain", "min_price", "max_price",
@@ -21,6 +21,8 @@ export async function render(view, _arg, current) {
   const p = params();
   const values = Object.fromEntries(FILTERS.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
   const offset = Number(p.get("offset") || 0);
+  const sort = p.get("sort") || null; // by clicking a column header; else relevance / newest
+  const sortBy = (key) => go(`/products${query({ ...values, sort: key })}`);
   const input = (name, label, attrs) => field(label, h("input", { name,
     value: values[name] || "", ...(attrs || {}) }));
   view.append(h("h1", {}, "Products"),
@@ -41,12 +43,19 @@ export async function render(view, _arg, current) {
     h("button", { type: "submit", class: "primary" }, "Search"),
     h("a", { href: "/products", "data-link": true }, "Clear")),
     exportLinks("/api/products", values));
-  const data = await api("GET", `/api/products${query({ ...values, limit: 50, offset })}`);
+  const data = await api("GET", `/api/products${query({ ...values, sort, limit: 50, offset })}`);
   const ids = data.items.map((x) => x.id);
   const previous = ids.length
     ? (await api("GET", `/ui/products/previous-prices?ids=${ids.join(",")}`)).previous : {};
   if (!current()) return;
-  view.append(table(["Product", "Price", "Brand", "Tags", "Available", "Updated"],
+  if (!data.total && !data.items.length) {
+    view.append(h("p", { class: "muted", "data-testid": "no-products" },
+      Object.keys(values).length ? "No products match this search." : "No products yet."));
+    return;
+  }
+  view.append(table([sortHeader("Product", "name", sort, sortBy),
+    sortHeader("Price", "price", sort, sortBy), "Brand", "Tags", "Available",
+    sortHeader("Updated", "updated", sort, sortBy)],
     data.items.map((x) => h("tr", { "data-product-id": x.id },
       h("td", {}, link(`/products/${x.id}`, x.product_name)),
       h("td", { class: "num" }, x.price === null ? "—" : `${x.price} ${x.currency || ""}`,
@@ -56,7 +65,7 @@ export async function render(view, _arg, current) {
         .flatMap((a, i) => (i ? [" ", a] : [a]))),
       h("td", {}, x.is_available === null ? "?" : x.is_available ? "yes" : "no"),
       h("td", {}, time(x.updated_at)))), { "aria-label": "Products" }),
-  pager(data, (o) => go(`/products${query({ ...values, offset: o })}`)));
+  pager(data, (o) => go(`/products${query({ ...values, sort, offset: o })}`)));
 }
 
 // A product's images: the copies Forager stored (served by this server, so the page loads
@@ -69,10 +78,64 @@ function imageList(images) {
       i.stored ? h("figure", {},
         h("img", { src: i.content_url, alt: i.alt_text || "", loading: "lazy",
           width: i.width, height: i.height, class: "stored-image" }),
-        h("figcaption", { class: "muted" },
-          `${i.width}×${i.height} ${i.content_type}, ${i.file_size} bytes · `, outLink(i.image_url)))
+        h("figcaption", { class: "muted" }, imageFacts(i), outLink(i.image_url)))
         : h("span", {}, outLink(i.image_url),
           i.error ? h("span", { class: "muted" }, ` — not stored: ${i.error}`) : null))));
+}
+
+// "40×30 image/png, 1234 bytes · ": only what is known (a header Pillow could not read has no
+// size), never a "null".
+function imageFacts(image) {
+  const size = image.width && image.height ? `${image.width}×${image.height}` : null;
+  const bytes = image.file_size === null ? null : `${image.file_size} bytes`;
+  const facts = [[size, image.content_type].filter(Boolean).join(" "), bytes].filter(Boolean);
+  return facts.length ? `${facts.join(", ")} · ` : "";
+}
+
+function money(price, currency) {
+  return price === null ? "—" : `${price} ${currency || ""}`.trim();
+}
+
+// What changed from one recorded crawl to the next, newest first (like a changedetection.io
+// diff): the price move with its size, and availability when it changed.
+function historyDiff(history) {
+  const rows = [];
+  history.forEach((p, i) => {
+    const before = i ? history[i - 1] : null;
+    const changes = [];
+    if (!before) changes.push(h("span", { class: "muted" }, "first seen"));
+    else {
+      if (p.price !== before.price || p.currency !== before.currency) {
+        const [a, b] = [Number(before.price), Number(p.price)];
+        const delta = before.price !== null && p.price !== null ? b - a : null;
+        changes.push(h("span", { class: delta === null ? "" : delta > 0 ? "up" : "down",
+          "data-change": "price" },
+        `price ${money(before.price, before.currency)} → ${money(p.price, p.currency)}`,
+        delta === null || !a ? "" : ` (${delta > 0 ? "+" : "−"}${Math.abs(delta).toFixed(2)}, `
+          + `${delta > 0 ? "+" : "−"}${Math.abs((100 * delta) / a).toFixed(1)} %)`));
+      }
+      if ((p.availability || "") !== (before.availability || "")) {
+        changes.push(h("span", { "data-change": "availability" },
+          `availability ${before.availability || "—"} → ${p.availability || "—"}`));
+      }
+      if (!changes.length) changes.push(h("span", { class: "muted" }, "no change"));
+    }
+    rows.push(h("tr", { "data-point": String(i) }, h("td", {}, time(p.recorded_at)),
+      h("td", { class: "num" }, money(p.price, p.currency)), h("td", {}, p.availability || ""),
+      h("td", {}, changes.flatMap((c, n) => (n ? [" · ", c] : [c])))));
+  });
+  return table(["Recorded", "Price", "Availability", "What changed"], rows.reverse(),
+    { "aria-label": "Price history changes" });
+}
+
+// A chart needs two prices; one is shown as that price, with when it was recorded.
+function priceChart(points, name) {
+  if (points.length >= 2) return lineChart(points, `Price history of ${name}`);
+  if (points.length === 1) {
+    return h("p", { "data-testid": "single-price" }, `One price so far: ${points[0][1]}, on `,
+      points[0][0].toLocaleString(), ". The chart starts with the second crawl.");
+  }
+  return h("p", { class: "muted" }, "No price recorded yet.");
 }
 
 function tagEditor(x) {
@@ -109,11 +172,8 @@ export async function renderOne(view, id) {
     isAdmin() ? tagEditor(x) : h("p", {}, `Tags: ${x.tags.join(", ") || "none"}`),
     h("h2", {}, "Price history"),
     h("div", { class: "card", "data-testid": "price-chart" },
-      lineChart(points, `Price history of ${x.product_name}`)),
-    table(["Recorded", "Price", "Availability"], x.price_history.slice().reverse().map((p) =>
-      h("tr", {}, h("td", {}, time(p.recorded_at)),
-        h("td", {}, p.price === null ? "—" : `${p.price} ${p.currency || ""}`),
-        h("td", {}, p.availability || "")))),
+      priceChart(points, x.product_name)),
+    historyDiff(x.price_history),
     h("h2", {}, "Images"),
     imageList(images),
     x.description ? h("section", {}, h("h2", {}, "Description"), h("p", {}, x.description))

@@ -2,9 +2,10 @@
 
 import {
   api, confirmAction, errorText, field, formValues, go, h, isAdmin, link, outLink, pager, params,
-  query, select, statusBadge, table, time, toast,
+  plural, query, select, sortHeader, statusBadge, table, time, toast,
 } from "../lib.js";
 import { live } from "../live.js";
+import { progressView } from "./progress.js";
 
 const STATUSES = ["", "pending", "queued", "crawling", "downloaded", "queued_parse", "parsing",
   "completed", "failed", "paused", "cancelled"];
@@ -14,6 +15,16 @@ const ACTIONS = [
   ["restart-parsing", "Restart parsing"],
 ];
 const LIMIT = 50;
+const ACTIVE = ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing"];
+// The statuses each action applies to (the API answers 409 for the others).
+const ALLOWED = {
+  pause: ACTIVE,
+  resume: ["paused"],
+  cancel: [...ACTIVE, "paused"],
+  restart: ["failed", "completed", "cancelled"],
+  "restart-parsing": ["failed", "completed", "cancelled", "downloaded"],
+  priority: [...ACTIVE, "paused"],
+};
 
 function filterForm(values) {
   return h("form", { class: "filters", role: "search", "aria-label": "Filter tasks",
@@ -50,23 +61,37 @@ async function act(ids, action, body) {
   for (const message of failed.slice(0, 5)) toast(message, "error");
 }
 
-function actionBar(selected, reload) {
+// selection.eligible(action): the selected rows, shown now, whose status the action applies
+// to; after any action the selection is cleared, so a later action never reaches rows that
+// were ticked for an earlier one.
+function actionBar(selection, reload) {
   const priority = h("input", { type: "number", min: 1, max: 10, value: 5, id: "bulk-priority",
     "aria-label": "New priority" });
-  const run = (action, body) => async () => {
-    const ids = selected();
-    if (!ids.length) { toast("Select tasks first", "error"); return; }
+  const run = (action, label, body) => async () => {
+    const { ids, skipped } = selection.eligible(action);
+    if (!ids.length) {
+      toast(skipped ? `None of the ${plural(skipped, "selected task")} can take "${label}"`
+        : "Select tasks first", "error");
+      return;
+    }
+    const tasks = plural(ids.length, "task");
+    const besides = skipped ? ` (${skipped} other selected can't: left as they are)` : "";
     if (action === "cancel" && ids.length > 1
-        && !(await confirmAction(`Cancel ${ids.length} tasks?`))) return;
+        && !(await confirmAction(`Cancel ${tasks}?${besides}`, `Cancel ${tasks}`,
+          ids.length === 1 ? "Keep it" : "Keep them"))) return;
     await act(ids, action, body ? body() : undefined);
+    selection.clear();
     reload();
   };
   return h("div", { class: "row", role: "group", "aria-label": "Actions on selected tasks" },
+    h("span", { class: "muted", "data-testid": "selected-count", "aria-live": "polite" },
+      "none selected"),
     ...ACTIONS.map(([action, label]) => h("button", { type: "button", "data-action": action,
-      onclick: run(action) }, label)),
+      onclick: run(action, label) }, label)),
     field("Priority", priority),
     h("button", { type: "button", "data-action": "priority",
-      onclick: run("priority", () => ({ priority: Number(priority.value) })) }, "Set priority"));
+      onclick: run("priority", "Set priority", () => ({ priority: Number(priority.value) })) },
+    "Set priority"));
 }
 
 async function restartFailed(values, reload) {
@@ -81,17 +106,18 @@ async function restartFailed(values, reload) {
     limit: 1 })}`);
   if (!count.total) { toast("No failed tasks to restart"); return; }
   const where = values.domain ? ` on ${values.domain}` : "";
-  if (!(await confirmAction(`Restart ${count.total} failed task(s)${where}?`))) return;
+  const tasks = plural(count.total, "failed task");
+  if (!(await confirmAction(`Restart ${tasks}${where}?`, `Restart ${tasks}`, "Not now"))) return;
   const done = await api("POST", "/api/tasks/restart-failed",
     { domain_id: domainId, limit: 10000 });
   toast(`Restarted ${done.restarted} failed task(s)`);
   reload();
 }
 
-function taskRow(task, selectedIds) {
+function taskRow(task, selection) {
   const box = h("input", { type: "checkbox", "aria-label": `Select task ${task.id}`,
-    checked: selectedIds.has(task.id), onchange: (event) => {
-      if (event.target.checked) selectedIds.add(task.id); else selectedIds.delete(task.id);
+    checked: selection.has(task.id), onchange: (event) => {
+      selection.set(task.id, event.target.checked);
     } });
   return h("tr", { "data-task-id": task.id },
     isAdmin() ? h("td", {}, box) : null,
@@ -109,18 +135,49 @@ export async function render(view, _arg, current) {
   const p = params();
   const values = Object.fromEntries(FILTERS.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
   const offset = Number(p.get("offset") || 0);
+  const sort = p.get("sort") || null; // by clicking a column header; else newest first
+  const sortBy = (key) => go(`/tasks${query({ ...values, sort: key })}`);
   const selectedIds = new Set();
   const body = h("div", {});
   const reload = () => load();
+  let shown = new Map(); // task id -> status, of the rows on screen (kept live)
+  const selection = {
+    has: (id) => selectedIds.has(id),
+    set(id, on) {
+      if (on) selectedIds.add(id); else selectedIds.delete(id);
+      this.count();
+    },
+    clear() {
+      selectedIds.clear();
+      for (const box of body.querySelectorAll("input[type=checkbox]")) box.checked = false;
+      this.count();
+    },
+    // Only rows still on screen: one that left the page (a filter, a new page) is dropped.
+    keepShown() {
+      for (const id of [...selectedIds]) if (!shown.has(id)) selectedIds.delete(id);
+      this.count();
+    },
+    eligible(action) {
+      const ids = [...selectedIds].filter((id) => ALLOWED[action].includes(shown.get(id)));
+      return { ids, skipped: selectedIds.size - ids.length };
+    },
+    count() {
+      const counter = view.querySelector("[data-testid=selected-count]");
+      if (!counter) return;
+      counter.textContent = selectedIds.size ? `${selectedIds.size} selected` : "none selected";
+    },
+  };
   view.append(h("h1", {}, "Tasks"), filterForm(values));
+  // A batch's progress, its estimated end and why its tasks wait.
+  const progress = values.batch_name ? progressView(values.batch_name) : null;
+  if (progress) { view.append(progress.el); progress.refresh(true); }
   if (isAdmin()) {
-    view.append(actionBar(() => [...selectedIds], reload),
+    view.append(actionBar(selection, reload),
       h("div", { class: "row" }, h("button", { type: "button", class: "danger",
         onclick: () => restartFailed(values, reload).catch((e) => toast(errorText(e), "error")),
       }, values.domain ? `Restart all failed on ${values.domain}` : "Restart all failed")));
   }
   view.append(body);
-  let shown = new Map();
   let loading = false;
   let again = false;
 
@@ -128,9 +185,11 @@ export async function render(view, _arg, current) {
     if (loading) { again = true; return; }
     loading = true;
     try {
-      const data = await api("GET", `/api/tasks${query({ ...values, limit: LIMIT, offset })}`);
+      const data = await api("GET",
+        `/api/tasks${query({ ...values, sort, limit: LIMIT, offset })}`);
       if (!current()) return;
       shown = new Map(data.items.map((t) => [t.id, t.status]));
+      selection.keepShown();
       const all = h("input", { type: "checkbox", "aria-label": "Select all on this page",
         onchange: (event) => {
           for (const box of body.querySelectorAll("tbody input[type=checkbox]")) {
@@ -138,14 +197,19 @@ export async function render(view, _arg, current) {
             box.dispatchEvent(new Event("change"));
           }
         } });
-      const headers = [isAdmin() ? all : null, "Task", "URL", "Status", "Priority", "Retries",
-        "Error", "Batch", "Updated"].filter((x) => x !== null);
-      const tbl = table(headers, data.items.map((t) => taskRow(t, selectedIds)),
+      const headers = [isAdmin() ? all : null, sortHeader("Task", "created", sort, sortBy), "URL",
+        "Status", "Priority", "Retries", "Error", "Batch",
+        sortHeader("Updated", "updated", sort, sortBy)].filter((x) => x !== null);
+      const tbl = table(headers, data.items.map((t) => taskRow(t, selection)),
         { "aria-label": "Tasks" });
       for (const [i, th] of [...tbl.querySelectorAll("th")].entries()) {
-        if (["Retries", "Error", "Batch", "Updated"].includes(headers[i])) th.classList.add("hide-narrow");
+        const name = headers[i] instanceof Node ? headers[i].textContent : headers[i];
+        if (["Retries", "Error", "Batch"].includes(name) || name.startsWith("Updated")) {
+          th.classList.add("hide-narrow");
+        }
       }
-      body.replaceChildren(tbl, pager(data, (o) => go(`/tasks${query({ ...values, offset: o })}`)));
+      body.replaceChildren(tbl,
+        pager(data, (o) => go(`/tasks${query({ ...values, sort, offset: o })}`)));
     } finally {
       loading = false;
       if (again) { again = false; load(); }
@@ -156,11 +220,13 @@ export async function render(view, _arg, current) {
   let pending = null;
   live.on((snapshot) => {
     if (!current()) return;
+    if (progress) progress.refresh();
     let refetch = snapshot.more_changes;
     const newest = Math.max(0, ...shown.keys());
     for (const change of snapshot.changed_tasks) {
       const row = body.querySelector(`tr[data-task-id="${change.id}"]`);
       if (row) {
+        shown.set(change.id, change.status);
         row.querySelector("[data-cell=status]").replaceChildren(statusBadge(change.status));
         row.querySelector("[data-cell=priority]").textContent = String(change.priority);
         row.querySelector("[data-cell=retries]").textContent = String(change.retry_count);
@@ -227,19 +293,13 @@ function recrawlForm(task, reload) {
 
 function taskActions(task, reload) {
   if (!isAdmin()) return null;
-  const allowed = {
-    pause: ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing"],
-    resume: ["paused"],
-    cancel: ["pending", "queued", "crawling", "downloaded", "queued_parse", "parsing", "paused"],
-    restart: ["failed", "completed", "cancelled"],
-    "restart-parsing": ["failed", "completed", "cancelled", "downloaded"],
-  };
   const priority = h("input", { type: "number", min: 1, max: 10, value: task.priority,
     id: "task-priority" });
   return h("div", { class: "row", role: "group", "aria-label": "Task actions" },
-    ...ACTIONS.filter(([a]) => allowed[a].includes(task.status)).map(([action, label]) =>
+    ...ACTIONS.filter(([a]) => ALLOWED[a].includes(task.status)).map(([action, label]) =>
       h("button", { type: "button", "data-action": action, onclick: async () => {
-        if (action === "cancel" && !(await confirmAction(`Cancel task #${task.id}?`))) return;
+        if (action === "cancel" && !(await confirmAction(`Cancel task #${task.id}?`,
+          `Cancel task #${task.id}`, "Keep it"))) return;
         try {
           await api("POST", `/api/tasks/${task.id}/${action}`);
           toast(`${label}: done`);
