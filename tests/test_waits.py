@@ -1,4 +1,4 @@
-"""Why a domain's tasks wait (``forager.api.waits.why``): each limit, its figure, and which
+"""Why a domain's tasks wait (``forager.politeness.waits.why``): each limit, its figure, and which
 wins when several hold."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from forager.api.waits import DomainFacts, why
+from forager.politeness.waits import DomainFacts, why
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 # A domain at the defaults with 180 tasks due, one worker pool of 4 slots, nothing in flight.

@@ -18,12 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.agents.service import AgentStatus
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.api.progress_schemas import DomainWait, Progress
-from forager.api.waits import DomainFacts, why
 from forager.config import Settings
+from forager.db import breakers
 from forager.db.models import Agent, CrawlTask, Domain, DomainProxy, Proxy
 from forager.db.types import utcnow
 from forager.domains import robots
-from forager.fetch import breakers
+from forager.politeness.waits import DomainFacts, why
 from forager.queue import counts
 from forager.queue.lifecycle import FETCHING, TERMINAL
 from forager.queue.lifecycle import TaskStatus as S

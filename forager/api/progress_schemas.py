@@ -7,11 +7,11 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from forager.api.waits import Reason
+from forager.politeness.waits import Reason
 
 
 class DomainWait(BaseModel):
-    """What limits one domain's rate now (``forager.api.waits``), with its figure."""
+    """What limits one domain's rate now (``forager.politeness.waits``), with its figure."""
 
     domain_id: int
     domain: str

@@ -1,7 +1,7 @@
 """Why a domain's tasks wait: the one limit on its rate now, with its figure (issue 34).
 
 ``why`` is the only place that decides it, from ``DomainFacts`` read in one go by
-``progress.py``; the API (``/api/progress``) and the dashboard show its answer as given. The
+``api/progress.py``; the API (``/api/progress``) and the dashboard show its answer as given. The
 limits, in the order they are checked (the first that holds is the one in force):
 
 - ``idle``: nothing pending.
@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from forager.politeness.throttle import effective_delay
 
 Reason = Literal[
     "idle",
@@ -89,7 +91,7 @@ def _pending(facts: DomainFacts) -> str:
 
 def _gap(facts: DomainFacts) -> tuple[Reason, float] | None:
     """The gap between two requests and where it comes from, if there is one."""
-    delay = max(facts.crawl_delay, facts.throttle_delay or 0.0)
+    delay = effective_delay(facts.crawl_delay, facts.throttle_delay)
     if delay <= 0:
         return None
     if facts.throttle_delay is not None and facts.throttle_delay > facts.crawl_delay:
