@@ -11,7 +11,7 @@ from forager.politeness.waits import Reason
 
 
 class DomainWait(BaseModel):
-    """What limits one domain's rate now (``forager.politeness.waits``), with its figure."""
+    """What limits one domain's rate now, with its figure."""
 
     domain_id: int
     domain: str
