@@ -26,7 +26,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from bench.pg import pg_admin, scratch_url
-from forager.agents.service import create_agent
+from forager.agents.admin import create_agent
 from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.db.models import Agent, CrawlTask

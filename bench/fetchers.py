@@ -31,7 +31,7 @@ from typing import Any
 from forager.config import Settings
 from forager.errors import FetchError
 from forager.fetch.base import Fetcher, FetchRequest
-from forager.fetch.registry import build_fetcher
+from forager.fetch.fetcher_set import build_fetcher
 from tests.support.site import SiteProcess
 
 ROOT = Path(__file__).resolve().parents[1]

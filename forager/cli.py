@@ -674,7 +674,7 @@ def agent_create(
     name: Annotated[str, typer.Option(help="1–100 letters, digits, spaces or hyphens.")],
 ) -> None:
     """Register an agent and print its token once; only a hash is stored."""
-    from forager.agents.service import create_agent
+    from forager.agents.admin import create_agent
 
     settings = _settings(quiet=True)
     agent, token = _with_db(settings, lambda db: create_agent(db, name))
@@ -689,7 +689,7 @@ def agent_create(
 @agent_app.command("list")
 def agent_list() -> None:
     """List agents: id, name, token prefix, status, IP, last heartbeat, task counts."""
-    from forager.agents.service import list_agents
+    from forager.agents.admin import list_agents
 
     settings = _settings(quiet=True)
 
@@ -704,7 +704,7 @@ def agent_list() -> None:
 @agent_app.command("revoke")
 def agent_revoke(ref: Annotated[str, typer.Argument(help="The agent's id or name.")]) -> None:
     """Revoke an agent: its token is refused and its live connection closed."""
-    from forager.agents.service import find_agent, revoke_agent
+    from forager.agents.admin import find_agent, revoke_agent
 
     settings = _settings(quiet=True)
 
@@ -718,7 +718,7 @@ def agent_revoke(ref: Annotated[str, typer.Argument(help="The agent's id or name
 @agent_app.command("rotate-token")
 def agent_rotate(ref: Annotated[str, typer.Argument(help="The agent's id or name.")]) -> None:
     """Give an agent a new token (printed once); the old one stops working."""
-    from forager.agents.service import find_agent, rotate_token
+    from forager.agents.admin import find_agent, rotate_token
 
     settings = _settings(quiet=True)
 
@@ -732,7 +732,7 @@ def agent_rotate(ref: Annotated[str, typer.Argument(help="The agent's id or name
 @agent_app.command("reset")
 def agent_reset(ref: Annotated[str, typer.Argument(help="The agent's id or name.")]) -> None:
     """Manual reset of a blocked agent (blocked → connected): it gets tasks again."""
-    from forager.agents.service import find_agent, reset_agent
+    from forager.agents.admin import find_agent, reset_agent
 
     settings = _settings(quiet=True)
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from forager.agents import admin, protocol
 from forager.agents import connection as agent_connection
 from forager.agents import hub as agent_hub
-from forager.agents import protocol, service
 from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.queue.door import TaskQueue
 from tests.conftest import SettingsFactory
@@ -31,7 +31,7 @@ async def test_spraying_unknown_task_ids_is_bounded_then_closes_the_connection(
     settings = make_settings(serve_workers=0)
     async with app_server(settings) as (base, app):
         db, hub = app.state.runtime.db, app.state.runtime.hub
-        agent, token = await service.create_agent(db, "sprayer")
+        agent, token = await admin.create_agent(db, "sprayer")
         raw = await _connect(protocol.ws_url(base))
         await raw.hello(token, capabilities={"concurrency": 1})
         conn = hub.connections[agent.id]
@@ -67,7 +67,7 @@ async def test_a_hoarding_agent_loses_its_tasks_at_the_deadline_despite_heartbea
     async with app_server(settings) as (base, app):
         db, hub = app.state.runtime.db, app.state.runtime.hub
         assert hub.task_deadline_seconds == 6.0
-        _, token = await service.create_agent(db, "hoarder")
+        _, token = await admin.create_agent(db, "hoarder")
         ids = await submit(db, settings, site.url("/product/1"), site.url("/product/2"))
         raw = await _connect(protocol.ws_url(base))
         await raw.hello(token, capabilities={"concurrency": 2})
@@ -129,7 +129,7 @@ async def test_a_claim_and_return_loop_is_cut_off(
     monkeypatch.setattr(TaskQueue, "release", slow_release)
     async with app_server(settings) as (base, app):
         db, hub = app.state.runtime.db, app.state.runtime.hub
-        agent, token = await service.create_agent(db, "returner")
+        agent, token = await admin.create_agent(db, "returner")
         ids = await submit(db, settings, *(site.url(f"/product/{n}") for n in range(1, 7)))
         raw = await _connect(protocol.ws_url(base))
         await raw.hello(token, capabilities={"concurrency": 1})

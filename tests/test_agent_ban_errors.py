@@ -18,7 +18,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from forager.agents import protocol, service
+from forager.agents import admin, protocol
 from forager.agents.client import AgentClient
 from forager.apikeys import create_key
 from forager.db.engine import Database
@@ -67,7 +67,7 @@ async def test_a_403_block_page_blocks_the_agent_until_reset(
 ) -> None:
     url, db = server
     settings = make_settings()
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     _, key = await create_key(db, "ops", "admin")
     [ban_id] = await submit(db, settings, site.url("/status/403", host=BAN_HOST), max_retries=0)
     client, runner = _start(url, token)
@@ -111,7 +111,7 @@ async def test_a_plain_404_does_not_block_the_agent(
 ) -> None:
     url, db = server
     settings = make_settings()
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     [missing_id] = await submit(db, settings, site.url("/status/404", host=BAN_HOST))
     client, runner = _start(url, token)
     try:
@@ -134,8 +134,8 @@ async def test_the_ban_is_retried_by_another_agent_and_old_agents_still_work(
     """Spoken by hand: the retry is counted and goes to another agent; a result without the
     error page (an older agent) is a plain HTTP error, as before."""
     url, db = server
-    _, token_a = await service.create_agent(db, "agent-a")
-    agent_b, token_b = await service.create_agent(db, "agent-b")
+    _, token_a = await admin.create_agent(db, "agent-a")
+    agent_b, token_b = await admin.create_agent(db, "agent-b")
     page_url = site.url("/status/403", host=BAN_HOST)
     [task_id] = await submit(db, make_settings(), page_url, max_retries=2)
     block_page = httpx.get(page_url).content

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from forager.agents import service
+from forager.agents import admin
 from forager.apikeys import create_key
 from forager.config import Settings
 from forager.db.engine import Database
@@ -122,7 +122,7 @@ async def test_round_trip_then_sigterm_finishes_the_task_in_hand(
     tmp_path: Path,
 ) -> None:
     serve = serve_process
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     ids = await submit(db, settings, *products(site, 0, 10))
     proc = AgentProcess(serve.url, token, tmp_path / "agent.log", "--isp", "Vivo", concurrency=2)
     try:
@@ -162,8 +162,8 @@ async def test_round_trip_then_sigterm_finishes_the_task_in_hand(
 async def test_allow_list_keeps_other_domains_for_other_agents(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
-    a, token_a = await service.create_agent(db, "only-first-host")
-    b, token_b = await service.create_agent(db, "anything")
+    a, token_a = await admin.create_agent(db, "only-first-host")
+    b, token_b = await admin.create_agent(db, "anything")
     urls = products(site, 100, 8)
     ids = await submit(db, settings, *urls)
     by_host = {i: u.split("/")[2].split(":")[0] for i, u in zip(ids, urls, strict=True)}
@@ -191,7 +191,7 @@ async def test_allow_list_keeps_other_domains_for_other_agents(
 async def test_revoking_closes_the_live_connection_and_the_agent_exits(
     db: Database, settings: Settings, serve: InProcessServe, tmp_path: Path
 ) -> None:
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     _, key = await create_key(db, "ops", "admin")
     proc = AgentProcess(serve.url, token, tmp_path / "agent.log")
     try:
@@ -213,8 +213,8 @@ async def test_revoking_closes_the_live_connection_and_the_agent_exits(
 async def test_killed_agent_tasks_are_reassigned_at_once(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
-    doomed, token_a = await service.create_agent(db, "doomed")
-    _, token_b = await service.create_agent(db, "survivor")
+    doomed, token_a = await admin.create_agent(db, "doomed")
+    _, token_b = await admin.create_agent(db, "survivor")
     ids = await submit(
         db,
         settings,
@@ -258,8 +258,8 @@ async def test_silent_agent_times_out_and_its_task_is_reassigned(
 ) -> None:
     # A short timeout (four missed heartbeats) keeps the wait for it short.
     settings = process_settings(make_settings, agent_timeout_seconds=4.0)
-    stalled, token_a = await service.create_agent(db, "stalled")
-    _, token_b = await service.create_agent(db, "helper")
+    stalled, token_a = await admin.create_agent(db, "stalled")
+    _, token_b = await admin.create_agent(db, "helper")
     [task_id] = await submit(db, settings, site.url("/hold/silent", host=SITE_HOSTS[5]))
     async with app_server(settings) as (url, _):
         serve = InProcessServe(url)
@@ -303,7 +303,7 @@ async def _silent_then_replaced(
 async def test_captcha_blocks_the_agent_until_reset(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     _, key = await create_key(db, "ops", "admin")
     [captcha_id] = await submit(
         db, settings, site.url("/captcha", host=SITE_HOSTS[6]), priority=1, max_retries=0
@@ -345,7 +345,7 @@ async def test_agent_reconnects_after_the_server_restarts(
     tmp_path: Path,
 ) -> None:
     serve = serve_process
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     proc = AgentProcess(serve.url, token, tmp_path / "agent.log")
     try:
         first = await submit(db, settings, *products(site, 300, 2))
@@ -377,7 +377,7 @@ async def test_many_agents_complete_every_task_exactly_once(
     # fetched twice, rightly, and hide what is tested).
     settings = process_settings(make_settings, agent_timeout_seconds=60.0)
     agents, total = 8, 240
-    created = [await service.create_agent(db, f"agent-{n}") for n in range(agents)]
+    created = [await admin.create_agent(db, f"agent-{n}") for n in range(agents)]
     async with app_server(settings) as (url, _):
         serve = InProcessServe(url)
         procs = [

@@ -19,7 +19,7 @@ from sqlalchemy import func, select, update
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from forager.agents import protocol, service
+from forager.agents import admin, protocol
 from forager.db.engine import Database
 from forager.db.models import Agent, CrawlAttempt, CrawlTask, Domain, Event, Product
 from forager.db.types import utcnow
@@ -108,7 +108,7 @@ async def test_wrong_missing_and_revoked_tokens_are_refused_saying_nothing_more(
     server: tuple[str, Database, Any],
 ) -> None:
     url, db, _ = server
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     for bad in ["fga_wrong-token-of-the-right-length-000000000000", "", None]:
         raw = await _connect(url)
         await raw.send(protocol.message("hello", token=bad, agent_version="test"))
@@ -128,7 +128,7 @@ async def test_wrong_missing_and_revoked_tokens_are_refused_saying_nothing_more(
     assert welcome["type"] == "welcome" and welcome["agent_id"] == agent.id
     assert welcome["v"] == protocol.VERSION
     # Revoking closes the live connection, and the token is refused from then on.
-    await service.revoke_agent(db, agent.id)
+    await admin.revoke_agent(db, agent.id)
     assert (await _closed(raw))[0] == protocol.CLOSE_UNAUTHORIZED
     raw = await _connect(url)
     await raw.send(protocol.message("hello", token=token, agent_version="test"))
@@ -141,7 +141,7 @@ async def test_a_task_round_trip_stores_the_page_and_parses_it(
     server: tuple[str, Database, Any], make_settings: SettingsFactory, site: TestSite
 ) -> None:
     url, db, app = server
-    agent, token = await service.create_agent(db, "home-1")
+    agent, token = await admin.create_agent(db, "home-1")
     [task_id] = await submit(db, make_settings(), site.url("/product/7"))
     raw = await _connect(url)
     assert (await raw.hello(token, capabilities={"concurrency": 1}))["status"] == "connected"
@@ -194,8 +194,8 @@ async def test_results_for_cancelled_or_reassigned_tasks_are_discarded(
 ) -> None:
     url, db, _ = server
     settings = make_settings()
-    _, token_a = await service.create_agent(db, "agent-a")
-    _, token_b = await service.create_agent(db, "agent-b")
+    _, token_a = await admin.create_agent(db, "agent-a")
+    _, token_b = await admin.create_agent(db, "agent-b")
     cancelled_id, moved_id = await submit(
         db, settings, site.url("/product/1"), site.url("/product/2")
     )
@@ -269,7 +269,7 @@ async def test_oversize_bodies_and_messages_are_refused_not_buffered(
     url, db, _ = server
     settings = make_settings()
     limit = 256 * 1024
-    _, token = await service.create_agent(db, "home-1")
+    _, token = await admin.create_agent(db, "home-1")
     declared_id, streamed_id = await submit(
         db, settings, site.url("/product/1"), site.url("/product/2"), max_retries=0
     )
@@ -300,7 +300,7 @@ async def test_garbage_messages_get_an_error_and_the_connection_survives(
     server: tuple[str, Database, Any],
 ) -> None:
     url, db, _ = server
-    _, token = await service.create_agent(db, "home-1")
+    _, token = await admin.create_agent(db, "home-1")
     raw = await _connect(url)
     await raw.hello(token)
     await raw.ws.send("{not json")
@@ -320,7 +320,7 @@ async def test_agents_are_offered_only_allowed_domains_they_can_fetch(
 ) -> None:
     url, db, _ = server
     settings = make_settings()
-    _, token = await service.create_agent(db, "home-1")
+    _, token = await admin.create_agent(db, "home-1")
     # What it may not have is first in line: being passed over is what the test shows.
     browser_id, other_id = await submit(
         db,
@@ -358,7 +358,7 @@ async def test_robots_txt_is_honoured_before_a_task_goes_to_an_agent(
     server: tuple[str, Database, Any], make_settings: SettingsFactory, site: TestSite
 ) -> None:
     url, db, _ = server
-    _, token = await service.create_agent(db, "home-1")
+    _, token = await admin.create_agent(db, "home-1")
     private_id, product_id = await submit(
         db, make_settings(), site.url("/private/1"), site.url("/product/1"), priority=1
     )

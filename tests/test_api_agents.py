@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select, text, update
 
-from forager.agents import service
+from forager.agents import admin
 from forager.api.deps import Runtime
 from forager.db.models import Agent
 from tests.support.waiting import entity_events
@@ -50,12 +50,12 @@ async def test_create_shows_the_token_once_and_stores_only_its_hash(api: httpx.A
     async with _runtime(api).db.reader() as session:
         raw = [tuple(r) for r in (await session.execute(text("SELECT * FROM agents"))).all()]
         stored = await session.scalar(select(Agent).where(Agent.id == created["id"]))
-    assert stored is not None and stored.token_hash == service.hash_token(token)
+    assert stored is not None and stored.token_hash == admin.hash_token(token)
     assert all(token not in str(value) for row in raw for value in row)
     # Two agents never share a token.
     other = await _create(api, "home-2")
     assert other["token"] != token
-    assert await service.authenticate(_runtime(api).db, token) is not None
+    assert await admin.authenticate(_runtime(api).db, token) is not None
     assert await entity_events(_runtime(api).db, "agent", created["id"]) == ["created"]
 
 
@@ -92,8 +92,8 @@ async def test_revoke_rotate_and_reset_follow_the_lifecycle(api: httpx.AsyncClie
     assert rotated.status_code == 200
     new_token = rotated.json()["token"]
     assert new_token != created["token"]
-    assert await service.authenticate(db, created["token"]) is None
-    assert await service.authenticate(db, new_token) is not None
+    assert await admin.authenticate(db, created["token"]) is None
+    assert await admin.authenticate(db, new_token) is not None
 
     # Only a blocked agent can be reset; a blocked one goes back to connected.
     problem = _problem(await api.post(f"/api/agents/{agent_id}/reset"), 409)
@@ -111,7 +111,7 @@ async def test_revoke_rotate_and_reset_follow_the_lifecycle(api: httpx.AsyncClie
     assert revoked.status_code == 200
     assert revoked.json()["revoked_at"] is not None
     assert revoked.json()["status"] == "disconnected"
-    assert await service.authenticate(db, new_token) is None
+    assert await admin.authenticate(db, new_token) is None
     _problem(await api.post(f"/api/agents/{agent_id}/revoke"), 409)
     _problem(await api.post(f"/api/agents/{agent_id}/rotate-token"), 409)
     filtered = await api.get("/api/agents?status=disconnected")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from forager.api.deps import Runtime
-from forager.worker.registry import report
+from forager.worker.presence import report
 from tests.support.crawling import crawl
 from tests.support.site import TestSite
 

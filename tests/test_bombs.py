@@ -19,7 +19,7 @@ from forager.db.models import Domain
 from forager.domains.robots import ROBOTS_MAX_BYTES
 from forager.errors import FetchError
 from forager.fetch.base import FetchRequest, FetchResponse
-from forager.fetch.registry import build_fetcher
+from forager.fetch.fetcher_set import build_fetcher
 from tests.conftest import SettingsFactory
 from tests.support.bombs import BombServer, bomb, peak_growth
 from tests.support.crawling import submit

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from forager.fetch.base import FetchRequest
-from forager.fetch.registry import build_fetcher
+from forager.fetch.fetcher_set import build_fetcher
 from tests.support.fetching import fetch_settings
 
 UA = "Forager-test/1.0"

@@ -23,8 +23,8 @@ from forager.db.models import Domain
 from forager.errors import EgressDenied, FetchError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.egress import EgressPolicy, classify
+from forager.fetch.fetcher_set import build_fetcher
 from forager.fetch.http import HttpFetcher
-from forager.fetch.registry import build_fetcher
 from tests.conftest import SettingsFactory, service_missing
 from tests.support.bombs import BombServer
 from tests.support.crawling import submit

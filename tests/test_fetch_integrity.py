@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from forager.agents import service
+from forager.agents import admin
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
 from forager.errors import FetchError
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.decode import BoundedDecoder
-from forager.fetch.registry import build_fetcher
+from forager.fetch.fetcher_set import build_fetcher
 from forager.fetch.transfer import Transfers
 from tests.conftest import SettingsFactory
 from tests.support.agents import AgentProcess, app_server
@@ -111,7 +111,7 @@ async def test_an_agent_fetches_normally_after_hostile_pages(
     settings = make_settings(serve_workers=0, max_body_bytes=LIMIT, fetch_timeout_seconds=TIMEOUT)
     async with app_server(settings) as (url, app):
         db: Database = app.state.runtime.db
-        _, token = await service.create_agent(db, "home-1")
+        _, token = await admin.create_agent(db, "home-1")
         bad = await submit(db, settings, *_hostile_urls(hostile), max_retries=0, priority=1)
         good = await submit(db, settings, *_good_urls(hostile), max_retries=0, priority=5)
         agent = AgentProcess(url, token, tmp_path / "agent.log", concurrency=1)

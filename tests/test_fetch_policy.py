@@ -14,7 +14,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Event, Proxy
 from forager.db.types import utcnow
-from forager.fetch.registry import FetcherSet
+from forager.fetch.fetcher_set import FetcherSet
 from forager.proxies.retest import retest_due
 from forager.queue.door import TaskQueue
 from forager.runtime import open_database

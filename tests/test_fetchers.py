@@ -23,7 +23,7 @@ from forager.db.models import Domain, DomainProxy, Product, Proxy
 from forager.errors import FetchError, ParseError
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.browser import BrowserFetcher, running_browsers
-from forager.fetch.registry import FetcherSet, build_fetcher
+from forager.fetch.fetcher_set import FetcherSet, build_fetcher
 from forager.parse.registry import get_parser
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit

@@ -24,7 +24,7 @@ from forager.db.engine import Database
 from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHealthLog
 from forager.db.types import utcnow
 from forager.errors import ConfigError, InvalidRequest
-from forager.fetch.registry import FetcherSet
+from forager.fetch.fetcher_set import FetcherSet
 from forager.monitors import admin, writes
 from forager.monitors import health as monitor_health
 from forager.monitors.context import ScraperContext, health_of

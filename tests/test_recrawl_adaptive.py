@@ -22,7 +22,7 @@ from forager.queue import adaptive, door
 from forager.queue.adaptive import Adaptive
 from forager.queue.door import FETCHED_VIA, ClaimedTask, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import TaskStatus
-from forager.worker.writer import Finish, Writer
+from forager.worker.writer import Finish, GroupWriter
 from tests.support.crawling import submit, tasks_by_id
 from tests.support.waiting import entity_events
 
@@ -75,7 +75,7 @@ async def _crawl(
         )
     await queue.requeue_due_recrawls()
     [task] = await queue.claim("w", 1, start=True, domains=["adapt.test"])
-    writer = Writer(db, settings, None)
+    writer = GroupWriter(db, settings, None)
     try:
         await writer.finish(_finish(task, record, error))
     finally:

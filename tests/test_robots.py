@@ -20,7 +20,7 @@ from forager.db.models import CrawlTask, Domain
 from forager.db.types import utcnow
 from forager.domains import robots
 from forager.domains.robots import RobotsRules, Verdict
-from forager.fetch.registry import FetcherSet
+from forager.fetch.fetcher_set import FetcherSet
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit

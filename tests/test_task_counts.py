@@ -12,7 +12,7 @@ from forager.db.dialect import seconds_between
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, TaskCountDelta
 from forager.db.types import utcnow
-from forager.domains import service as domains
+from forager.domains import admin as domains
 from forager.queue import counts, door
 from tests.support.crawling import submit
 

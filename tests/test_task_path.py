@@ -40,7 +40,7 @@ from forager.queue.lifecycle import TaskStatus
 from forager.store import packs
 from forager.worker import writer as writer_module
 from forager.worker.parsing import ParseJob, ParsePool
-from forager.worker.writer import Finish, Writer
+from forager.worker.writer import Finish, GroupWriter
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit, tasks_by_id
 from tests.support.pages import product_page
@@ -101,7 +101,7 @@ async def test_tasks_taken_away_while_in_the_writers_group_are_discarded(
     [kept, paused, stolen, last] = sorted(
         await TaskQueue(db, settings).claim("w", 4, start=True), key=lambda t: t.id
     )
-    writer = Writer(db, settings, None)
+    writer = GroupWriter(db, settings, None)
     try:
         finishes = [_finish(t, "w", n) for n, t in enumerate((kept, paused, stolen))]
         results = asyncio.gather(*(writer.finish(f) for f in finishes))
@@ -157,7 +157,7 @@ async def test_a_domain_stays_claimable_while_the_writer_writes_a_group(
         return await real_save(*args)
 
     monkeypatch.setattr(writer_module, "save_products", save_after_a_pause)
-    writer = Writer(db, settings, None)
+    writer = GroupWriter(db, settings, None)
     try:
         written = asyncio.create_task(writer.finish(_finish(first, "w", 0)))
         await asyncio.wait_for(in_group.wait(), 10)

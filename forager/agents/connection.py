@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketState
 
 from forager.agents import protocol
+from forager.agents.admin import A
 from forager.agents.body import BodyReceiver
 from forager.agents.protocol import Hello
-from forager.agents.service import A
 from forager.queue.door import ClaimedTask
 from forager.worker.claiming import ClaimLoop
 from forager.worker.pipeline import Pipeline

@@ -10,9 +10,9 @@ import asyncio
 import logging
 import time
 
-from forager.agents import service
+from forager.agents import admin
+from forager.agents.admin import A
 from forager.agents.connection import Assigned, Connection
-from forager.agents.service import A
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
@@ -74,7 +74,7 @@ class Dispatcher:
                 if not await self.queue.start_crawl(session, task, conn.owner):
                     return 0  # paused or cancelled since the claim
                 if conn.status == A.CONNECTED:
-                    await service.transition(
+                    await admin.transition(
                         session,
                         conn.agent_id,
                         from_=[A.CONNECTED],

@@ -26,7 +26,8 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from starlette.websockets import WebSocket
 
-from forager.agents import presence, protocol, service
+from forager.agents import admin, presence, protocol
+from forager.agents.admin import A
 from forager.agents.body import BodyReceiver, failure, wants_body
 from forager.agents.connection import (
     RETURN_WINDOW_SECONDS,
@@ -39,7 +40,6 @@ from forager.agents.connection import (
 from forager.agents.dispatch import Dispatcher
 from forager.agents.liveness import Liveness
 from forager.agents.protocol import AgentMessage
-from forager.agents.service import A
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlTask
@@ -152,7 +152,7 @@ class AgentHub:
         if met is None:
             return None
         hello, token = met
-        agent = await service.authenticate(self.db, token) if token else None
+        agent = await admin.authenticate(self.db, token) if token else None
         if agent is None:
             await close(ws, protocol.CLOSE_UNAUTHORIZED, "authentication failed")
             return None

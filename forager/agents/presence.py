@@ -1,6 +1,6 @@
 """What the hub writes about connected agents: connects, heartbeats, busy/idle, blocks, losses.
 
-Each status change goes through ``service.transition`` (compare-and-set plus an event), so
+Each status change goes through ``admin.transition`` (compare-and-set plus an event), so
 a reset or a revoke racing the hub never gets overwritten.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.agents.service import LIVE, A, transition
+from forager.agents.admin import LIVE, A, transition
 from forager.db.engine import Database
 from forager.db.models import Agent
 from forager.db.types import utcnow

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, WebSocket
 
-from forager.agents import service
+from forager.agents import admin
 from forager.api.agent_schemas import AgentCreate, AgentPublic, AgentStatusName, AgentWithToken
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.pages import Page
@@ -33,7 +33,7 @@ def _with_token(agent: Any, token: str) -> AgentWithToken:
 )
 async def create_agent(body: AgentCreate, runtime: RuntimeDep) -> AgentWithToken:
     """Register an agent; the response carries its token, shown this once only."""
-    agent, token = await service.create_agent(runtime.db, body.name)
+    agent, token = await admin.create_agent(runtime.db, body.name)
     return _with_token(agent, token)
 
 
@@ -46,7 +46,7 @@ async def list_agents(
     ] = None,
 ) -> Page[AgentPublic]:
     """Agents by id, with their status, last heartbeat and task counts."""
-    rows, total = await service.list_agents(
+    rows, total = await admin.list_agents(
         session, status=status, limit=paging.limit, offset=paging.offset
     )
     return Page(
@@ -60,7 +60,7 @@ async def list_agents(
 @router.get("/{agent_id:int}", operation_id="get_agent", responses=_NOT_FOUND)
 async def get_agent(agent_id: EntityId, session: ReadSessionDep) -> AgentPublic:
     """One agent."""
-    return AgentPublic.model_validate(await service.get_agent(session, agent_id))
+    return AgentPublic.model_validate(await admin.get_agent(session, agent_id))
 
 
 @router.post(
@@ -70,7 +70,7 @@ async def get_agent(agent_id: EntityId, session: ReadSessionDep) -> AgentPublic:
 )
 async def revoke_agent(agent_id: EntityId, runtime: RuntimeDep) -> AgentPublic:
     """Refuse the agent's token from now on and close its live connection."""
-    agent = await service.revoke_agent(runtime.db, agent_id)
+    agent = await admin.revoke_agent(runtime.db, agent_id)
     if runtime.hub is not None:
         await runtime.hub.kick(agent_id, "authentication failed")
     return AgentPublic.model_validate(agent)
@@ -83,7 +83,7 @@ async def revoke_agent(agent_id: EntityId, runtime: RuntimeDep) -> AgentPublic:
 )
 async def rotate_agent_token(agent_id: EntityId, runtime: RuntimeDep) -> AgentWithToken:
     """Give the agent a new token (shown once); the old one is refused from now on."""
-    agent, token = await service.rotate_token(runtime.db, agent_id)
+    agent, token = await admin.rotate_token(runtime.db, agent_id)
     if runtime.hub is not None:
         await runtime.hub.kick(agent_id, "authentication failed")
     return _with_token(agent, token)
@@ -96,7 +96,7 @@ async def rotate_agent_token(agent_id: EntityId, runtime: RuntimeDep) -> AgentWi
 )
 async def reset_agent(agent_id: EntityId, runtime: RuntimeDep) -> AgentPublic:
     """Manual reset after a block (seed: ``blocked → connected``): it gets tasks again."""
-    agent = await service.reset_agent(runtime.db, agent_id)
+    agent = await admin.reset_agent(runtime.db, agent_id)
     if runtime.hub is not None:
         await runtime.hub.status_changed(agent_id, agent.status)
     return AgentPublic.model_validate(agent)

@@ -19,7 +19,7 @@ from forager.api.domain_schemas import (
 )
 from forager.api.pages import Page
 from forager.db.models import Domain
-from forager.domains import service
+from forager.domains import admin
 
 router = APIRouter(prefix="/api/domains", tags=["domains"])
 
@@ -39,7 +39,7 @@ def _shape(domain: Domain, counts: dict[str, int], model: type[M], **extra: Any)
 
 async def _detail(runtime: RuntimeDep, domain: Domain) -> DomainDetail:
     async with runtime.db.reader() as session:
-        counts = await service.task_counts(session, [domain.id])
+        counts = await admin.task_counts(session, [domain.id])
     return _shape(domain, counts[domain.id], DomainDetail)
 
 
@@ -52,7 +52,7 @@ async def _detail(runtime: RuntimeDep, domain: Domain) -> DomainDetail:
 async def create_domain(body: DomainCreate, runtime: RuntimeDep) -> DomainDetail:
     """Register a site; settings not given get the server defaults (409 if it exists)."""
     values = body.model_dump(exclude_unset=True, exclude={"domain_name"})
-    domain = await service.create(runtime.db, runtime.settings, body.domain_name, values)
+    domain = await admin.create(runtime.db, runtime.settings, body.domain_name, values)
     return await _detail(runtime, domain)
 
 
@@ -65,11 +65,11 @@ async def list_domains(
     q: Annotated[str | None, Query(max_length=255, description="Part of the domain name.")] = None,
 ) -> Page[DomainPublic]:
     """Domains by name, each with its task counts, and the total for pagination."""
-    filters = service.Filters(is_active=is_active, parser_name=parser_name, q=q)
-    domains, total = await service.list_page(
+    filters = admin.Filters(is_active=is_active, parser_name=parser_name, q=q)
+    domains, total = await admin.list_page(
         session, filters, limit=paging.limit, offset=paging.offset
     )
-    counts = await service.task_counts(session, [d.id for d in domains])
+    counts = await admin.task_counts(session, [d.id for d in domains])
     return Page(
         items=[_shape(d, counts[d.id], DomainPublic) for d in domains],
         total=total,
@@ -81,8 +81,8 @@ async def list_domains(
 @router.get("/{domain_id:int}", operation_id="get_domain", responses=_NOT_FOUND)
 async def get_domain(domain_id: EntityId, session: ReadSessionDep) -> DomainDetail:
     """One domain with its robots.txt and task counts."""
-    domain = await service.get(session, domain_id)
-    counts = await service.task_counts(session, [domain_id])
+    domain = await admin.get(session, domain_id)
+    counts = await admin.task_counts(session, [domain_id])
     return _shape(domain, counts[domain_id], DomainDetail)
 
 
@@ -91,7 +91,7 @@ async def update_domain(
     domain_id: EntityId, body: DomainUpdate, runtime: RuntimeDep
 ) -> DomainDetail:
     """Change some of a domain's settings (the name cannot change)."""
-    domain = await service.update(runtime.db, domain_id, body.model_dump(exclude_unset=True))
+    domain = await admin.update(runtime.db, domain_id, body.model_dump(exclude_unset=True))
     runtime.wake()
     return await _detail(runtime, domain)
 
@@ -101,14 +101,14 @@ async def update_domain(
 )
 async def delete_domain(domain_id: EntityId, runtime: RuntimeDep) -> Response:
     """Delete a domain with its tasks, attempts and products; refused while tasks are in flight."""
-    await service.remove(runtime.db, domain_id)
+    await admin.remove(runtime.db, domain_id)
     return Response(status_code=204)
 
 
 @router.post("/{domain_id:int}/activate", operation_id="activate_domain", responses=_NOT_FOUND)
 async def activate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Let workers claim this domain's tasks again."""
-    domain = await service.set_active(runtime.db, domain_id, True)
+    domain = await admin.set_active(runtime.db, domain_id, True)
     runtime.wake()
     return await _detail(runtime, domain)
 
@@ -116,7 +116,7 @@ async def activate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDet
 @router.post("/{domain_id:int}/deactivate", operation_id="deactivate_domain", responses=_NOT_FOUND)
 async def deactivate_domain(domain_id: EntityId, runtime: RuntimeDep) -> DomainDetail:
     """Stop claiming this domain's tasks (tasks in flight finish)."""
-    domain = await service.set_active(runtime.db, domain_id, False)
+    domain = await admin.set_active(runtime.db, domain_id, False)
     return await _detail(runtime, domain)
 
 
@@ -129,18 +129,18 @@ async def refresh_domain_robots(domain_id: EntityId, runtime: RuntimeDep) -> Rob
     A failed fetch is not an error of this request: ``robots_error`` says what went wrong
     and the stored robots.txt is kept.
     """
-    domain, error = await service.refresh_robots(
+    domain, error = await admin.refresh_robots(
         runtime.db, runtime.settings, domain_id, fetcher=runtime.fetchers, box=runtime.box
     )
     async with runtime.db.reader() as session:
-        counts = await service.task_counts(session, [domain_id])
+        counts = await admin.task_counts(session, [domain_id])
     return _shape(domain, counts[domain_id], RobotsRefreshed, robots_error=error)
 
 
 @router.get("/{domain_id:int}/stats", operation_id="get_domain_stats", responses=_NOT_FOUND)
 async def get_domain_stats(domain_id: EntityId, session: ReadSessionDep) -> DomainStats:
     """Tasks by status, the last 24 hours of attempts, products and the last completion."""
-    stats = await service.stats(session, domain_id)
+    stats = await admin.stats(session, domain_id)
     by_outcome = stats.attempts_by_outcome
     return DomainStats(
         domain_id=domain_id,

@@ -34,7 +34,7 @@ from forager.db.types import utcnow
 from forager.errors import NotFound
 from forager.monitors import health as monitor_health
 from forager.queue import counts
-from forager.worker.registry import alive_window, live_workers
+from forager.worker.presence import alive_window, live_workers
 
 router = APIRouter(tags=["monitoring"])
 stats_router = APIRouter(prefix="/api", tags=["monitoring"])

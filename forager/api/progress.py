@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.agents.service import AgentStatus
+from forager.agents.admin import AgentStatus
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.api.progress_schemas import DomainWait, Progress
 from forager.config import Settings
@@ -27,7 +27,7 @@ from forager.politeness.waits import DomainFacts, why
 from forager.queue import counts
 from forager.queue.lifecycle import FETCHING, TERMINAL
 from forager.queue.lifecycle import TaskStatus as S
-from forager.worker.registry import alive_window, live_workers
+from forager.worker.presence import alive_window, live_workers
 
 router = APIRouter(prefix="/api/progress", tags=["monitoring"])
 RATE_WINDOW = timedelta(minutes=10)

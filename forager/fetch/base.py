@@ -23,7 +23,7 @@ class FetchRequest:
     headers: dict[str, str] = field(default_factory=dict)
     # Awaited once, as soon as the request has left (politeness is measured from then).
     on_sent: Callable[[], Awaitable[None]] | None = None
-    # Which fetcher the domain uses (http | impersonate | browser; see forager.fetch.registry)
+    # Which fetcher the domain uses (http | impersonate | browser; see forager.fetch.fetcher_set)
     # and, for the browser, the selector to wait for before taking the page (else network idle).
     fetcher: str = "http"
     wait_for_selector: str | None = None

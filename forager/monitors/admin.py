@@ -17,7 +17,7 @@ from forager.db.models import Monitor, MonitorSnapshot, ScraperError, ScraperHea
 from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import InvalidRequest
-from forager.fetch.registry import FETCHER_KINDS
+from forager.fetch.fetcher_set import FETCHER_KINDS
 from forager.monitors.extract import check_spec
 
 STATUSES = ("active", "stale", "stopped", "error", "paused")

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from forager.config import Settings
 from forager.db.types import utcnow
-from forager.worker.registry import process_tree_usage
+from forager.worker.presence import process_tree_usage
 
 HEALTHY, DEGRADED, FAILING = "healthy", "degraded", "failing"
 # The seed's thresholds on consecutive errors: > 2 degraded, > 5 failing.

@@ -38,7 +38,7 @@ from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.proxies import health as proxy_health
 from forager.queue import counts
-from forager.worker.registry import alive_window, live_workers
+from forager.worker.presence import alive_window, live_workers
 
 log = logging.getLogger(__name__)
 INTERVAL = 1.0

@@ -14,11 +14,11 @@ from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.fetch.base import Fetcher
-from forager.fetch.registry import FetcherSet
+from forager.fetch.fetcher_set import FetcherSet
 from forager.store.backend import open_page_store
 from forager.store.pages import PageStore
 from forager.worker.parsing import ParsePool
-from forager.worker.writer import Writer
+from forager.worker.writer import GroupWriter
 
 
 class WakeSignal:
@@ -44,7 +44,7 @@ class Parts:
     box: SecretBox
     fetchers: Fetcher
     parser: ParsePool
-    writer: Writer
+    writer: GroupWriter
     wake: WakeSignal = field(default_factory=WakeSignal)
 
     @classmethod
@@ -57,7 +57,7 @@ class Parts:
             # One fetcher per kind (http, impersonate, browser), picked per task's domain.
             fetchers=FetcherSet(settings),
             parser=ParsePool(settings),
-            writer=Writer(db, settings, box),
+            writer=GroupWriter(db, settings, box),
         )
 
     async def aclose(self) -> None:

@@ -36,7 +36,7 @@ from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.store.pages import PageStore
 from forager.worker.parsing import Parsed, ParseJob, ParsePool
 from forager.worker.policy import FetchPolicy
-from forager.worker.writer import Finish, Writer
+from forager.worker.writer import Finish, GroupWriter
 
 log = logging.getLogger(__name__)
 S = TaskStatus
@@ -76,7 +76,7 @@ class Pipeline:
         worker_id: str,
         *,
         parser: ParsePool,
-        writer: Writer,
+        writer: GroupWriter,
         robots_fetcher: Fetcher | None = None,
     ) -> None:
         self.db = db

@@ -28,7 +28,7 @@ from forager.queue.door import ClaimedTask, TaskQueue
 from forager.queue.lifecycle import TERMINAL
 from forager.store.pages import PageStore
 from forager.store.retention import Retention, prune
-from forager.worker import registry
+from forager.worker import presence
 from forager.worker.claiming import ClaimLoop
 from forager.worker.images import ImageDownloader
 from forager.worker.parts import Parts
@@ -244,8 +244,8 @@ class WorkerPool:
         await self._report()
 
     async def _report(self, stopped: bool = False) -> None:
-        memory, cpu = registry.process_tree_usage()
-        await registry.report(
+        memory, cpu = presence.process_tree_usage()
+        await presence.report(
             self.db,
             self.worker_id,
             kind=self.kind,

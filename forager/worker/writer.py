@@ -75,7 +75,7 @@ def _future() -> asyncio.Future[str | None]:
     return asyncio.get_running_loop().create_future()
 
 
-class Writer:
+class GroupWriter:
     """Commits ``Finish``es in groups; ``finish`` returns the task's new status (None: lost)."""
 
     def __init__(self, db: Database, settings: Settings, box: SecretBox | None) -> None:

@@ -12,7 +12,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.domains.robots import refresh_robots
-from forager.fetch.registry import FetcherSet
+from forager.fetch.fetcher_set import FetcherSet
 from tests.conftest import service_missing
 
 CHROMIUM = Path(os.environ.get("FORAGER_CHROMIUM_PATH", "/usr/bin/chromium"))

@@ -1,4 +1,4 @@
-"""The worker registry's table (``forager.worker.registry``): worker processes as last seen."""
+"""The worker registry's table (``forager.worker.presence``): worker processes as last seen."""
 
 from __future__ import annotations
 
