@@ -6,7 +6,7 @@ only): their state is on ``product_images`` (``forager.products.images``). Every
 ``FORAGER_IMAGE_POLL_SECONDS`` each worker reads the domains that download images (none: that
 one read is all) and leases a few due images; each is fetched like a page:
 
-- the domain's politeness gate is taken (``TaskQueue.take_gate``) and reopened once the
+- the domain's politeness gate is taken (``politeness.gate.take``) and reopened once the
   request is on the wire, so images and pages of a domain together keep its crawl delay;
 - robots.txt is checked for images on the domain's own host;
 - the domain's proxy choice (``choose_proxy``) and the outcome's bookkeeping (proxy health,

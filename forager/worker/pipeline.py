@@ -47,7 +47,6 @@ class _Gate:
 
     def __init__(self, pipeline: Pipeline, task: ClaimedTask, opened: bool = False) -> None:
         self.db = pipeline.db
-        self.queue = pipeline.queue
         self.task = task
         self.opened = opened or task.crawl_delay_seconds <= 0  # no delay: the claim never closed it
 

@@ -5,8 +5,9 @@ The pipeline stays a sequence of phases; it asks this one object:
 
 - before: ``robots`` (allowed? was robots.txt fetched just now?), ``choose`` (a proxy, or
   direct, or ``NoProxyAvailable``; the proxy a ban came through is avoided on the retry);
-- after: ``succeeded`` / ``failed`` / ``succeeded_direct`` hand the outcome to
-  ``politeness.outcomes``, which tells the proxy, ends its exclusive lease, then the domain.
+- after: ``succeeded`` / ``failed`` (one fetch, booked at once) and ``book`` (a group) hand
+  the outcome to ``politeness.outcomes``, which tells the proxy, ends its exclusive lease,
+  then the domain.
 """
 
 from __future__ import annotations
@@ -146,10 +147,3 @@ class FetchPolicy:
     async def book(self, session: AsyncSession, outcomes: Sequence[Outcome]) -> None:
         """A group's outcomes, last in the writer's transaction (``politeness.outcomes``)."""
         await self.outcomes.book(session, outcomes)
-
-    async def succeeded_direct(
-        self, session: AsyncSession, outcomes: Sequence[tuple[int, int]]
-    ) -> None:
-        """Many direct fetches that got an answer, as (domain id, response ms): no proxy to
-        tell, only their domains (``Outcomes.answered_many``)."""
-        await self.outcomes.answered_many(session, outcomes)
