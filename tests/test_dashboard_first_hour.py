@@ -13,22 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from forager.web import router
 from tests.support.dashboard import Server, chromium, go, logged_in, row, serve
 
-PAGES = (
-    "/",
-    "/tasks",
-    "/submit",
-    "/domains",
-    "/proxies",
-    "/products",
-    "/items",
-    "/agents",
-    "/missions",
-    "/monitors",
-    "/alerts",
-    "/events",
-)
+# Every page of the dashboard's menu.
+PAGES = router.PAGES + router.MISSION_PAGES + router.MONITOR_PAGES + router.ALERT_PAGES
 
 
 @pytest.fixture(scope="module")
