@@ -205,6 +205,14 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
     several currencies write ("$", "¥", "kr") is resolved by the URL's country TLD."""
     if not text:
         return None
+    tld = _tld(url) if url else None
+    if len(text) <= _CACHED_CHARS:  # the same short texts recur on a shop's pages
+        return _short_currency(text, tld)
+    return _currency(text, tld)
+
+
+def _currency(text: str, tld: str | None) -> str | None:
+    """``detect_currency`` for a text on a site of ``tld``."""
     for match in UPPER_CODE.finditer(text):
         if locales.is_currency_code(match.group(0)):
             return match.group(0)
@@ -217,7 +225,7 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
         before = match.start() > 0 and _LETTER.match(text, match.start() - 1)
         if locales.cased(symbol) and (before or _LETTER.match(text, match.end())):
             continue  # inside a word: "Rs" in "Mrs", "kr" in "krém"
-        territory = locales.territory_of_tld(_tld(url)) if url else None
+        territory = locales.territory_of_tld(tld) if tld else None
         if symbol.rstrip(".") in _RUPEE_SIGNS:
             local = locales.territory_currency(territory) if territory else None
             return local if local in _RUPEES else "INR"
@@ -225,6 +233,10 @@ def detect_currency(text: str | None, url: str | None = None) -> str | None:
         if code is not None:
             return code
     return None
+
+
+_CACHED_CHARS = 120
+_short_currency = lru_cache(maxsize=8192)(_currency)
 
 
 def normalize_currency(value: object) -> str | None:

@@ -509,6 +509,11 @@ GLOBAL_ID_LABEL = re.compile(
     r"|바코드)\s*[:#.：]?\s*",
     re.I,
 )
+# Any of the three identifier labels (a text that starts with none is not read for one).
+ANY_ID_LABEL = re.compile(
+    "|".join(f"(?:{label.pattern})" for label in (SKU_LABEL, GLOBAL_ID_LABEL, MPN_LABEL)),
+    re.IGNORECASE,
+)
 # Letters of any script ("ЧС-1500"); the value must also hold a digit (``visible._sku_after``).
 SKU_VALUE = re.compile(r"[^\W_][\w\-/.]{0,39}")
 

@@ -36,7 +36,6 @@ _LETTERS = re.compile(r"[^\W\d_]")
 # At least six / four letters (the same class), found without listing every letter.
 _SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
 _FOUR_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){4}")
-_LABEL_START = re.compile(r"[^\W\d]", re.UNICODE)
 _FALLBACK_HEADINGS = 400  # heading-like elements tried when a page has no <h1>
 _INVISIBLE = frozenset({"script", "style", "noscript", "template", "title", "head"})
 
@@ -447,7 +446,7 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
             _read_stock(found, text, low, parent, names, position - start <= _CHECK_AFTER_HEADING)
         # Read in the buy box too when structured data is complete: the article number printed
         # for shoppers is the sku even where the data names another id (``crosscheck.sku``).
-        labelled = len(text) <= 80 and _LABEL_START.match(text) and not found.labels_read
+        labelled = len(text) <= 80 and signals.ANY_ID_LABEL.match(text) and not found.labels_read
         if labelled:
             _read_label(found, text, texts[position + 1 : position + 3], title or "", parent, names)
     _unstrike_lone_prices(found.prices)
