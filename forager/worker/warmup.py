@@ -21,6 +21,7 @@ PRELOAD = (
     "forager.parse.generic",
     "forager.parse.amazon",
     "forager.parse.selectors",
+    "forager.parse.preload",  # builds the CLDR currency tables once, before the children fork
 )
 
 
