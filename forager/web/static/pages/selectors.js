@@ -184,7 +184,7 @@ export async function render(view, domainId, current) {
       const saved = await api("POST", `/api/domains/${domainId}/selector-parsers`, body);
       toast(`Saved version ${saved.version}; new pages are parsed with it`);
       note.value = "";
-      await reload();
+      await Promise.all([reload(), compare()]); // now against the version just saved
     } catch (error) {
       const errors = error.body && error.body.errors;
       say(errors ? errors.map((e) => e.message).join("; ") : errorText(error));
