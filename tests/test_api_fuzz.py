@@ -75,6 +75,12 @@ checks.positive_data_acceptance.expected-statuses = [
 ]
 
 [[operations]]
+include-operation-id = "compare_selector_parser"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
+
+[[operations]]
 include-operation-id = "create_missions"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",

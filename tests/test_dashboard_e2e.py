@@ -570,8 +570,10 @@ def test_items_from_a_listing_built_in_the_editor_listed_with_their_versions(
             and sum(a["phase"] == "fetch" for a in t["attempts"]) >= times
         )
 
+    shop = server.task(server.site.url("/product/62"))  # a product page of the same host
     task = server.task(server.site.url("/listing/6"))
     done = server.wait_task(task["id"], fetched(1))  # the domain's usual parser: no product
+    server.wait_task(shop["id"], lambda t: t["status"] == "completed")
     domain_id = done["domain_id"]
     before = server.api.get(f"/api/domains/{domain_id}").json()["parser_name"]
     go(admin, f"/domains/{domain_id}/parser")
@@ -584,6 +586,10 @@ def test_items_from_a_listing_built_in_the_editor_listed_with_their_versions(
     expect(admin.get_by_role("heading", name='Items "ad": 4 found')).to_be_visible()
     admin.get_by_label("Note").fill("ads")
     admin.get_by_role("button", name="Save as new version").click()
+    # Items only: the product pages would lose their products, and Save says so first.
+    dialog = admin.get_by_role("dialog")
+    expect(dialog).to_contain_text("loses product_name")
+    dialog.get_by_role("button", name="Save and lose them").click()
     expect(admin.locator("tr[data-version]").first).to_contain_text("yes")
     try:
         server.api.post(f"/api/tasks/{task['id']}/restart").raise_for_status()

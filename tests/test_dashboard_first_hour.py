@@ -5,6 +5,7 @@ explained, readable changes, sortable tables and the Overview's and pages' small
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -365,6 +366,53 @@ def test_products_and_tasks_sort_by_clicking_a_column_header(admin: Any, server:
     expect(admin.locator("tr[data-task-id]").first).to_have_attribute(
         "data-task-id", str(tasks[1]["id"])
     )
+
+
+def test_a_selector_parser_is_compared_with_the_parser_in_use_before_it_is_saved(
+    admin: Any, server: Server
+) -> None:
+    """Rules for name, price, currency, SKU and brand: with "fallback": false the comparison
+    shows availability lost on the stored pages and Save asks first; with the fallback (the
+    default) nothing is lost and Save asks nothing."""
+    from playwright.sync_api import expect
+
+    task = server.task(server.site.url("/product/951"))
+    domain_id = server.wait_task(task["id"], lambda t: t["status"] == "completed")["domain_id"]
+    before = server.api.get(f"/api/domains/{domain_id}").json()["parser_name"]
+    five = {
+        "product_name": {"css": "h1.product-title"},
+        "price": {"css": ".price-box .price", "post": ["price"]},
+        "currency": {"jsonld": "Product:offers.priceCurrency"},
+        "sku": {"jsonld": "Product:sku"},
+        "brand": {"jsonld": "Product:brand.name"},
+    }
+    go(admin, f"/domains/{domain_id}/parser")
+    rules = admin.get_by_label("Rules (JSON)")
+    rules.fill(json.dumps({**five, "fallback": False}))
+    expect(admin.get_by_test_id("lost-fields")).to_contain_text("availability")
+    comparison = admin.get_by_role("table", name="Comparison")
+    expect(comparison.locator("tr[data-compare-field=sku] td").nth(4)).not_to_have_text("0")
+    mine = admin.locator(f"details[data-task='{task['id']}']")
+    mine.locator("summary").click()
+    lost = mine.locator("tr[data-field=availability]")
+    expect(lost).to_have_attribute("data-verdict", "lost")
+    expect(lost.locator("td.value").first).to_have_text("InStock")
+    expect(mine.locator("tr[data-field=sku]")).to_have_attribute("data-verdict", "same")
+
+    admin.get_by_role("button", name="Save as new version").click()
+    dialog = admin.get_by_role("dialog")
+    expect(dialog).to_contain_text(re.compile(r"loses [a-z_, ]*availability"))
+    dialog.get_by_role("button", name="Go back").click()
+    assert server.api.get(f"/api/domains/{domain_id}/selector-parsers").json()["total"] == 0
+
+    rules.fill(json.dumps(five))
+    expect(admin.get_by_role("table", name="Comparison")).to_be_visible()
+    expect(admin.get_by_text("Loses no field.")).to_be_visible()
+    admin.get_by_role("button", name="Save as new version").click()
+    expect(admin.locator('tr[data-version="1"]')).to_contain_text("yes")
+    expect(admin.get_by_role("dialog")).to_be_hidden()
+    # The other tests of this module crawl the same host with its usual parser.
+    assert server.api.patch(f"/api/domains/{domain_id}", json={"parser_name": before}).is_success
 
 
 def test_the_whole_session_left_no_error_in_the_server_log(browser: Any, server: Server) -> None:

@@ -1,6 +1,7 @@
 """Selector parsers (issue 17) on both engines: rules refused with their name and reason,
 versions, preview on a stored page in the parse processes, and a new version applied to stored
-pages by restart-parsing without a refetch."""
+pages by restart-parsing without a refetch; fields without a rule from the generic parser and a
+candidate compared with the parser in use on stored pages (issue 34)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import pytest
 
 from forager.api.deps import Runtime
+from forager.errors import InvalidRequest
+from forager.parse.base import ProductRecord
+from forager.parse.generic import GenericParser
+from forager.parse.selectors import compile_map
 from forager.queue.admin import restart_parsing_bulk
 from tests.support.crawling import crawl
+from tests.support.pages import product_page
 from tests.support.site import TestSite
 
 # Version 1 reads the related product's price by mistake (the first .price after the title's
@@ -149,3 +156,125 @@ async def test_preview_needs_a_stored_page_of_that_domain(api: httpx.AsyncClient
     assert (
         await api.post("/api/domains/999999/selector-parsers", json={"fields": V1})
     ).status_code == 404
+
+
+# Issue 34: rules for name, price, currency, sku and brand, nothing for availability.
+FIVE: dict[str, Any] = {
+    "product_name": {"css": "h1.product-title"},
+    "price": {"css": ".price-box .price", "post": ["price"]},
+    "currency": {"jsonld": "Product:offers.priceCurrency"},
+    "sku": {"jsonld": "Product:sku"},
+    "brand": {"jsonld": "Product:brand.name"},
+}
+
+
+def test_fields_without_a_rule_come_from_the_generic_parser_unless_fallback_is_false() -> None:
+    url = "https://shop.test/product/5"
+    html = product_page(5, Decimal("12.50"), False, "https://shop.test", kb=1)
+    record = compile_map(FIVE, 1).parse(html, url)
+    assert isinstance(record, ProductRecord)
+    assert (record.product_name, record.price, record.sku) == (
+        "Test Product 5",
+        Decimal("12.50"),
+        "SKU-5",
+    )
+    assert (record.availability, record.is_available) == ("OutOfStock", False)
+    assert record.description == "Description of test product 5."
+    assert record.review_count == 5 and len(record.image_urls) == 2
+    # The map's own fields are the markup's; the fallback's keep the generic parser's trust.
+    assert record.field_confidence["price"] == 0.95
+    generic = GenericParser().parse(html, url).field_confidence
+    assert record.field_confidence["availability"] == generic["availability"]
+    assert (record.parser_name, record.parser_version) == ("selector", "1")
+
+    strict = compile_map({**FIVE, "fallback": False}, 2).parse(html, url)
+    assert isinstance(strict, ProductRecord)
+    assert (strict.availability, strict.is_available, strict.description) == (None, None, None)
+    assert "availability" not in strict.field_confidence and strict.image_urls == []
+    with pytest.raises(InvalidRequest) as refused:
+        compile_map({**FIVE, "fallback": "no"})
+    assert refused.value.field == "fields.fallback"
+
+
+async def test_a_map_without_an_availability_rule_keeps_it_on_recrawl(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    runtime = _runtime(api)
+    url = site.url("/product/3")
+    task_id = (await api.post("/api/tasks", json={"url": url})).json()["task"]["id"]
+    await crawl(runtime.db, runtime.settings, [task_id], parts=runtime.parts)
+    before = await _product(api, url)
+    assert (before["parser_name"], before["availability"]) == ("generic", "InStock")
+    domain_id = (await api.get(f"/api/tasks/{task_id}")).json()["domain_id"]
+    path = f"/api/domains/{domain_id}/selector-parsers"
+
+    async def reparse(fields: dict[str, Any]) -> dict[str, Any]:
+        assert (await api.post(path, json={"fields": fields})).status_code == 201
+        restarted = await api.post(
+            "/api/tasks/restart-parsing", json={"domain_id": domain_id, "outdated": True}
+        )
+        assert restarted.json()["task_ids"] == [task_id], restarted.text
+        await crawl(runtime.db, runtime.settings, [task_id], parts=runtime.parts)
+        return await _product(api, url)
+
+    kept = await reparse(FIVE)
+    assert (kept["parser_name"], kept["sku"], kept["brand"]) == ("selector", "SKU-3", "Brand 3")
+    assert (kept["availability"], kept["is_available"]) == ("InStock", True)
+    emptied = await reparse({**FIVE, "fallback": False})  # the operator's choice
+    assert (emptied["parser_version"], emptied["availability"]) == ("2", None)
+
+
+def _summary(body: dict[str, Any]) -> dict[str, tuple[int, int, int, int]]:
+    return {f["field"]: (f["added"], f["changed"], f["lost"], f["same"]) for f in body["fields"]}
+
+
+async def test_compare_shows_what_a_candidate_adds_changes_and_loses_on_stored_pages(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    runtime = _runtime(api)
+    site.set_price(4, Decimal("7.25"), available=False)
+    urls = [site.url("/product/3"), site.url("/product/4")]
+    ids = [(await api.post("/api/tasks", json={"url": u})).json()["task"]["id"] for u in urls]
+    await crawl(runtime.db, runtime.settings, ids, parts=runtime.parts)
+    domain_id = (await api.get(f"/api/tasks/{ids[0]}")).json()["domain_id"]
+    path = f"/api/domains/{domain_id}/selector-parsers"
+    wrong = {**FIVE, "price": V1["price"], "fallback": False}  # the related product's price
+
+    compared = await api.post(f"{path}/compare", json={"fields": wrong})
+    assert compared.status_code == 200, compared.text
+    body = compared.json()
+    assert (body["current_parser"], body["current_version"]) == ("generic", None)
+    summary = _summary(body)
+    assert summary["price"] == (0, 2, 0, 0) and summary["sku"] == (0, 0, 0, 2)
+    assert summary["availability"] == (0, 0, 2, 0) and summary["description"] == (0, 0, 2, 0)
+    assert {"availability", "is_available", "image_urls"} <= set(body["lost"])
+    assert "sku" not in body["lost"]
+    assert sorted(p["task_id"] for p in body["pages"]) == sorted(ids)
+    page4 = next(p for p in body["pages"] if p["url"] == urls[1])
+    diffs = {d["field"]: d for d in page4["fields"]}
+    assert diffs["availability"] == {
+        "field": "availability",
+        "current": "OutOfStock",
+        "candidate": None,
+        "verdict": "lost",
+    }
+    assert (diffs["price"]["current"], diffs["price"]["verdict"]) == ("7.25", "changed")
+    assert page4["current_error"] is None and page4["candidate_error"] is None
+
+    # With the fallback (the default) nothing is lost; only the price the rules read changes.
+    fallback = (
+        await api.post(f"{path}/compare", json={"fields": {**wrong, "fallback": True}})
+    ).json()
+    assert fallback["lost"] == [] and _summary(fallback)["availability"] == (0, 0, 0, 2)
+    assert {k for k, v in _summary(fallback).items() if v[3] != 2} == {"price"}
+
+    # Against a saved map in use, on the newest page only; nothing is saved by comparing.
+    assert (await api.post(path, json={"fields": FIVE})).status_code == 201
+    one = (await api.post(f"{path}/compare", json={"fields": wrong, "pages": 1})).json()
+    assert (one["current_parser"], one["current_version"], len(one["pages"])) == ("selector", 1, 1)
+    assert _summary(one)["price"] == (0, 1, 0, 0)
+    assert (await api.get(path)).json()["total"] == 1
+    bad = await api.post(f"{path}/compare", json={"fields": {"product_name": {"css": "h1["}}})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "fields.product_name.css"
+    missing = await api.post("/api/domains/999999/selector-parsers/compare", json={"fields": FIVE})
+    assert missing.status_code == 404

@@ -1,15 +1,21 @@
-"""A domain's selector parsers: save a map as a new version, list versions, use one, and
-preview an unsaved map on a stored page (in the parse processes, within their time budget)."""
+"""A domain's selector parsers: save a map as a new version, list versions, use one, preview
+an unsaved map on a stored page and compare it with the parser in use on the newest stored
+pages (in the parse processes, within their time budget)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
+from forager.api.deps import EntityId, PagingDep, ReadSessionDep, Runtime, RuntimeDep
 from forager.api.pages import Page
 from forager.api.selector_schemas import (
+    FieldSummaryPublic,
+    PageComparisonPublic,
+    SelectorCompareIn,
+    SelectorComparison,
     SelectorMapIn,
     SelectorParserList,
     SelectorParserPublic,
@@ -19,7 +25,9 @@ from forager.api.selector_schemas import (
 )
 from forager.db import audit
 from forager.db.models import SelectorMapVersion
-from forager.domains import selectors
+from forager.domains import comparison, selectors
+from forager.domains.selectors import StoredPage
+from forager.errors import ForagerError
 from forager.parse.selectors import ITEMS, SELECTOR, compile_map
 from forager.worker.parsing import ParseJob
 
@@ -149,4 +157,59 @@ async def preview_selector_parser(
         items=items,
         errors=errors,
         error=error,
+    )
+
+
+async def _read(runtime: Runtime, job: ParseJob) -> tuple[dict[str, Any] | None, str | None]:
+    """The product a parse job reads as JSON, or None and why not."""
+    parsed = await runtime.parts.parser.parse(job)
+    if parsed.error is not None:
+        return None, parsed.error[1]
+    if parsed.record is None:
+        return None, "no product on the page (items only)"
+    return parsed.record.to_json(), None
+
+
+async def _compare_page(
+    runtime: Runtime,
+    domain_id: int,
+    stored: StoredPage,
+    current: tuple[str, tuple[int, int, dict[str, Any]] | None],
+    fields: dict[str, Any],
+) -> comparison.PageComparison:
+    try:
+        html = await runtime.pages.get(stored.html_path)
+    except ForagerError as exc:
+        unread = (None, exc.message)
+        return comparison.compare_page(stored.task_id, stored.url, unread, unread)
+    name, in_use = current
+    now = ParseJob(stored.url, name, html, fetched=False, selector=in_use)
+    trial = ParseJob(stored.url, SELECTOR, html, fetched=False, selector=(domain_id, 0, fields))
+    before, after = await asyncio.gather(_read(runtime, now), _read(runtime, trial))
+    return comparison.compare_page(stored.task_id, stored.url, before, after)
+
+
+@router.post(
+    "/selector-parsers/compare", operation_id="compare_selector_parser", responses=_NOT_FOUND
+)
+async def compare_selector_parser(
+    domain_id: EntityId, body: SelectorCompareIn, runtime: RuntimeDep
+) -> SelectorComparison:
+    """Read the domain's newest stored pages with an unsaved map and with the parser in use:
+    per page and field both values and what the map does (added, changed, lost, same), and
+    per field how many pages of each. Fields the map has no rule for fall back to the generic
+    parser, as they would once saved."""
+    compile_map(body.fields)  # a bad rule: 422 naming it, before any page is read
+    async with runtime.db.reader() as session:
+        current = await selectors.current_parser(session, domain_id)
+        stored, _ = await selectors.stored_pages(session, domain_id, limit=body.pages, offset=0)
+    # One page at a time: the parse processes keep room for the crawl's pages meanwhile.
+    pages = [await _compare_page(runtime, domain_id, p, current, body.fields) for p in stored]
+    summary = comparison.summarize(pages)
+    return SelectorComparison(
+        current_parser=current[0],
+        current_version=current[1][1] if current[1] is not None else None,
+        fields=[FieldSummaryPublic.model_validate(f) for f in summary],
+        lost=[f.field for f in summary if f.lost],
+        pages=[PageComparisonPublic.model_validate(p) for p in pages],
     )

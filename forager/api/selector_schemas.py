@@ -8,9 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from forager.api.wire import MAX_JSON_ID, JsonBody
+from forager.domains.comparison import MAX_PAGES, Verdict
 from forager.parse.base import EXTRACTED_FIELDS
 from forager.parse.items import KIND
-from forager.parse.selectors import ITEM_FIELD, ITEMS, MAX_ITEM_FIELDS, MAX_ITEM_SPECS
+from forager.parse.selectors import FALLBACK, ITEM_FIELD, ITEMS, MAX_ITEM_FIELDS, MAX_ITEM_SPECS
 
 # Whether a selector parses is its grammar's to say (no JSON Schema states CSS or XPath): each
 # field says so in words, and a 422 names the field and the parser's reason.
@@ -100,18 +101,28 @@ EXAMPLE_FIELDS: dict[str, Any] = {
 _FIELDS_DOC = (
     "Product field -> rule (docs/PARSERS.md), and/or `items`: item extractors (ads, "
     "listings). A rule the engines cannot run (CSS, XPath, JSON-LD path, a regex that is not "
-    "linear-time RE2) is refused with 422 naming it."
+    "linear-time RE2) is refused with 422 naming it. Product fields without a rule come from "
+    "the generic parser's record of the page unless `fallback` is false."
 )
+_FALLBACK_SCHEMA = {
+    "type": "boolean",
+    "default": True,
+    "description": "Whether product fields without a rule are taken from the generic parser "
+    "(true) or stay empty (false).",
+}
 
 
 def _fields_schema(schema: dict[str, Any]) -> None:
     schema.update(
         type="object",
         minProperties=1,
-        maxProperties=len(EXTRACTED_FIELDS) + 1,
-        anyOf=[{"required": ["product_name"]}, {"required": [ITEMS], "maxProperties": 1}],
-        propertyNames={"enum": [*EXTRACTED_FIELDS, ITEMS]},
-        properties={ITEMS: _ITEMS_SCHEMA},
+        maxProperties=len(EXTRACTED_FIELDS) + 2,
+        anyOf=[
+            {"required": ["product_name"]},
+            {"required": [ITEMS], "propertyNames": {"enum": [ITEMS, FALLBACK]}},
+        ],
+        propertyNames={"enum": [*EXTRACTED_FIELDS, ITEMS, FALLBACK]},
+        properties={ITEMS: _ITEMS_SCHEMA, FALLBACK: _FALLBACK_SCHEMA},
         additionalProperties=_RULE,
         examples=[EXAMPLE_FIELDS, {ITEMS: EXAMPLE_ITEMS}],
     )
@@ -193,3 +204,75 @@ class SelectorPreview(BaseModel):
         description="Why the page could not be read at all (a parse error, over time).",
         examples=[None],
     )
+
+
+class SelectorCompareIn(JsonBody):
+    """A candidate selector map, to read the domain's newest stored pages with it and with the
+    parser in use."""
+
+    fields: dict[str, Any] = Field(description=_FIELDS_DOC, json_schema_extra=_fields_schema)
+    pages: int = Field(
+        MAX_PAGES, ge=1, le=MAX_PAGES, description="How many of the newest stored pages to read."
+    )
+
+
+class FieldDiffPublic(BaseModel):
+    """One field of one page by the current parser and by the candidate."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    field: str = Field(examples=["availability"])
+    current: Any = Field(examples=["InStock"])
+    candidate: Any = Field(examples=[None])
+    verdict: Verdict = Field(
+        description="added: only the candidate has a value; lost: only the current parser; "
+        "changed: both, different; same: both, equal.",
+        examples=["lost"],
+    )
+
+
+class PageComparisonPublic(BaseModel):
+    """One stored page read by both parsers: the fields either filled."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    task_id: int = Field(examples=[1])
+    url: str = Field(examples=["https://books.toscrape.com/catalogue/a/index.html"])
+    current_error: str | None = Field(
+        description="Why the current parser read no product from the page.", examples=[None]
+    )
+    candidate_error: str | None = Field(
+        description="Why the candidate read no product from the page.", examples=[None]
+    )
+    fields: list[FieldDiffPublic]
+
+
+class FieldSummaryPublic(BaseModel):
+    """One field over the pages read: on how many the candidate adds, changes, loses, keeps it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    field: str = Field(examples=["availability"])
+    added: int = Field(examples=[0])
+    changed: int = Field(examples=[0])
+    lost: int = Field(examples=[3])
+    same: int = Field(examples=[0])
+
+
+class SelectorComparison(BaseModel):
+    """A candidate map against the domain's parser in use, on the same stored pages."""
+
+    current_parser: str = Field(
+        description="The parser the domain's pages are read with now.", examples=["generic"]
+    )
+    current_version: int | None = Field(
+        description="The selector map version in use (null: not a selector map).", examples=[None]
+    )
+    fields: list[FieldSummaryPublic] = Field(
+        description="Per field either parser filled on some page, in record order."
+    )
+    lost: list[str] = Field(
+        description="The fields the candidate loses on at least one page.",
+        examples=[["availability"]],
+    )
+    pages: list[PageComparisonPublic] = Field(description="The pages read, newest fetch first.")

@@ -100,6 +100,19 @@ def _in_use(domain: Domain) -> int | None:
     return domain.selector_version if domain.parser_name == SELECTOR else None
 
 
+async def current_parser(
+    session: AsyncSession, domain_id: int
+) -> tuple[str, tuple[int, int, dict[str, Any]] | None]:
+    """The parser the domain's pages are read with now: its name and, for ``selector``, the
+    map in use (domain id, version, fields), as a claimed task carries them."""
+    domain = await _domain(session, domain_id)
+    version = _in_use(domain)
+    if version is None:
+        return domain.parser_name, None
+    row = await _version(session, domain_id, version)
+    return SELECTOR, (domain_id, version, row.fields)
+
+
 async def one(
     session: AsyncSession, domain_id: int, version: int
 ) -> tuple[SelectorMapVersion, bool]:

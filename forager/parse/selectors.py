@@ -28,6 +28,7 @@ from lxml import etree
 
 from forager.errors import InvalidRequest, NotProductPage, ParseError
 from forager.parse.base import EXTRACTED_FIELDS, Extracted, ItemRecord, ProductRecord
+from forager.parse.generic import GenericParser
 from forager.parse.items import KIND, MAX_ITEMS, BadItem, check_item
 from forager.parse.prices import currency_for_url
 from forager.parse.quality import check
@@ -45,11 +46,13 @@ from forager.parse.selector_rules import (
 SELECTOR = "selector"  # the parser name of domains that use their selector map
 MAX_FIELDS = len(EXTRACTED_FIELDS)
 ITEMS = "items"  # the map's key for item extractors
+FALLBACK = "fallback"  # the map's key: whether fields without a rule come from the generic parser
 ITEM_FIELD = r"^[a-z][a-z0-9_]{0,49}$"
 MAX_ITEM_SPECS = 5
 MAX_ITEM_FIELDS = 30
 _ITEM_FIELD = re.compile(ITEM_FIELD)
 _KIND = re.compile(KIND)
+_GENERIC = GenericParser()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,15 @@ class SelectorMap:
     rules: tuple[Rule, ...]
     source: dict[str, Any] = field(compare=False)
     items: tuple[ItemSpec, ...] = ()
+    fallback: bool = True
+
+    @property
+    def undefined(self) -> tuple[str, ...]:
+        """The product fields taken from the generic parser (none without fallback)."""
+        if not self.fallback or not self.rules:
+            return ()
+        defined = {rule.field for rule in self.rules}
+        return tuple(name for name in EXTRACTED_FIELDS if name not in defined)
 
     def extract(self, html: str, url: str) -> tuple[dict[str, Value], dict[str, str]]:
         """Every product field's value and error; with item extractors, ``values["items"]``
@@ -104,13 +116,13 @@ class SelectorMap:
         with item extractors, an ``Extracted`` with the product (or None) and the items."""
         page = Page(html)
         if not self.items:
-            return self._product(page, url)
+            return self._product(page, html, url)
         found, _ = self._items(page, url)
         items = [ItemRecord(i.kind, i.key, i.data) for i in found]
         product = None
         if self.rules:
             try:
-                product = self._product(page, url)
+                product = self._product(page, html, url)
             except NotProductPage:
                 if not items:
                     raise
@@ -118,7 +130,7 @@ class SelectorMap:
             raise NotProductPage(f"{url}: selector map v{self.version}: no item matched")
         return Extracted(product, items)
 
-    def _product(self, page: Page, url: str) -> ProductRecord:
+    def _product(self, page: Page, html: str, url: str) -> ProductRecord:
         values, errors = self._fields(page, url)
         name = values.get("product_name")
         if not isinstance(name, str) or not name:
@@ -128,10 +140,13 @@ class SelectorMap:
         for key, value in values.items():
             if key != "product_name" and value is not None:
                 setattr(record, key, value)
+        taken = _fall_back(record, self.undefined, html, url)
         if record.currency is None and record.price is not None:
             record.currency = currency_for_url(url)
         record.parser_name, record.parser_version = SELECTOR, str(self.version)
+        confidence = {k: v for k, v in taken.items() if getattr(record, k) not in (None, [])}
         checked = check(record, dict.fromkeys(values, "markup"))
+        checked.field_confidence.update(confidence)
         checked.quality_issues.extend(f"selector:{k}: {v}" for k, v in errors.items())
         return checked
 
@@ -170,6 +185,26 @@ class SelectorMap:
                     seen.add((item.kind, item.key))
                     found.append(item)
         return found, errors
+
+
+def _fall_back(
+    record: ProductRecord, names: tuple[str, ...], html: str, url: str
+) -> dict[str, float]:
+    """Fill ``names`` from the generic parser's record of the page; the confidence of each
+    field taken (a page the generic parser refuses gives nothing)."""
+    if not names:
+        return {}
+    try:
+        generic = _GENERIC.parse(html, url)
+    except ParseError:
+        return {}
+    taken: dict[str, float] = {}
+    for name in names:
+        value = getattr(generic, name)
+        if value is not None and value != []:
+            setattr(record, name, value)
+            taken[name] = generic.field_confidence.get(name, 0.5)
+    return taken
 
 
 # -- compiling -------------------------------------------------------------------------------
@@ -232,12 +267,19 @@ def _item_spec(index: int, raw: Any) -> ItemSpec:
 
 def compile_map(fields: Any, version: int = 0) -> SelectorMap:
     """The compiled map, or ``InvalidRequest`` naming the first bad rule and why."""
-    if not isinstance(fields, dict) or not 1 <= len(fields) <= MAX_FIELDS + 1:
+    if not isinstance(fields, dict) or not 1 <= len(set(fields) - {FALLBACK}) <= MAX_FIELDS + 1:
         raise InvalidRequest(
             f"fields: map 1 to {MAX_FIELDS} product fields to rules (and items)", field="fields"
         )
     specs = fields.get(ITEMS)
-    product = {k: v for k, v in fields.items() if k != ITEMS}
+    fallback = fields.get(FALLBACK, True)
+    if not isinstance(fallback, bool):
+        raise InvalidRequest(
+            "fields.fallback: true (fields without a rule come from the generic parser) or "
+            "false (they stay empty)",
+            field="fields.fallback",
+        )
+    product = {k: v for k, v in fields.items() if k not in (ITEMS, FALLBACK)}
     if "product_name" not in product and (specs is None or product):
         raise InvalidRequest(
             "fields: product_name needs a rule (a product has a name), unless the map only "
@@ -255,7 +297,7 @@ def compile_map(fields: Any, version: int = 0) -> SelectorMap:
         items = tuple(_item_spec(i, raw) for i, raw in enumerate(specs or []))
     except InvalidRequest as exc:  # named from the request body's root
         raise InvalidRequest(f"fields.{exc.message}", field=f"fields.{exc.field}") from None
-    return SelectorMap(version, rules, fields, items)
+    return SelectorMap(version, rules, fields, items, fallback)
 
 
 _CACHE: OrderedDict[tuple[int, int], SelectorMap] = OrderedDict()
