@@ -145,6 +145,34 @@ def _domain_id(server: Server, name: str = "127.0.0.1") -> int:
     return domain_id
 
 
+def test_the_submit_page_says_a_duplicate_was_not_applied_and_crawls_it_again_when_asked(
+    admin: Any, server: Server
+) -> None:
+    """A URL submitted again answers ``duplicate`` with what was not applied and how to crawl it
+    again; ticked "Crawl again if done", the finished task is restarted with the new options."""
+    from playwright.sync_api import expect
+
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    url = server.site.url("/product/930")
+    task_id = server.task(url, scheduled_at=later)["id"]
+    server.api.post(f"/api/tasks/{task_id}/cancel").raise_for_status()
+
+    go(admin, "/submit")
+    admin.locator("#submit-urls").fill(url)
+    admin.locator("input[name=priority]").fill("2")
+    admin.get_by_role("button", name="Submit").click()
+    result = admin.locator("tr[data-result=duplicate]")
+    expect(result).to_contain_text("not applied: priority 2")
+    expect(result).to_contain_text("restart")
+    assert server.api.get(f"/api/tasks/{task_id}").json()["status"] == "cancelled"
+
+    admin.get_by_test_id("submit-again").check()
+    admin.get_by_role("button", name="Submit").click()
+    expect(admin.locator("tr[data-result=duplicate]")).to_contain_text("restarted")
+    task = server.api.get(f"/api/tasks/{task_id}").json()
+    assert task["priority"] == 2 and task["status"] != "cancelled"  # back in the queue, or done
+
+
 def test_a_slow_batch_says_why_it_waits_with_a_bar_and_an_estimated_end(
     admin: Any, server: Server
 ) -> None:

@@ -28,6 +28,7 @@ export async function render(view) {
   const tags = h("input", { name: "tags", placeholder: "kettles, black-friday" });
   const priority = h("input", { type: "number", name: "priority", min: 1, max: 10, value: 5 });
   const batch = h("input", { name: "batch_name", maxlength: 255 });
+  const again = h("input", { type: "checkbox", name: "restart", "data-testid": "submit-again" });
   const results = h("div", { "aria-live": "polite" });
   const form = h("form", { onsubmit: async (event) => {
     event.preventDefault();
@@ -37,6 +38,7 @@ export async function render(view) {
     if (frequency.value) options.crawl_frequency_seconds = Number(frequency.value);
     if (batch.value.trim()) options.batch_name = batch.value.trim();
     if (adaptive.checked) options.adaptive_recrawl = true;
+    if (again.checked) options.restart = true;
     const tagList = tags.value.split(",").map((t) => t.trim()).filter(Boolean);
     if (tagList.length) options.tags = tagList;
     const button = form.querySelector("button[type=submit]");
@@ -61,7 +63,7 @@ export async function render(view) {
         { "data-result": r.result },
         h("td", { class: "url" }, r.input_url), h("td", {}, r.result),
         h("td", {}, r.task_id ? link(`/tasks/${r.task_id}`, `#${r.task_id}`) : ""),
-        h("td", {}, r.error || r.status || "")))));
+        h("td", {}, [r.error || r.status || "", r.hint ? ` — ${r.hint}` : ""].join(""))))));
   } },
   field("URLs, one per line", urls),
   h("div", { class: "row" },
@@ -73,6 +75,8 @@ export async function render(view) {
       + "less often while nothing changes" }, adaptive, "Adaptive"),
     field("Tags (comma-separated)", tags),
     field("Batch name", batch),
+    h("label", { class: "inline", title: "A URL whose task has finished (completed, failed or "
+      + "cancelled) is crawled again with these options" }, again, "Crawl again if done"),
     h("button", { type: "submit", class: "primary" }, "Submit")));
   view.append(form, results);
 }
