@@ -153,6 +153,13 @@ class Settings(BaseSettings):
     poll_seconds: float = Field(
         1.0, gt=0, description="How long an idle worker waits before looking for work again."
     )
+    listen_notify: bool = Field(
+        True,
+        description=(
+            "On PostgreSQL, idle workers LISTEN for new work (a submit, restart or due recrawl "
+            "sends NOTIFY) and claim at once; polling stays the fallback. Off: they only poll."
+        ),
+    )
     scheduler_seconds: float = Field(
         5.0,
         gt=0,

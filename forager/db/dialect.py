@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import FromClause
@@ -23,3 +24,11 @@ def seconds_between(session: AsyncSession, start: Any, end: Any) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return extract("epoch", end - start)
     return (func.julianday(end) - func.julianday(start)) * 86400.0
+
+
+async def notify(session: AsyncSession, channel: str) -> None:
+    """``NOTIFY channel`` on PostgreSQL, delivered when the session's transaction commits (one
+    per transaction however often it is called: PostgreSQL folds identical notifications);
+    nothing on SQLite, whose processes learn of new work in-process or by polling."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": channel})

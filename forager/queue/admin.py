@@ -21,6 +21,7 @@ from forager.db.models import CrawlTask
 from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import LifecycleConflict
+from forager.queue.announce import new_work
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.queue.moves import transition
 from forager.queue.submit import recrawl_columns
@@ -55,6 +56,9 @@ RESTART_PARSING = Action(
     "restart parsing", "restart_parsing", (S.FAILED, S.COMPLETED, S.CANCELLED), S.DOWNLOADED
 )
 
+# Actions after which the task is claimable (a worker's claim or parse claim): announced.
+_CLAIMABLE_AGAIN = (RESUME, RESTART, RESTART_PARSING)
+
 
 async def _current(session: AsyncSession, task_id: int) -> CrawlTask:
     missing = f"task {task_id} does not exist"
@@ -83,6 +87,8 @@ async def _apply(db: Database, task_id: int, action: Action, by: str, **values: 
         task = await _current(session, task_id)
         if not moved:
             raise _refuse(action, task)
+        if action in _CLAIMABLE_AGAIN:
+            await new_work(session)
         return task
 
 
@@ -278,6 +284,7 @@ async def restart_failed(
         audit.record(
             session, "task", restarted, "restarted", {"to": S.PENDING, "by": by, "bulk": True}
         )
+        await new_work(session)
         return restarted
 
 
@@ -393,6 +400,8 @@ async def restart_parsing_bulk(
             RESTART_PARSING.event,
             {"to": S.DOWNLOADED, "by": by, "bulk": True},
         )
+        if restarted:
+            await new_work(session)
         return restarted
 
 

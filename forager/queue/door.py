@@ -10,7 +10,8 @@ counts) and ``adaptive`` (the recrawl frequency's arithmetic and signals). Every
 here is the queue's own business: ``claim.py`` (leasing due work), ``moves.py`` (named
 compare-and-set moves, ``settle`` for many at once), ``attempts.py`` (``crawl_attempts`` rows and
 their outcomes), ``scheduler.py`` (expired leases, due recrawls), ``dispatch.py`` (Celery's
-outbox), ``submit.py`` and ``admin.py``. A change to the task lifecycle reads and edits only
+outbox), ``submit.py``, ``admin.py`` and ``announce.py`` (``NEW_WORK``: the channel
+that tells listening workers of new work). A change to the task lifecycle reads and edits only
 ``queue/``.
 
 The transaction rule is the same everywhere: a method that takes a ``session`` runs inside the
@@ -43,6 +44,7 @@ from forager.queue.admin import (
     set_priority,
     set_recrawl,
 )
+from forager.queue.announce import NEW_WORK
 from forager.queue.attempts import FetchAttempt
 from forager.queue.dispatch import OWNER_PREFIX, QUEUES, Message
 from forager.queue.moves import FETCHED_VIA, Ending
@@ -51,6 +53,7 @@ from forager.queue.tasks import ClaimedTask
 
 __all__ = [
     "FETCHED_VIA",
+    "NEW_WORK",
     "OWNER_PREFIX",
     "QUEUES",
     "RESTARTABLE",

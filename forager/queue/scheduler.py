@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.db import audit
 from forager.db.models import CrawlAttempt, CrawlTask
+from forager.queue.announce import new_work
 from forager.queue.lifecycle import LEASED, PARSE_LEASED, TaskStatus
 
 S = TaskStatus
@@ -101,6 +102,8 @@ async def _reap_batch(session: AsyncSession, now: datetime) -> tuple[int, int]:
         )
     for task_id, status in moved:
         audit.record(session, "task", [task_id], "lease_expired", {"to": status})
+    if any(status != S.FAILED for _, status in moved):
+        await new_work(session)  # due again at once
     return len(lost), len(moved)
 
 
@@ -161,4 +164,6 @@ async def requeue_due_recrawls(session: AsyncSession, now: datetime, limit: int 
     )
     moved = list(result.scalars())
     audit.record(session, "task", moved, "recrawl_due", {"to": S.PENDING})
+    if moved:
+        await new_work(session)
     return len(moved)

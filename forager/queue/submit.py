@@ -19,6 +19,7 @@ from forager.db.types import utcnow
 from forager.errors import ForagerError, InvalidRequest
 from forager.parse.registry import get_parser, parser_name_for_host
 from forager.queue.adaptive import default_bounds, start
+from forager.queue.announce import new_work
 from forager.queue.lifecycle import TaskStatus
 from forager.queue.urls import NormalizedURL, normalize_url
 
@@ -162,6 +163,8 @@ async def submit_urls(
             by_hash.update({r.url_hash: (r.id, r.status) for r in rows})
         new_ids = [by_hash[h][0] for h in created]
         audit.record(session, "task", new_ids, "created", {"to": TaskStatus.PENDING})
+        if new_ids:
+            await new_work(session)
     outcomes: list[SubmitOutcome] = []
     first_seen: set[str] = set()
     for spec, n in checked:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
+from forager.db.listen import Listener
 from forager.fetch.base import Fetcher
 from forager.fetch.fetcher_set import FetcherSet
+from forager.queue.door import NEW_WORK
 from forager.store.backend import open_page_store
 from forager.store.pages import PageStore
 from forager.worker.parsing import ParsePool
@@ -37,7 +39,8 @@ class WakeSignal:
 
 @dataclass
 class Parts:
-    """Page store, secret box, fetchers, parse processes, writer and wake-up signal."""
+    """Page store, secret box, fetchers, parse processes, writer and wake-up signal, and on
+    PostgreSQL the listener that raises the signal when another process announces new work."""
 
     settings: Settings
     pages: PageStore
@@ -46,10 +49,13 @@ class Parts:
     parser: ParsePool
     writer: GroupWriter
     wake: WakeSignal = field(default_factory=WakeSignal)
+    listener: Listener | None = None  # run by the worker pool (``WorkerPool.run``)
 
     @classmethod
     def build(cls, db: Database, settings: Settings) -> Parts:
         box = SecretBox(settings)
+        wake = WakeSignal()
+        listen = settings.listen_notify and not db.is_sqlite
         return cls(
             settings=settings,
             pages=open_page_store(settings),
@@ -58,6 +64,8 @@ class Parts:
             fetchers=FetcherSet(settings),
             parser=ParsePool(settings),
             writer=GroupWriter(db, settings, box),
+            wake=wake,
+            listener=Listener(db.url, NEW_WORK, wake) if listen else None,
         )
 
     async def aclose(self) -> None:

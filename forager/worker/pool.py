@@ -148,6 +148,9 @@ class WorkerPool:
             )
         if self.relay is not None:
             side.append(self._supervise("relay", self._relay, self.settings.poll_seconds))
+        if self.parts.listener is not None and not self.celery:
+            # PostgreSQL: a NOTIFY from any process wakes the claim loop (``parts.wake``).
+            side.append(self.parts.listener.run(self._side_stop))
         side_tasks = [asyncio.create_task(coro) for coro in side]
         log.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
