@@ -169,9 +169,9 @@ async def test_health_reports_workers_and_degrades_without_them(
     health = (await api.get("/health")).json()
     assert (health["status"], health["due_tasks"]) == ("healthy", 0)
     assert health["workers"] == []  # it has stopped since
-    from forager.worker import registry
+    from forager.worker import presence
 
-    await registry.report(
+    await presence.report(
         runtime.db, "host:1:worker:abc", kind="worker", concurrency=8, in_flight=2, processed=5
     )
     [worker] = (await api.get("/health")).json()["workers"]
@@ -204,10 +204,10 @@ async def _seen_everywhere(api: httpx.AsyncClient) -> list[str]:
         opened = {"breaker_state": "open", "breaker_opened_at": utcnow()}
         await session.execute(update(Proxy).values(**opened))
         await session.execute(update(Domain).values(**opened))
-    from forager.worker import registry
+    from forager.worker import presence
 
     worker_id = "build-box-7:4242:worker:abc"
-    await registry.report(
+    await presence.report(
         runtime.db, worker_id, kind="worker", concurrency=8, in_flight=1, processed=3
     )
     return ["proxy-host.internal", "3128", "secret-shop.example", "build-box-7", "4242"]
