@@ -21,6 +21,16 @@ class NormalizedURL:
     base_url: str
 
 
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A link a crawl job's rules took from a page: where it goes and what its page is for
+    (``follow`` | ``parse``). Here, with the URL it wraps, so the parse processes that make
+    links import nothing of the queue but this module."""
+
+    where: NormalizedURL
+    action: str
+
+
 def _is_tracking(pair: str) -> bool:
     key = pair.split("=", 1)[0].lower()
     return key.startswith("utm_") or key in _TRACKING_KEYS

@@ -22,6 +22,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
+from forager.discovery.policies import LinkPolicies
 from forager.domains.robots import Verdict
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
@@ -31,7 +32,14 @@ from forager.parse.registry import UnknownParser, get_parser
 from forager.parse.selectors import SELECTOR
 from forager.politeness.gate import open_after
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
-from forager.queue.door import FETCHED_VIA, ClaimedTask, Ending, FetchAttempt, TaskQueue
+from forager.queue.door import (
+    FETCHED_VIA,
+    ClaimedTask,
+    Discovery,
+    Ending,
+    FetchAttempt,
+    TaskQueue,
+)
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.store.pages import PageStore
 from forager.worker.parsing import Parsed, ParseJob, ParsePool
@@ -86,6 +94,7 @@ class Pipeline:
         self.worker_id = worker_id
         self.parser = parser
         self.writer = writer
+        self.link_policies = LinkPolicies(db)  # crawl jobs' scope and rules (issue 32)
         # robots.txt and the proxy choice; the outcome's bookkeeping is the writer's.
         self.policy = FetchPolicy(
             db, queue.settings, box, worker_id, fetcher=robots_fetcher or fetcher
@@ -245,6 +254,8 @@ class Pipeline:
         response: FetchResponse,
         gate: _Gate,
     ) -> str | None:
+        follow = task.job_id is not None and task.job_action == "follow"
+        policy = await self.link_policies.get(task.job_id) if follow and task.job_id else None
         job = ParseJob(
             task.url,
             task.parser_name,
@@ -253,6 +264,8 @@ class Pipeline:
             response.status_code,
             selector=task.selector,
             store=self.pages.pack_root(),
+            links=policy,
+            follow_only=follow,
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
@@ -294,6 +307,7 @@ class Pipeline:
             proxy=proxy,
             answered_ms=response.elapsed_ms,
             open_gate=not gate.opened,
+            discovery=_discovery(task, parsed),
         )
         return await self.writer.finish(item)
 
@@ -352,6 +366,14 @@ def _fetch_attempt(
         page_path=page_key,
         page_bytes=page_bytes,
     )
+
+
+def _discovery(task: ClaimedTask, parsed: Parsed) -> Discovery | None:
+    """A crawl job's page: the links it gave, one level deeper than it (None: not a job's)."""
+    if task.job_id is None or task.job_action != "follow":
+        return None
+    found_on, depth = task.id, (task.depth or 0) + 1
+    return Discovery(task.job_id, found_on, depth, parsed.links, parsed.links_refused)
 
 
 def _provenance(parsed: Parsed, task: ClaimedTask) -> ItemBatch | None:

@@ -21,6 +21,7 @@ PRELOAD = (
     "forager.parse.generic",
     "forager.parse.amazon",
     "forager.parse.selectors",
+    "forager.discovery.links",  # a crawl job's links
 )
 
 
