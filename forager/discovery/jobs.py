@@ -111,7 +111,7 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         session.add(job)
         await session.flush()
         audit.record(session, "crawl_job", [job.id], "created", {"name": job.name})
-        links = [Link(u, "follow") for u in starts]
+        links = [Link(u, "follow") for u in starts] + [Link(u, "sitemap") for u in sitemaps]
         await TaskQueue(db, settings).discover(session, [Discovery(job.id, None, 0, links)])
     async with db.reader() as session:
         fresh = await session.get(CrawlJob, job.id)

@@ -18,6 +18,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from forager.discovery.rules import LinkPolicy, Rule, matches
 from forager.discovery.scope import in_scope
+from forager.discovery.sitemaps import read_sitemap
 from forager.errors import InvalidURL
 from forager.queue.urls import Link, normalize_url
 
@@ -82,11 +83,7 @@ def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Li
         if where.url_hash in taken:
             continue
         taken.add(where.url_hash)
-        if (
-            not in_scope(policy.scope, policy.hosts, where.host)
-            or len(where.url) > policy.max_url_length
-            or _query_params(where.url) > policy.max_query_params
-        ):
+        if not _allowed(policy, where.host, where.url):
             refused += 1
             continue
         action = _action(policy.rules, regions, href, where.url)
@@ -95,6 +92,43 @@ def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Li
             continue
         links.append(Link(where, action))
     return links, refused
+
+
+def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
+    """A sitemap's entries as links: an index's sitemaps are read in turn (``sitemap``), a
+    urlset's pages go by the rules; the scope and the trap limits hold for both. Raises
+    ``SitemapError`` for a sitemap that cannot be read safely."""
+    sitemap = read_sitemap(body)
+    links: list[Link] = []
+    refused = 0
+    for loc, _lastmod in sitemap.entries:
+        try:
+            where = normalize_url(loc)
+        except InvalidURL:
+            refused += 1
+            continue
+        if not _allowed(policy, where.host, where.url):
+            refused += 1
+            continue
+        action = (
+            "sitemap"
+            if sitemap.kind == "sitemapindex"
+            else _action(policy.rules, {}, loc, where.url)
+        )
+        if action is None or action == "ignore":
+            refused += 1
+            continue
+        links.append(Link(where, action))
+    return links, refused
+
+
+def _allowed(policy: LinkPolicy, host: str, url: str) -> bool:
+    """In the job's scope and within its trap limits (URL length, query parameters)."""
+    return (
+        in_scope(policy.scope, policy.hosts, host)
+        and len(url) <= policy.max_url_length
+        and _query_params(url) <= policy.max_query_params
+    )
 
 
 def _query_params(url: str) -> int:
@@ -107,7 +141,7 @@ def _action(
 ) -> str | None:
     """The first rule that matches ``url`` and whose region holds the link says what it is."""
     for rule in rules:
-        if rule.region is not None and href not in regions[rule.region]:
+        if rule.region is not None and href not in regions.get(rule.region, ()):
             continue
         if matches(rule, url):
             return rule.action

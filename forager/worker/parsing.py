@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
-from forager.discovery.links import extract_links
+from forager.discovery.links import extract_links, sitemap_links
 from forager.discovery.rules import LinkPolicy
+from forager.discovery.sitemaps import SitemapError
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
 from forager.parse import fieldmap, registry
@@ -75,6 +76,7 @@ class ParseJob:
     # job follows (a listing) is not parsed for a product (``follow_only``).
     links: LinkPolicy | None = None
     follow_only: bool = False
+    sitemap: bool = False  # the page is a sitemap (read from ``body``: it may be gzip)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +107,7 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
     text = FetchResponse(job.url, job.status_code, headers, job.body, 0).text
     if job.monitor is not None:  # a monitor keeps what it read, not the page
         return Parsed(), text
-    found = classify(text)
+    found = None if job.sitemap else classify(text)
     if found is not None:
         kind, what = found
         return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
@@ -124,7 +126,12 @@ def extract(job: ParseJob, text: str) -> Parsed:
     why there are none."""
     if job.links is not None:
         try:
-            links, refused = extract_links(text, job.url, job.links)
+            if job.sitemap:
+                links, refused = sitemap_links(job.body, job.links)
+            else:
+                links, refused = extract_links(text, job.url, job.links)
+        except SitemapError as exc:
+            return Parsed(error=(exc.error_type, f"{job.url}: {exc.message}"))
         except Exception as exc:  # a bug in link extraction: the task fails, the process lives
             return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
         if job.follow_only:

@@ -254,7 +254,7 @@ class Pipeline:
         response: FetchResponse,
         gate: _Gate,
     ) -> str | None:
-        follow = task.job_id is not None and task.job_action == "follow"
+        follow = task.job_id is not None and task.job_action in ("follow", "sitemap")
         policy = await self.link_policies.get(task.job_id) if follow and task.job_id else None
         job = ParseJob(
             task.url,
@@ -266,6 +266,7 @@ class Pipeline:
             store=self.pages.pack_root(),
             links=policy,
             follow_only=follow,
+            sitemap=task.job_action == "sitemap",
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
@@ -370,7 +371,7 @@ def _fetch_attempt(
 
 def _discovery(task: ClaimedTask, parsed: Parsed) -> Discovery | None:
     """A crawl job's page: the links it gave, one level deeper than it (None: not a job's)."""
-    if task.job_id is None or task.job_action != "follow":
+    if task.job_id is None or task.job_action not in ("follow", "sitemap"):
         return None
     found_on, depth = task.id, (task.depth or 0) + 1
     return Discovery(task.job_id, found_on, depth, parsed.links, parsed.links_refused)

@@ -9,10 +9,14 @@ listings → product pages, with the traps a crawler meets.
   the home page, and its page links carry a session id (``?sid=…&page=N``) as well.
 - ``/shop/p/{n}``: a product page (JSON-LD), ``n = category * 100 + i``.
 - ``/shop/calendar?month=YYYY-MM``: each month links the next one, for ever.
+- ``/shop/sitemap.xml``: a sitemap index of ``/shop/sitemap-kettles.xml.gz`` (gzipped, served as
+  ``application/gzip``), ``/shop/sitemap-more.xml`` (the other products with their ``lastmod``,
+  plus an off-scope URL) and ``/shop/sitemap-broken.xml`` (malformed XML).
 """
 
 from __future__ import annotations
 
+import gzip
 import itertools
 from decimal import Decimal
 
@@ -95,7 +99,50 @@ async def calendar(request: Request) -> Response:
     return _page("Events", f'<a href="/shop/calendar?month={year:04d}-{month:02d}">next</a>')
 
 
+_SM = '<?xml version="1.0" encoding="UTF-8"?>'
+_NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def _base(request: Request) -> str:
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _urlset(base: str, numbers: list[int], extra: str = "") -> str:
+    urls = "".join(
+        f"<url><loc>{base}/shop/p/{n}</loc><lastmod>2026-11-{1 + n % 28:02d}</lastmod></url>"
+        for n in numbers
+    )
+    return f"{_SM}<urlset {_NS}>{urls}{extra}</urlset>"
+
+
+async def sitemap_index(request: Request) -> Response:
+    base = _base(request)
+    children = ("sitemap-kettles.xml.gz", "sitemap-more.xml", "sitemap-broken.xml")
+    entries = "".join(f"<sitemap><loc>{base}/shop/{c}</loc></sitemap>" for c in children)
+    return Response(f"{_SM}<sitemapindex {_NS}>{entries}</sitemapindex>", media_type="text/xml")
+
+
+async def sitemap_kettles(request: Request) -> Response:
+    numbers = [n for n in products() if n // 100 == CATEGORIES["kettles"]]
+    body = gzip.compress(_urlset(_base(request), numbers).encode(), mtime=0)
+    return Response(body, media_type="application/gzip")
+
+
+async def sitemap_more(request: Request) -> Response:
+    numbers = [n for n in products() if n // 100 != CATEGORIES["kettles"]]
+    elsewhere = f"<url><loc>http://127.0.0.2:{request.url.port}/shop/p/101</loc></url>"
+    return Response(_urlset(_base(request), numbers, elsewhere), media_type="text/xml")
+
+
+async def sitemap_broken(request: Request) -> Response:
+    return Response(f"{_SM}<urlset {_NS}><url><loc>", media_type="text/xml")
+
+
 ROUTES = [
+    Route("/shop/sitemap.xml", sitemap_index),
+    Route("/shop/sitemap-kettles.xml.gz", sitemap_kettles),
+    Route("/shop/sitemap-more.xml", sitemap_more),
+    Route("/shop/sitemap-broken.xml", sitemap_broken),
     Route("/shop/", home),
     Route("/shop/c/{cat}", category),
     Route("/shop/p/{n:int}", product),
