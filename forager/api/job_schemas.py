@@ -48,7 +48,7 @@ class JobCreate(BaseModel):
     sitemap_urls: list[str] = Field(
         default_factory=list,
         max_length=100,
-        description="Sitemaps (kept with the job; reading them is not built yet).",
+        description="Sitemaps or sitemap indexes (gzipped or not) whose URLs go by the rules.",
         examples=[[]],
     )
     scope: ScopeName = Field(
