@@ -1,6 +1,6 @@
 """Crawl jobs (issue 32) end to end on both engines: a job started on the test site's shop finds
-every product exactly once through the real worker pool, holds its scope and budgets, and is
-paused, resumed and cancelled with its waiting tasks."""
+every product exactly once through the real worker pool and holds its scope and budgets (pause,
+resume and cancel: tests/test_api_jobs.py; two processes: tests/test_discovery_processes.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlJob, CrawlTask, Product
 from forager.discovery import admin
 from forager.discovery.jobs import JobSpec, check, start
-from forager.errors import Conflict, InvalidRequest
+from forager.errors import InvalidRequest
 from forager.queue.lifecycle import TaskStatus
 from forager.worker.pool import WorkerPool
 from tests.support import shop
@@ -117,23 +117,6 @@ async def test_the_pages_budget_holds(db: Database, settings: Settings, site: Te
     assert row is not None
     assert row.pages_queued == 6
     assert row.links_refused > 0
-
-
-async def test_pause_resume_cancel_move_the_waiting_tasks(
-    db: Database, settings: Settings, site: TestSite
-) -> None:
-    job = await start(db, settings, shop_job(site))
-    paused = await admin.act(db, job.id, "pause")
-    assert paused.status == "paused"
-    assert {t.status for t in await job_tasks(db, job.id)} == {S.PAUSED}
-    resumed = await admin.act(db, job.id, "resume")
-    assert resumed.status == "running"
-    assert {t.status for t in await job_tasks(db, job.id)} == {S.PENDING}
-    cancelled = await admin.act(db, job.id, "cancel")
-    assert cancelled.status == "cancelled"
-    assert {t.status for t in await job_tasks(db, job.id)} == {S.CANCELLED}
-    with pytest.raises(Conflict, match="cancelled"):
-        await admin.act(db, job.id, "resume")
 
 
 @pytest.mark.parametrize(
