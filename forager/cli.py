@@ -698,6 +698,10 @@ def job_start(
     max_pages: Annotated[int, typer.Option(help="Tasks the job queues at most.")] = 10_000,
     max_duration: Annotated[int, typer.Option(help="Seconds the job queues links for.")] = 86_400,
     follow_nofollow: Annotated[bool, typer.Option(help="Take rel=nofollow links too.")] = False,
+    sitemap: Annotated[list[str] | None, typer.Option(help="A sitemap URL (repeat).")] = None,
+    robots_sitemaps: Annotated[
+        bool, typer.Option(help="Read the start hosts' robots.txt Sitemap: lines too.")
+    ] = False,
 ) -> None:
     """Start a crawl job; its start URLs are queued now, the links its rules take as the
     workers crawl them."""
@@ -707,10 +711,12 @@ def job_start(
     spec = JobSpec(
         name=name,
         start_urls=tuple(start_url),
+        sitemap_urls=tuple(sitemap or ()),
         scope=scope,
         hosts=tuple(host or ()),
         rules=tuple(_rule(r) for r in rule),
         follow_nofollow=follow_nofollow,
+        robots_sitemaps=robots_sitemaps,
         max_depth=max_depth,
         max_pages=max_pages,
         max_duration_seconds=max_duration,

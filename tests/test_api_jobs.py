@@ -12,6 +12,7 @@ async def test_a_job_is_started_followed_and_controlled(api: Any, site: TestSite
     body = {
         "name": "shop",
         "start_urls": [site.url("/shop/")],
+        "sitemap_urls": [site.url("/shop/sitemap.xml")],
         "rules": [{"pattern": "/shop/p/", "action": "parse"}],
         "max_pages": 50,
     }
@@ -20,13 +21,13 @@ async def test_a_job_is_started_followed_and_controlled(api: Any, site: TestSite
     job = started.json()
     assert job["status"] == "running"
     assert job["hosts"] == ["127.0.0.1"]
-    assert job["pages_queued"] == 1
+    assert job["pages_queued"] == 2  # the start page and the sitemap
 
     shown = (await api.get(f"/api/jobs/{job['id']}")).json()
-    assert shown["progress"]["discovered"] == 1
-    assert shown["progress"]["queued"] == 1
+    assert shown["progress"]["discovered"] == 2
+    assert shown["progress"]["queued"] == 2
     assert shown["progress"]["by_depth"] == [
-        {"depth": 0, "discovered": 1, "fetched": 0, "parsed": 0, "errors": 0}
+        {"depth": 0, "discovered": 2, "fetched": 0, "parsed": 0, "errors": 0}
     ]
     listed = (await api.get("/api/jobs")).json()
     assert [j["id"] for j in listed["items"]] == [job["id"]]

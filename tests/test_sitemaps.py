@@ -1,6 +1,7 @@
 """Sitemaps (issue 32): read safely — no entity expansion, no external entity, malformed XML a
 clear error, the protocol's limits held (lowered here so the test stays small) — and a crawl
-job started from a sitemap index with gzipped children finds every product once."""
+job reading its start host's robots.txt ``Sitemap:`` lines (a sitemap index with a gzipped child
+and a broken one) finds every product once."""
 
 from __future__ import annotations
 
@@ -69,12 +70,20 @@ def test_the_protocol_limits_hold() -> None:
         read_sitemap(bomb, max_bytes=1024 * 1024)
 
 
-async def test_a_job_from_a_sitemap_index_finds_every_product_once(
+async def test_a_job_from_robots_sitemap_lines_finds_every_product_once(
     db: Database, settings: Settings, site: TestSite
 ) -> None:
+    # The home page links no product (but the nofollow and off-scope ones) and no rule follows
+    # its categories: the products are reached through robots.txt's sitemap index alone.
+    site.set_robots(
+        "User-agent: *\nDisallow: /shop/*?sid=\n"
+        f"Sitemap: {site.url('/shop/sitemap.xml')}\n"
+        "Sitemap: http://elsewhere.test/sitemap.xml\n"
+    )
     spec = JobSpec(
         name="shop sitemap",
-        sitemap_urls=(site.url("/shop/sitemap.xml"),),
+        start_urls=(site.url("/shop/"),),
+        robots_sitemaps=True,
         rules=({"pattern": "/shop/p/\\d+$", "action": "parse"},),
     )
     job = await start(db, settings, spec)
@@ -83,7 +92,14 @@ async def test_a_job_from_a_sitemap_index_finds_every_product_once(
         tasks = list(await session.scalars(select(CrawlTask).where(CrawlTask.job_id == job.id)))
     products = sorted(int(t.url.rsplit("/", 1)[1]) for t in tasks if t.job_action == "parse")
     assert products == sorted(shop.products())
-    assert not [t.url for t in tasks if "127.0.0.2" in t.url]
+    assert not [t.url for t in tasks if "127.0.0.2" in t.url or "elsewhere" in t.url]
+    sitemaps = sorted(t.url.rsplit("/", 1)[1] for t in tasks if t.job_action == "sitemap")
+    assert sitemaps == [
+        "sitemap-broken.xml",
+        "sitemap-kettles.xml.gz",
+        "sitemap-more.xml",
+        "sitemap.xml",
+    ]
     broken = [t for t in tasks if t.url.endswith("sitemap-broken.xml")]
     assert len(broken) == 1
     assert broken[0].status == TaskStatus.FAILED

@@ -68,6 +68,9 @@ class JobCreate(BaseModel):
         ],
     )
     follow_nofollow: bool = Field(False, description="Take rel=nofollow links too.")
+    robots_sitemaps: bool = Field(
+        False, description="Read the start hosts' robots.txt Sitemap: lines as sitemaps too."
+    )
     max_depth: int = Field(5, ge=0, le=100)
     max_pages: int = Field(10_000, ge=1, le=10_000_000)
     max_duration_seconds: int = Field(86_400, ge=60, le=90 * 86_400)
@@ -111,6 +114,7 @@ class JobPublic(BaseModel):
     hosts: list[str]
     rules: list[RuleBody]
     follow_nofollow: bool
+    robots_sitemaps: bool
     max_depth: int
     max_pages: int
     max_duration_seconds: int

@@ -54,6 +54,7 @@ async def start_job(body: JobCreate, runtime: RuntimeDep, key: ApiKeyDep) -> Job
         hosts=tuple(body.hosts),
         rules=tuple(r.model_dump() for r in body.rules),
         follow_nofollow=body.follow_nofollow,
+        robots_sitemaps=body.robots_sitemaps,
         max_depth=body.max_depth,
         max_pages=body.max_pages,
         max_duration_seconds=body.max_duration_seconds,

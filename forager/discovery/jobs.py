@@ -34,6 +34,7 @@ class JobSpec:
     hosts: tuple[str, ...] = ()
     rules: tuple[dict[str, Any], ...] = field(default=())
     follow_nofollow: bool = False
+    robots_sitemaps: bool = False
     max_depth: int = 5
     max_pages: int = 10_000
     max_duration_seconds: int = 86_400
@@ -95,6 +96,7 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         hosts=scope_hosts(spec.scope, start_hosts, list(spec.hosts)),
         rules=[r.as_json() for r in rules],
         follow_nofollow=spec.follow_nofollow,
+        robots_sitemaps=spec.robots_sitemaps,
         max_depth=spec.max_depth,
         max_pages=spec.max_pages,
         max_duration_seconds=spec.max_duration_seconds,

@@ -122,6 +122,23 @@ def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
     return links, refused
 
 
+def robots_sitemap_links(urls: tuple[str, ...], policy: LinkPolicy) -> tuple[list[Link], int]:
+    """The ``Sitemap:`` lines of a start host's robots.txt, as sitemaps of the job (in scope)."""
+    links: list[Link] = []
+    refused = 0
+    for url in urls:
+        try:
+            where = normalize_url(url)
+        except InvalidURL:
+            refused += 1
+            continue
+        if _allowed(policy, where.host, where.url):
+            links.append(Link(where, "sitemap"))
+        else:
+            refused += 1
+    return links, refused
+
+
 def _allowed(policy: LinkPolicy, host: str, url: str) -> bool:
     """In the job's scope and within its trap limits (URL length, query parameters)."""
     return (

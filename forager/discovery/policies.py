@@ -36,4 +36,5 @@ def policy_of(job: CrawlJob) -> LinkPolicy:
         follow_nofollow=job.follow_nofollow,
         max_query_params=job.max_query_params,
         max_url_length=job.max_url_length,
+        robots_sitemaps=job.robots_sitemaps,
     )

@@ -49,6 +49,7 @@ class LinkPolicy:
     follow_nofollow: bool
     max_query_params: int
     max_url_length: int
+    robots_sitemaps: bool = False
 
 
 def glob_to_regex(glob: str) -> str:

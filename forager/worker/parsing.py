@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
-from forager.discovery.links import extract_links, sitemap_links
+from forager.discovery.links import extract_links, robots_sitemap_links, sitemap_links
 from forager.discovery.rules import LinkPolicy
 from forager.discovery.sitemaps import SitemapError
 from forager.errors import ForagerError, ParseError
@@ -77,6 +77,7 @@ class ParseJob:
     links: LinkPolicy | None = None
     follow_only: bool = False
     sitemap: bool = False  # the page is a sitemap (read from ``body``: it may be gzip)
+    robots_sitemaps: tuple[str, ...] = ()  # a start page's host's robots.txt Sitemap: lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,9 @@ def extract(job: ParseJob, text: str) -> Parsed:
                 links, refused = sitemap_links(job.body, job.links)
             else:
                 links, refused = extract_links(text, job.url, job.links)
+            if job.robots_sitemaps:
+                more, also_refused = robots_sitemap_links(job.robots_sitemaps, job.links)
+                links, refused = links + more, refused + also_refused
         except SitemapError as exc:
             return Parsed(error=(exc.error_type, f"{job.url}: {exc.message}"))
         except Exception as exc:  # a bug in link extraction: the task fails, the process lives

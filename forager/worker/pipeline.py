@@ -256,6 +256,9 @@ class Pipeline:
     ) -> str | None:
         follow = task.job_id is not None and task.job_action in ("follow", "sitemap")
         policy = await self.link_policies.get(task.job_id) if follow and task.job_id else None
+        sitemaps: tuple[str, ...] = ()
+        if policy is not None and policy.robots_sitemaps and task.depth == 0:
+            sitemaps = await self._robots_sitemaps(task.domain_id)
         job = ParseJob(
             task.url,
             task.parser_name,
@@ -267,6 +270,7 @@ class Pipeline:
             links=policy,
             follow_only=follow,
             sitemap=task.job_action == "sitemap",
+            robots_sitemaps=sitemaps,
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
@@ -311,6 +315,15 @@ class Pipeline:
             discovery=_discovery(task, parsed),
         )
         return await self.writer.finish(item)
+
+    async def _robots_sitemaps(self, domain_id: int) -> tuple[str, ...]:
+        """The domain's robots.txt ``Sitemap:`` lines (read before this fetch: the robots.txt
+        check came first)."""
+        async with self.db.reader() as session:
+            found = await session.scalar(
+                select(Domain.robots_txt_sitemaps).where(Domain.id == domain_id)
+            )
+        return tuple(found or ())
 
     async def _reparse(self, task: ClaimedTask) -> str | None:
         """A stored page parsed again (``restart-parsing``, an expired parse lease)."""

@@ -37,6 +37,8 @@ class CrawlJob(Timestamped, Base):
     hosts: Mapped[list[str]] = mapped_column(JsonDoc)  # the scope's hosts (registrable domains)
     rules: Mapped[list[dict[str, Any]]] = mapped_column(JsonDoc)
     follow_nofollow: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Read the Sitemap: lines of the start hosts' robots.txt as the job's sitemaps too.
+    robots_sitemaps: Mapped[bool] = mapped_column(Boolean, default=False)
     max_depth: Mapped[int] = mapped_column(Integer)
     max_pages: Mapped[int] = mapped_column(Integer)
     max_duration_seconds: Mapped[int] = mapped_column(Integer)

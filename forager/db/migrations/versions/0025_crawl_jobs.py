@@ -39,6 +39,7 @@ def upgrade() -> None:
         sa.Column("hosts", _JSON, nullable=False),
         sa.Column("rules", _JSON, nullable=False),
         sa.Column("follow_nofollow", sa.Boolean(), nullable=False),
+        sa.Column("robots_sitemaps", sa.Boolean(), nullable=False),
         sa.Column("max_depth", sa.Integer(), nullable=False),
         sa.Column("max_pages", sa.Integer(), nullable=False),
         sa.Column("max_duration_seconds", sa.Integer(), nullable=False),
