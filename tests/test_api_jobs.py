@@ -29,6 +29,9 @@ async def test_a_job_is_started_followed_and_controlled(api: Any, site: TestSite
     assert shown["progress"]["by_depth"] == [
         {"depth": 0, "discovered": 2, "fetched": 0, "parsed": 0, "errors": 0}
     ]
+    metrics = (await api.get("/metrics")).text
+    assert f'forager_job_tasks{{job="{job["id"]}",status="pending"}} 2' in metrics
+    assert f'forager_job_links{{job="{job["id"]}",fate="queued"}} 2' in metrics
     listed = (await api.get("/api/jobs")).json()
     assert [j["id"] for j in listed["items"]] == [job["id"]]
 
