@@ -771,6 +771,15 @@ def job_resume(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> 
     _job_action(job_id, "resume")
 
 
+@job_app.command("rerun")
+def job_rerun(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
+    """Run a done or cancelled job again: only what changed (sitemap lastmod) is recrawled."""
+    from forager.discovery.admin import rerun
+
+    settings = _settings(quiet=True)
+    _show_job(_with_db(settings, lambda db: rerun(db, settings, job_id)))
+
+
 @job_app.command("cancel")
 def job_cancel(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
     """Cancel the job and its waiting tasks."""

@@ -12,7 +12,8 @@ from sqlalchemy import select
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlTask
+from forager.db.models import CrawlJob, CrawlTask
+from forager.discovery import admin
 from forager.discovery.jobs import JobSpec, start
 from forager.discovery.sitemaps import MAX_BYTES, MAX_ENTRIES, SitemapError, read_sitemap
 from forager.queue.lifecycle import TaskStatus
@@ -108,3 +109,36 @@ async def test_a_job_from_robots_sitemap_lines_finds_every_product_once(
     assert progress.products == len(shop.products())
     fetched = [r["path"] for r in site.log()["requests"] if r["path"].startswith("/shop/p/")]
     assert sorted(fetched) == sorted(f"/shop/p/{n}" for n in shop.products())
+
+
+async def test_a_rerun_crawls_only_the_pages_whose_lastmod_changed(
+    db: Database, settings: Settings, site: TestSite
+) -> None:
+    spec = JobSpec(
+        name="shop sitemap",
+        sitemap_urls=(site.url("/shop/sitemap.xml"),),
+        rules=({"pattern": "/shop/p/\\d+$", "action": "parse"},),
+    )
+    job = await start(db, settings, spec)
+    await run_job(db, settings, job.id)
+    site.reset()
+    shop.CHANGED.update({101, 305})
+    try:
+        again = await admin.rerun(db, settings, job.id)
+        assert again.status == "running"
+        await run_job(db, settings, job.id)
+    finally:
+        shop.CHANGED.clear()
+    fetched = sorted(r["path"] for r in site.log()["requests"] if r["path"].startswith("/shop/"))
+    assert fetched == [
+        "/shop/p/101",
+        "/shop/p/305",
+        "/shop/sitemap-broken.xml",
+        "/shop/sitemap-kettles.xml.gz",
+        "/shop/sitemap-more.xml",
+        "/shop/sitemap.xml",
+    ]
+    async with db.reader() as session:
+        row = await session.get(CrawlJob, job.id)
+    assert row is not None
+    assert (row.status, row.pages_queued) == ("done", 6)

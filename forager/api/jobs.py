@@ -93,6 +93,13 @@ async def resume_job(job_id: EntityId, runtime: RuntimeDep) -> JobPublic:
     return public(await admin.act(runtime.db, job_id, "resume"))
 
 
+@router.post("/{job_id:int}/rerun", operation_id="rerun_job", responses=_WRONG_STATUS)
+async def rerun_job(job_id: EntityId, runtime: RuntimeDep) -> JobPublic:
+    """Run a done or cancelled job again: its start URLs and sitemaps are fetched again, and of
+    the pages it knows only those whose sitemap lastmod changed."""
+    return public(await admin.rerun(runtime.db, runtime.settings, job_id))
+
+
 @router.post("/{job_id:int}/cancel", operation_id="cancel_job", responses=_WRONG_STATUS)
 async def cancel_job(job_id: EntityId, runtime: RuntimeDep) -> JobPublic:
     """Cancel the job and its waiting tasks; links found afterwards are refused."""

@@ -9,18 +9,21 @@ flight is ``done`` (marked when it is next read).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlJob, CrawlTask, Product
 from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
 from forager.errors import Conflict
-from forager.queue.door import move_job_tasks
+from forager.queue.door import Discovery, TaskQueue, move_job_tasks
 from forager.queue.lifecycle import LEASED, WAITING, TaskStatus
+from forager.queue.urls import Link, normalize_url
 
 S = TaskStatus
 # Which job statuses each action moves from, and to.
@@ -125,6 +128,39 @@ async def show(db: Database, job_id: int) -> tuple[CrawlJob, Progress]:
                 session, CrawlJob, job_id, _not_found(job_id), populate_existing=True
             )
     return job, found
+
+
+async def rerun(db: Database, settings: Settings, job_id: int) -> CrawlJob:
+    """Run a done or cancelled job again: a new run (budgets counted afresh, a new end), its
+    start URLs and sitemaps fetched again; of the pages it knows, only those whose sitemap
+    ``lastmod`` changed are crawled again (``queue/discovered.py``)."""
+    async with db.session() as session:
+        job = await get_or_not_found(
+            session, CrawlJob, job_id, _not_found(job_id), with_for_update=True
+        )
+        if job.status not in ("done", "cancelled"):
+            raise Conflict(f"crawl job {job_id} is {job.status}; only a finished job runs again")
+        now = utcnow()
+        await session.execute(
+            update(CrawlJob)
+            .where(CrawlJob.id == job_id)
+            .values(
+                status="running",
+                started_at=now,
+                ends_at=now + timedelta(seconds=job.max_duration_seconds),
+                finished_at=None,
+                pages_queued=0,
+                links_seen=0,
+                links_refused=0,
+                updated_at=now,
+            )
+        )
+        entry = [Link(normalize_url(u), "follow") for u in job.start_urls]
+        entry += [Link(normalize_url(u), "sitemap") for u in job.sitemap_urls]
+        await TaskQueue(db, settings).discover(session, [Discovery(job_id, None, 0, entry)])
+        audit.record(session, "crawl_job", [job_id], "rerun", {"to": "running"})
+    async with db.reader() as session:
+        return await get_or_not_found(session, CrawlJob, job_id, _not_found(job_id))
 
 
 async def act(db: Database, job_id: int, action: str) -> CrawlJob:

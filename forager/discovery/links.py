@@ -12,6 +12,7 @@ says otherwise.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -101,7 +102,7 @@ def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
     sitemap = read_sitemap(body)
     links: list[Link] = []
     refused = 0
-    for loc, _lastmod in sitemap.entries:
+    for loc, lastmod in sitemap.entries:
         try:
             where = normalize_url(loc)
         except InvalidURL:
@@ -118,8 +119,19 @@ def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
         if action is None or action == "ignore":
             refused += 1
             continue
-        links.append(Link(where, action))
+        links.append(Link(where, action, _when(lastmod)))
     return links, refused
+
+
+def _when(lastmod: str | None) -> datetime | None:
+    """A W3C datetime (``2026-11-02``, ``2026-11-02T10:00:00Z`` …) in UTC; None if unreadable."""
+    if not lastmod:
+        return None
+    try:
+        when = datetime.fromisoformat(lastmod.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def robots_sitemap_links(urls: tuple[str, ...], policy: LinkPolicy) -> tuple[list[Link], int]:

@@ -7,12 +7,17 @@ and spent by one transaction at a time: any number of worker processes never que
 the budget. A URL already known (any task with its normalized URL's hash) is counted as seen
 and not queued again; links past ``max_depth``, after the job's end or beyond its pages are
 counted as refused.
+
+A re-run of a job (``discovery.admin.rerun``) crawls again, of the job's own finished tasks,
+only its entry points and sitemaps not yet fetched in this run, and the pages whose sitemap
+``lastmod`` moved on since they were queued: what changed, not the whole site.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -23,7 +28,7 @@ from forager.db import audit
 from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.models import CrawlJob, CrawlTask
 from forager.db.types import utcnow
-from forager.queue.lifecycle import TaskStatus
+from forager.queue.lifecycle import TERMINAL, TaskStatus
 from forager.queue.submit import _domains_for
 from forager.queue.urls import Link
 
@@ -68,6 +73,7 @@ async def enqueue(
                 CrawlJob.max_depth,
                 CrawlJob.max_pages,
                 CrawlJob.pages_queued,
+                CrawlJob.started_at,
                 CrawlJob.ends_at,
             )
             .where(CrawlJob.id.in_(job_ids))
@@ -90,18 +96,31 @@ async def enqueue(
             tally.refused += len(d.links)
             continue
         unique = {link.where.url_hash: link for link in reversed(d.links)}  # the first kept
-        known = set(
-            (
-                await session.scalars(
-                    select(CrawlTask.url_hash).where(CrawlTask.url_hash.in_(list(unique)))
-                )
-            ).all()
-        )
+        known = {
+            row.url_hash: row
+            for row in await session.execute(
+                select(
+                    CrawlTask.id,
+                    CrawlTask.url_hash,
+                    CrawlTask.job_id,
+                    CrawlTask.status,
+                    CrawlTask.completed_at,
+                    CrawlTask.sitemap_lastmod,
+                ).where(CrawlTask.url_hash.in_(list(unique)))
+            )
+        }
         fresh = [link for h, link in reversed(unique.items()) if h not in known]
-        room = job.max_pages - job.pages_queued - queued.get(d.job_id, 0)
-        tally.refused += max(0, len(fresh) - max(room, 0))
-        fresh = fresh[: max(room, 0)]
-        ids = await _insert(session, settings, d, fresh, status) if fresh else []
+        again = [
+            (known[h], link)
+            for h, link in reversed(unique.items())
+            if h in known and _again(known[h], link, d, job.started_at)
+        ]
+        room = max(0, job.max_pages - job.pages_queued - queued.get(d.job_id, 0))
+        tally.refused += max(0, len(fresh) + len(again) - room)
+        again = again[:room]
+        fresh = fresh[: room - len(again)]
+        ids = [await _restart(session, row.id, link, status) for row, link in again]
+        ids += await _insert(session, settings, d, fresh, status) if fresh else []
         queued[d.job_id] = queued.get(d.job_id, 0) + len(ids)
         tally.queued += ids
     for job_id, tally in tallies.items():
@@ -116,6 +135,42 @@ async def enqueue(
             )
         )
     return tallies
+
+
+def _again(row: Any, link: Link, d: Discovery, run_started: datetime) -> bool:
+    """A finished task of this job found again is crawled again when it is an entry point or a
+    sitemap not fetched yet in this run, or when its sitemap ``lastmod`` moved on."""
+    if row.job_id != d.job_id or row.status not in TERMINAL:
+        return False
+    if (d.depth == 0 or link.action == "sitemap") and (
+        row.completed_at is None or row.completed_at < run_started
+    ):
+        return True
+    return link.lastmod is not None and (
+        row.sitemap_lastmod is None or link.lastmod > row.sitemap_lastmod
+    )
+
+
+async def _restart(session: AsyncSession, task_id: int, link: Link, status: str) -> int:
+    now = utcnow()
+    values: dict[str, Any] = {
+        "status": status,
+        "scheduled_at": now,
+        "retry_count": 0,
+        "error_type": None,
+        "error_message": None,
+        "completed_at": None,
+        "updated_at": now,
+    }
+    if link.lastmod is not None:
+        values["sitemap_lastmod"] = link.lastmod
+    await session.execute(
+        update(CrawlTask)
+        .where(CrawlTask.id == task_id, CrawlTask.status.in_(TERMINAL))
+        .values(**values)
+    )
+    audit.record(session, "task", [task_id], "restarted", {"to": status, "by": "crawl job"})
+    return task_id
 
 
 async def _insert(
@@ -146,6 +201,7 @@ async def _insert(
                 "found_on_task_id": d.found_on,
                 "depth": d.depth,
                 "job_action": link.action,
+                "sitemap_lastmod": link.lastmod,
                 "created_at": now,
                 "updated_at": now,
             }

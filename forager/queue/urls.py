@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
 from forager.errors import InvalidURL
@@ -29,6 +30,7 @@ class Link:
 
     where: NormalizedURL
     action: str
+    lastmod: datetime | None = None  # a sitemap's <lastmod> for it
 
 
 def _is_tracking(pair: str) -> bool:

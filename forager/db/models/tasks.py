@@ -76,6 +76,8 @@ class CrawlTask(Timestamped, Base):
     found_on_task_id: Mapped[int | None] = mapped_column(BigId)
     depth: Mapped[int | None] = mapped_column(Integer)
     job_action: Mapped[str | None] = mapped_column(String(10))
+    # The <lastmod> its job's sitemap gave it: a re-run crawls it again only when it moves on.
+    sitemap_lastmod: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     domain: Mapped[Domain] = relationship(lazy="raise")
 

@@ -65,12 +65,13 @@ def upgrade() -> None:
     op.add_column("crawl_tasks", sa.Column("found_on_task_id", _ID, nullable=True))
     op.add_column("crawl_tasks", sa.Column("depth", sa.Integer(), nullable=True))
     op.add_column("crawl_tasks", sa.Column("job_action", sa.String(length=10), nullable=True))
+    op.add_column("crawl_tasks", sa.Column("sitemap_lastmod", _TS(), nullable=True))
     op.create_index("ix_crawl_tasks_job_status", "crawl_tasks", ["job_id", "status"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_crawl_tasks_job_status", table_name="crawl_tasks")
-    for name in ("job_action", *reversed(_TASK_COLUMNS)):
+    for name in ("sitemap_lastmod", "job_action", *reversed(_TASK_COLUMNS)):
         op.execute(f"ALTER TABLE crawl_tasks DROP COLUMN {name}")  # SQLite 3.35+, PostgreSQL
     op.drop_index("ix_crawl_jobs_status", table_name="crawl_jobs")
     op.drop_table("crawl_jobs")
