@@ -107,6 +107,7 @@ async def test_a_job_finds_every_product_once_within_scope(
     assert row.links_seen > row.pages_queued  # found again: counted, not queued
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # PostgreSQL: two processes
 async def test_the_pages_budget_holds(db: Database, settings: Settings, site: TestSite) -> None:
     job = await start(db, settings, shop_job(site, max_pages=6))
     await run_job(db, settings, job.id)
