@@ -16,9 +16,12 @@ from forager.db.models import CrawlJob, CrawlTask, Product
 from forager.discovery import admin
 from forager.discovery.jobs import JobSpec, check, start
 from forager.errors import InvalidRequest
+from forager.queue.door import restart_parsing
 from forager.queue.lifecycle import TaskStatus
+from forager.store.backend import open_page_store
 from forager.worker.pool import WorkerPool
 from tests.support import shop
+from tests.support.crawling import crawl
 from tests.support.site import TestSite
 
 S = TaskStatus
@@ -105,6 +108,13 @@ async def test_a_job_finds_every_product_once_within_scope(
     assert row.status == "done"
     assert row.pages_queued == len(tasks)
     assert row.links_seen > row.pages_queued  # found again: counted, not queued
+
+    # A listing parsed again from its stored page completes and queues nothing more.
+    home = next(t for t in tasks if t.depth == 0)
+    await restart_parsing(db, open_page_store(settings), home.id)
+    reparsed = await crawl(db, settings, [home.id])
+    assert reparsed[home.id].status == S.COMPLETED
+    assert len(await job_tasks(db, job.id)) == len(tasks)
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # PostgreSQL: two processes

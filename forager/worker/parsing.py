@@ -141,6 +141,8 @@ def extract(job: ParseJob, text: str) -> Parsed:
         if job.follow_only:
             return Parsed(links=tuple(links), links_refused=refused)
         return dataclasses.replace(_parse(job, text), links=tuple(links), links_refused=refused)
+    if job.follow_only:  # a job's listing or sitemap parsed again: no product to look for
+        return Parsed()
     return _parse(job, text)
 
 

@@ -338,7 +338,14 @@ class Pipeline:
             unread = ("internal", exc.message, None)
             ending = Ending(task, self.worker_id, LEASED, error=unread, parse_page=task.html_path)
             return await self.writer.finish(Finish(ending))
-        job = ParseJob(task.url, task.parser_name, body, fetched=False, selector=task.selector)
+        job = ParseJob(
+            task.url,
+            task.parser_name,
+            body,
+            fetched=False,
+            selector=task.selector,
+            follow_only=task.job_action in ("follow", "sitemap"),  # its links were taken
+        )
         parsed = await self.parser.parse(job)
         error = (*parsed.error, None) if parsed.error else None
         ending = Ending(task, self.worker_id, [S.PARSING], error=error, parse_page=task.html_path)
