@@ -8,11 +8,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import CrawlJob, CrawlTask, Product
+from forager.db.types import utcnow
 from forager.discovery import admin
 from forager.discovery.jobs import JobSpec, check, start
 from forager.errors import InvalidRequest
@@ -128,6 +129,25 @@ async def test_the_pages_budget_holds(db: Database, settings: Settings, site: Te
     assert row is not None
     assert row.pages_queued == 6
     assert row.links_refused > 0
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # no dialect-specific SQL here
+async def test_a_job_past_its_duration_ends_and_queues_nothing_more(
+    db: Database, settings: Settings, site: TestSite
+) -> None:
+    job = await start(db, settings, shop_job(site))
+    async with db.session() as session:  # its time is up before its start page is crawled
+        await session.execute(
+            update(CrawlJob).where(CrawlJob.id == job.id).values(ends_at=utcnow())
+        )
+    await run_job(db, settings, job.id)
+    tasks = await job_tasks(db, job.id)
+    assert [(t.depth, t.status) for t in tasks] == [(0, S.COMPLETED)]
+    async with db.reader() as session:
+        row = await session.get(CrawlJob, job.id)
+    assert row is not None
+    assert (row.status, row.pages_queued) == ("done", 1)
+    assert row.links_refused >= row.links_seen > 0  # every link it took was refused
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ The job rows are locked first, in id order (``FOR UPDATE`` on PostgreSQL; SQLite
 and spent by one transaction at a time: any number of worker processes never queue more than
 the budget. A URL already known (any task with its normalized URL's hash) is counted as seen
 and not queued again; links past ``max_depth``, after the job's end or beyond its pages are
-counted as refused.
+counted as refused. A page of a job that finishes after the job's end ends the job (``done``)
+and cancels its waiting tasks: the duration holds however many processes crawl it.
 
 A re-run of a job (``discovery.admin.rerun``) crawls again, of the job's own finished tasks,
 only its entry points and sitemaps not yet fetched in this run, and the pages whose sitemap
@@ -84,6 +85,7 @@ async def enqueue(
     now = utcnow()
     tallies: dict[int, Tally] = {}
     queued: dict[int, int] = {}
+    ended: set[int] = set()
     for d in discoveries:
         job = jobs.get(d.job_id)
         if job is None:
@@ -92,10 +94,15 @@ async def enqueue(
         tally.seen += len(d.links)
         tally.refused += d.refused
         status = _TAKING.get(job.status)
-        if status is None or now >= job.ends_at or d.depth > job.max_depth:
+        if status is not None and now >= job.ends_at and d.job_id not in ended:
+            ended.add(d.job_id)  # its time is up: it ends, its waiting tasks with it
+            await _end(session, d.job_id, now)
+        if status is None or d.job_id in ended or d.depth > job.max_depth:
             tally.refused += len(d.links)
             continue
         unique = {link.where.url_hash: link for link in reversed(d.links)}  # the first kept
+        if not unique:
+            continue
         known = {
             row.url_hash: row
             for row in await session.execute(
@@ -135,6 +142,19 @@ async def enqueue(
             )
         )
     return tallies
+
+
+async def _end(session: AsyncSession, job_id: int, now: datetime) -> None:
+    """A job past its ``max_duration_seconds`` is done; its waiting tasks are cancelled."""
+    await session.execute(
+        update(CrawlJob)
+        .where(CrawlJob.id == job_id)
+        .values(status="done", finished_at=now, updated_at=now)
+    )
+    moved = await move_job_tasks(session, job_id, "cancel")
+    audit.record(
+        session, "crawl_job", [job_id], "done", {"to": "done", "why": "duration", "tasks": moved}
+    )
 
 
 def _again(row: Any, link: Link, d: Discovery, run_started: datetime) -> bool:

@@ -390,8 +390,9 @@ def _fetch_attempt(
 
 
 def _discovery(task: ClaimedTask, parsed: Parsed) -> Discovery | None:
-    """A crawl job's page: the links it gave, one level deeper than it (None: not a job's)."""
-    if task.job_id is None or task.job_action not in ("follow", "sitemap"):
+    """A crawl job's page: the links it gave, one level deeper than it (None: not a job's). A
+    product page gives none, but its finish still checks the job's time (``queue/discovered``)."""
+    if task.job_id is None:
         return None
     found_on, depth = task.id, (task.depth or 0) + 1
     return Discovery(task.job_id, found_on, depth, parsed.links, parsed.links_refused)
