@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from forager.api.wire import HOST_NAME, CrawlURL, Shape
 
 ScopeName = Literal["host", "domain", "hosts"]
 ActionName = Literal["follow", "parse", "ignore"]
 JobStatusName = Literal["running", "paused", "cancelled", "done"]
+HostName = Annotated[
+    str, Shape(HOST_NAME, "a host name (letters, digits, dots and hyphens; IDN as xn--)", 253)
+]
 
 
 class RuleBody(BaseModel):
@@ -38,14 +43,17 @@ class JobCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=100, examples=["kettles on shop.example.com"])
-    start_urls: list[str] = Field(
+    name: str = Field(
+        min_length=1, max_length=100, pattern=r"\S", examples=["kettles on shop.example.com"]
+    )
+    start_urls: list[CrawlURL] = Field(
         default_factory=list,
         max_length=1000,
-        description="Pages the crawl starts from (depth 0, followed).",
+        description="Pages the crawl starts from (depth 0, followed); give start_urls, "
+        "sitemap_urls or both.",
         examples=[["https://shop.example.com/"]],
     )
-    sitemap_urls: list[str] = Field(
+    sitemap_urls: list[CrawlURL] = Field(
         default_factory=list,
         max_length=100,
         description="Sitemaps or sitemap indexes (gzipped or not) whose URLs go by the rules.",
@@ -56,7 +64,7 @@ class JobCreate(BaseModel):
         description="host: the start URLs' hosts; domain: their registrable domains (public "
         "suffix aware); hosts: the hosts listed.",
     )
-    hosts: list[str] = Field(default_factory=list, max_length=100, examples=[[]])
+    hosts: list[HostName] = Field(default_factory=list, max_length=100, examples=[[]])
     rules: list[RuleBody] = Field(
         default_factory=list,
         max_length=100,

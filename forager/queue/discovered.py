@@ -30,7 +30,7 @@ from forager.db.dialect import insert_ignoring_conflicts
 from forager.db.models import CrawlJob, CrawlTask
 from forager.db.types import utcnow
 from forager.queue.lifecycle import TERMINAL, TaskStatus
-from forager.queue.submit import _domains_for
+from forager.queue.submit import domains_for
 from forager.queue.urls import Link
 
 S = TaskStatus
@@ -196,7 +196,7 @@ async def _restart(session: AsyncSession, task_id: int, link: Link, status: str)
 async def _insert(
     session: AsyncSession, settings: Settings, d: Discovery, links: Sequence[Link], status: str
 ) -> list[int]:
-    domains = await _domains_for(session, settings, [link.where for link in links])
+    domains = await domains_for(session, settings, [link.where for link in links])
     now = utcnow()
     rows: list[dict[str, Any]] = []
     for link in links:
