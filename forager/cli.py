@@ -47,6 +47,10 @@ parsers_app = typer.Typer(help="Parsers: built-in ones and plugins.", no_args_is
 app.add_typer(parsers_app, name="parsers")
 pages_app = typer.Typer(help="The page store: raw pages kept per fetch.", no_args_is_help=True)
 app.add_typer(pages_app, name="pages")
+job_app = typer.Typer(
+    help="Crawl jobs: discover a site's pages from its front door.", no_args_is_help=True
+)
+app.add_typer(job_app, name="job")
 
 _state = {"debug": False}
 
@@ -655,6 +659,131 @@ def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) 
     settings = _settings(quiet=True)
     _with_db(settings, lambda db: revoke_key(db, name))
     typer.echo(f"API key {name!r} revoked")
+
+
+def _rule(text: str) -> dict[str, object]:
+    """``ACTION=PATTERN`` (an RE2 regex), ``ACTION=glob:PATTERN``; ``@CSS`` at the end takes
+    the links from that region only."""
+    action, sep, pattern = text.partition("=")
+    if not sep:
+        raise _fail(f"rule {text!r}: expected ACTION=PATTERN (follow, parse or ignore)")
+    pattern, _, region = pattern.partition("@")
+    syntax = "regex"
+    if pattern.startswith("glob:"):
+        syntax, pattern = "glob", pattern.removeprefix("glob:")
+    return {"action": action, "pattern": pattern, "syntax": syntax, "region": region or None}
+
+
+def _show_job(job: object) -> None:
+    from forager.db.models import CrawlJob
+
+    assert isinstance(job, CrawlJob)
+    typer.echo(
+        f"{job.id}\t{job.name}\t{job.status}\t{job.pages_queued}/{job.max_pages} pages"
+        f"\tstarted {job.started_at.isoformat(timespec='seconds')}"
+    )
+
+
+@job_app.command("start")
+def job_start(
+    name: Annotated[str, typer.Option(help="What the job is for.")],
+    start_url: Annotated[list[str], typer.Option(help="A page to start from (repeat).")],
+    rule: Annotated[
+        list[str],
+        typer.Option(help="ACTION=PATTERN, ACTION=glob:PATTERN, …@CSS; in order (repeat)."),
+    ],
+    scope: Annotated[str, typer.Option(help="host, domain or hosts.")] = "host",
+    host: Annotated[list[str] | None, typer.Option(help="A host of scope 'hosts'.")] = None,
+    max_depth: Annotated[int, typer.Option(help="Links deeper than this are not queued.")] = 5,
+    max_pages: Annotated[int, typer.Option(help="Tasks the job queues at most.")] = 10_000,
+    max_duration: Annotated[int, typer.Option(help="Seconds the job queues links for.")] = 86_400,
+    follow_nofollow: Annotated[bool, typer.Option(help="Take rel=nofollow links too.")] = False,
+    sitemap: Annotated[list[str] | None, typer.Option(help="A sitemap URL (repeat).")] = None,
+    robots_sitemaps: Annotated[
+        bool, typer.Option(help="Read the start hosts' robots.txt Sitemap: lines too.")
+    ] = False,
+) -> None:
+    """Start a crawl job; its start URLs are queued now, the links its rules take as the
+    workers crawl them."""
+    from forager.discovery.jobs import JobSpec, start
+
+    settings = _settings(quiet=True)
+    spec = JobSpec(
+        name=name,
+        start_urls=tuple(start_url),
+        sitemap_urls=tuple(sitemap or ()),
+        scope=scope,
+        hosts=tuple(host or ()),
+        rules=tuple(_rule(r) for r in rule),
+        follow_nofollow=follow_nofollow,
+        robots_sitemaps=robots_sitemaps,
+        max_depth=max_depth,
+        max_pages=max_pages,
+        max_duration_seconds=max_duration,
+        created_by="cli",
+    )
+    _show_job(_with_db(settings, lambda db: start(db, settings, spec)))
+
+
+@job_app.command("list")
+def job_list() -> None:
+    """Crawl jobs, newest first: id, name, status, pages queued of the budget, start."""
+    from forager.discovery.admin import list_page
+
+    settings = _settings(quiet=True)
+    for job in _with_db(settings, lambda db: list_page(db, limit=10_000, offset=0))[0]:
+        _show_job(job)
+
+
+@job_app.command("show")
+def job_show(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
+    """A job and its progress, in all and by depth."""
+    from forager.discovery.admin import show
+
+    settings = _settings(quiet=True)
+    job, found = _with_db(settings, lambda db: show(db, job_id))
+    _show_job(job)
+    typer.echo(
+        f"discovered {found.discovered}  queued {found.queued}  in flight {found.in_flight}  "
+        f"fetched {found.fetched}  parsed {found.parsed}  products {found.products}  "
+        f"errors {found.errors}  links seen {job.links_seen}  refused {job.links_refused}"
+    )
+    for depth, counts in sorted(found.by_depth.items()):
+        typer.echo(f"  depth {depth}: " + "  ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+def _job_action(job_id: int, action: str) -> None:
+    from forager.discovery.admin import act
+
+    settings = _settings(quiet=True)
+    _show_job(_with_db(settings, lambda db: act(db, job_id, action)))
+
+
+@job_app.command("pause")
+def job_pause(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
+    """Hold the job's waiting tasks."""
+    _job_action(job_id, "pause")
+
+
+@job_app.command("resume")
+def job_resume(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
+    """Give the job's paused tasks back to the queue."""
+    _job_action(job_id, "resume")
+
+
+@job_app.command("rerun")
+def job_rerun(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
+    """Run a done or cancelled job again: only what changed (sitemap lastmod) is recrawled."""
+    from forager.discovery.admin import rerun
+
+    settings = _settings(quiet=True)
+    _show_job(_with_db(settings, lambda db: rerun(db, settings, job_id)))
+
+
+@job_app.command("cancel")
+def job_cancel(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
+    """Cancel the job and its waiting tasks."""
+    _job_action(job_id, "cancel")
 
 
 def _show_agent(agent: object) -> None:

@@ -25,7 +25,8 @@ ForagerError                 (internal) anything below not named otherwise
 ├── ParseError               (parse)          the page could not be turned into a product
 │   ├── CaptchaPage          (captcha)        a robot check instead of the page
 │   ├── BlockedPage          (blocked)        an access-denied / block page
-│   └── NotProductPage       (parse)          a real page, but not a product page
+│   ├── NotProductPage       (parse)          a real page, but not a product page
+│   └── SitemapError         (parse)          a sitemap malformed, over its limits or unsafe
 ├── BadItem                  (internal)       a parser's item breaks the items contract
 ├── UnknownParser            a parser name not registered, or its parser broken
 ├── PluginProblem            a parser plugin breaks the contract: listed as broken, not used

@@ -81,6 +81,14 @@ checks.positive_data_acceptance.expected-statuses = [
 ]
 
 [[operations]]
+# A crawl job's rules are RE2 patterns and CSS regions (grammars again), and it needs
+# start_urls or sitemap_urls (a rule across two fields): tests/test_api_jobs.py.
+include-operation-id = "start_job"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
+
+[[operations]]
 include-operation-id = "create_missions"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",

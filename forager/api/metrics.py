@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.config import Settings
 from forager.db import breakers
-from forager.db.models import CrawlAttempt, Domain, Proxy
+from forager.db.models import CrawlAttempt, CrawlJob, CrawlTask, Domain, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
 from forager.monitors import admin as monitors
@@ -88,6 +88,7 @@ async def metrics(
         )
     lines += await _breaker_lines(session, runtime.settings)
     lines += await _monitor_lines(session, runtime.settings)
+    lines += await _job_lines(session)
     return PlainTextResponse(
         "\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8"
     )
@@ -168,6 +169,46 @@ async def _attempt_lines(session: AsyncSession) -> list[str]:
 
 
 _BREAKER_CODES = {breakers.CLOSED: 0, breakers.OPEN: 1, breakers.HALF_OPEN: 2}
+
+
+async def _job_lines(session: AsyncSession) -> list[str]:
+    """Running and paused crawl jobs (ended ones drop out): tasks by status, links by fate."""
+    active = select(CrawlJob.id).where(CrawlJob.status.in_(("running", "paused")))
+    jobs = list(
+        await session.execute(
+            select(CrawlJob.id, CrawlJob.pages_queued, CrawlJob.links_seen, CrawlJob.links_refused)
+            .where(CrawlJob.id.in_(active))
+            .order_by(CrawlJob.id)
+        )
+    )
+    tasks = await session.execute(
+        select(CrawlTask.job_id, CrawlTask.status, func.count())
+        .where(CrawlTask.job_id.in_(active))
+        .group_by(CrawlTask.job_id, CrawlTask.status)
+        .order_by(CrawlTask.job_id, CrawlTask.status)
+    )
+    return [
+        *_family(
+            "forager_job_tasks",
+            "gauge",
+            "Tasks of each running or paused crawl job, by status.",
+            (f'forager_job_tasks{{job="{j}",status="{_label(s)}"}} {n}' for j, s, n in tasks),
+        ),
+        *_family(
+            "forager_job_links",
+            "gauge",
+            "Links of each running or paused crawl job: queued, seen (known ones too), refused.",
+            (
+                f'forager_job_links{{job="{j.id}",fate="{fate}"}} {n}'
+                for j in jobs
+                for fate, n in (
+                    ("queued", j.pages_queued),
+                    ("seen", j.links_seen),
+                    ("refused", j.links_refused),
+                )
+            ),
+        ),
+    ]
 
 
 async def _breaker_lines(session: AsyncSession, settings: Settings) -> list[str]:

@@ -54,6 +54,9 @@ TASK_COLUMNS = (
     CrawlTask.min_crawl_frequency_seconds,
     CrawlTask.max_crawl_frequency_seconds,
     CrawlTask.unchanged_crawls,
+    CrawlTask.job_id,
+    CrawlTask.depth,
+    CrawlTask.job_action,
 )
 _SELECTOR_FIELDS = (
     select(SelectorMapVersion.fields)
@@ -126,6 +129,9 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         robots_fetched_at=domain.robots_txt_last_fetched,
         selector=selector,
         adaptive=adaptive,
+        job_id=row.job_id,
+        depth=row.depth,
+        job_action=row.job_action,
     )
 
 

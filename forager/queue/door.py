@@ -4,10 +4,11 @@ The rule (checked by ``tests/test_queue_door.py``): outside ``forager/queue/``, 
 from this module whatever moves a task — ``TaskQueue``'s methods for workers, agents, the
 relay and the scheduler; the submit and operator functions re-exported below for the API, the
 CLI and the domains' service — and the records they take and return (``ClaimedTask``,
-``Ending``, ``FetchAttempt``, ``SubmitSpec`` …). Four modules only read or compute and may be
-imported directly: ``lifecycle`` (statuses), ``urls`` (``normalize_url``), ``counts`` (task
-counts) and ``adaptive`` (the recrawl frequency's arithmetic and signals). Every other module
-here is the queue's own business: ``claim.py`` (leasing due work), ``moves.py`` (named
+``Ending``, ``FetchAttempt``, ``SubmitSpec``, a crawl job's ``Discovery`` …). Four modules only
+read or compute and may be imported directly: ``lifecycle`` (statuses), ``urls``
+(``normalize_url``), ``counts`` (task counts) and ``adaptive`` (the recrawl frequency's
+arithmetic and signals). Every other module here is the queue's own business: ``claim.py``
+(leasing due work), ``discovered.py`` (a crawl job's links as tasks), ``moves.py`` (named
 compare-and-set moves, ``settle`` for many at once), ``attempts.py`` (``crawl_attempts`` rows and
 their outcomes), ``scheduler.py`` (expired leases, due recrawls), ``dispatch.py`` (Celery's
 outbox), ``submit.py``, ``admin.py`` and ``announce.py`` (``NEW_WORK``: the channel
@@ -46,6 +47,7 @@ from forager.queue.admin import (
 )
 from forager.queue.announce import NEW_WORK
 from forager.queue.attempts import FetchAttempt
+from forager.queue.discovered import Discovery, Tally, enqueue, move_job_tasks
 from forager.queue.dispatch import OWNER_PREFIX, QUEUES, Message
 from forager.queue.moves import FETCHED_VIA, Ending
 from forager.queue.submit import SubmitOutcome, SubmitSpec, submit_urls
@@ -58,15 +60,19 @@ __all__ = [
     "QUEUES",
     "RESTARTABLE",
     "ClaimedTask",
+    "Discovery",
     "Ending",
     "FetchAttempt",
     "Message",
     "RecrawlChange",
     "SubmitOutcome",
     "SubmitSpec",
+    "Tally",
     "TaskQueue",
     "cancel",
     "delete_domain_tasks",
+    "enqueue",
+    "move_job_tasks",
     "pause",
     "restart",
     "restart_failed",
@@ -235,6 +241,12 @@ class TaskQueue:
         """Move the recrawl frequency of adaptive tasks ``settle`` just completed after what
         their crawl saw (``adaptive`` signals)."""
         await moves.adapt(session, signals)
+
+    async def discover(
+        self, session: AsyncSession, discoveries: Sequence[Discovery]
+    ) -> dict[int, Tally]:
+        """Queue the links crawl jobs found, within their budgets (``queue/discovered.py``)."""
+        return await enqueue(session, self.settings, discoveries)
 
     # -- one transaction each --------------------------------------------------------------
 

@@ -105,9 +105,10 @@ def recrawl_columns(
     }
 
 
-async def _domains_for(
+async def domains_for(
     session: AsyncSession, settings: Settings, urls: Sequence[NormalizedURL]
 ) -> dict[str, Domain]:
+    """The domains of ``urls`` by host, created with the settings' defaults when new."""
     hosts = {u.host: u for u in urls}
     if not hosts:
         return {}
@@ -150,7 +151,7 @@ async def submit_urls(
     by_hash: dict[str, tuple[int, str]] = {}
     created: set[str] = set()
     async with db.session() as session:
-        domains = await _domains_for(session, settings, [n for _, n in valid])
+        domains = await domains_for(session, settings, [n for _, n in valid])
         for start in range(0, len(valid), _CHUNK):
             chunk = valid[start : start + _CHUNK]
             created |= await _insert_tasks(session, settings, domains, chunk)

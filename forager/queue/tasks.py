@@ -44,3 +44,7 @@ class ClaimedTask:
     # A recurring task with an adaptive frequency (crawl_frequency_seconds is then its current
     # one); None for every other task.
     adaptive: Adaptive | None = None
+    # A crawl job's task (issue 32): its job, depth and what its page is for (follow | parse).
+    job_id: int | None = None
+    depth: int | None = None
+    job_action: str | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
 from forager.errors import InvalidURL
@@ -19,6 +20,17 @@ class NormalizedURL:
     url_hash: str
     host: str
     base_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A link a crawl job's rules took from a page: where it goes and what its page is for
+    (``follow`` | ``parse``). Here, with the URL it wraps, so the parse processes that make
+    links import nothing of the queue but this module."""
+
+    where: NormalizedURL
+    action: str
+    lastmod: datetime | None = None  # a sitemap's <lastmod> for it
 
 
 def _is_tracking(pair: str) -> bool:

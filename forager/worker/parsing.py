@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
+from forager.discovery.links import extract_links, robots_sitemap_links, sitemap_links
+from forager.discovery.rules import LinkPolicy
+from forager.discovery.sitemaps import SitemapError
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
 from forager.parse import fieldmap, registry
@@ -41,6 +44,7 @@ from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
 from forager.parse.selectors import cached_map
+from forager.queue.urls import Link
 from forager.store.packs import Appender, PackCursor
 from forager.worker.warmup import PRELOAD, fork_context
 
@@ -68,6 +72,12 @@ class ParseJob:
     # A live monitor's page: (selector type, selectors) of its field map, or (None, None) when
     # ``parser_name`` reads it; the answer is ``Parsed.data``.
     monitor: tuple[str | None, Any] | None = None
+    # A crawl job's page: the links its rules take are returned (``Parsed.links``); a page the
+    # job follows (a listing) is not parsed for a product (``follow_only``).
+    links: LinkPolicy | None = None
+    follow_only: bool = False
+    sitemap: bool = False  # the page is a sitemap (read from ``body``: it may be gzip)
+    robots_sitemaps: tuple[str, ...] = ()  # a start page's host's robots.txt Sitemap: lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,8 @@ class Parsed:
     error: tuple[str, str] | None = None  # error_type, message
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
     data: dict[str, Any] | None = None  # what a monitor read from its page
+    links: tuple[Link, ...] = ()  # a crawl job's links taken from the page
+    links_refused: int = 0  # the page's other links (out of scope, traps, no rule)
 
 
 def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
@@ -96,7 +108,7 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
     text = FetchResponse(job.url, job.status_code, headers, job.body, 0).text
     if job.monitor is not None:  # a monitor keeps what it read, not the page
         return Parsed(), text
-    found = classify(text)
+    found = None if job.sitemap else classify(text)
     if found is not None:
         kind, what = found
         return Parsed(ban=(kind, f"{job.url} returned {what} (status {job.status_code})")), text
@@ -111,7 +123,30 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
 
 
 def extract(job: ParseJob, text: str) -> Parsed:
-    """Second stage: the record and items, or the error that says why there are none."""
+    """Second stage: the record and items (and a crawl job's links), or the error that says
+    why there are none."""
+    if job.links is not None:
+        try:
+            if job.sitemap:
+                links, refused = sitemap_links(job.body, job.links)
+            else:
+                links, refused = extract_links(text, job.url, job.links)
+            if job.robots_sitemaps:
+                more, also_refused = robots_sitemap_links(job.robots_sitemaps, job.links)
+                links, refused = links + more, refused + also_refused
+        except SitemapError as exc:
+            return Parsed(error=(exc.error_type, f"{job.url}: {exc.message}"))
+        except Exception as exc:  # a bug in link extraction: the task fails, the process lives
+            return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
+        if job.follow_only:
+            return Parsed(links=tuple(links), links_refused=refused)
+        return dataclasses.replace(_parse(job, text), links=tuple(links), links_refused=refused)
+    if job.follow_only:  # a job's listing or sitemap parsed again: no product to look for
+        return Parsed()
+    return _parse(job, text)
+
+
+def _parse(job: ParseJob, text: str) -> Parsed:
     try:
         if job.monitor is not None:
             parser = job.parser_name or None

@@ -22,6 +22,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
+from forager.discovery.policies import LinkPolicies
 from forager.domains.robots import Verdict
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
@@ -31,7 +32,14 @@ from forager.parse.registry import UnknownParser, get_parser
 from forager.parse.selectors import SELECTOR
 from forager.politeness.gate import open_after
 from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoice
-from forager.queue.door import FETCHED_VIA, ClaimedTask, Ending, FetchAttempt, TaskQueue
+from forager.queue.door import (
+    FETCHED_VIA,
+    ClaimedTask,
+    Discovery,
+    Ending,
+    FetchAttempt,
+    TaskQueue,
+)
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.store.pages import PageStore
 from forager.worker.parsing import Parsed, ParseJob, ParsePool
@@ -85,6 +93,7 @@ class Pipeline:
         self.worker_id = worker_id
         self.parser = parser
         self.writer = writer
+        self.link_policies = LinkPolicies(db)  # crawl jobs' scope and rules (issue 32)
         # robots.txt and the proxy choice; the outcome's bookkeeping is the writer's.
         self.policy = FetchPolicy(
             db, queue.settings, box, worker_id, fetcher=robots_fetcher or fetcher
@@ -244,6 +253,11 @@ class Pipeline:
         response: FetchResponse,
         gate: _Gate,
     ) -> str | None:
+        follow = task.job_id is not None and task.job_action in ("follow", "sitemap")
+        policy = await self.link_policies.get(task.job_id) if follow and task.job_id else None
+        sitemaps: tuple[str, ...] = ()
+        if policy is not None and policy.robots_sitemaps and task.depth == 0:
+            sitemaps = await self._robots_sitemaps(task.domain_id)
         job = ParseJob(
             task.url,
             task.parser_name,
@@ -252,6 +266,10 @@ class Pipeline:
             response.status_code,
             selector=task.selector,
             store=self.pages.pack_root(),
+            links=policy,
+            follow_only=follow,
+            sitemap=task.job_action == "sitemap",
+            robots_sitemaps=sitemaps,
         )
         parsed = await self.parser.parse(job)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
@@ -293,8 +311,18 @@ class Pipeline:
             proxy=proxy,
             answered_ms=response.elapsed_ms,
             open_gate=not gate.opened,
+            discovery=_discovery(task, parsed),
         )
         return await self.writer.finish(item)
+
+    async def _robots_sitemaps(self, domain_id: int) -> tuple[str, ...]:
+        """The domain's robots.txt ``Sitemap:`` lines (read before this fetch: the robots.txt
+        check came first)."""
+        async with self.db.reader() as session:
+            found = await session.scalar(
+                select(Domain.robots_txt_sitemaps).where(Domain.id == domain_id)
+            )
+        return tuple(found or ())
 
     async def _reparse(self, task: ClaimedTask) -> str | None:
         """A stored page parsed again (``restart-parsing``, an expired parse lease)."""
@@ -309,7 +337,14 @@ class Pipeline:
             unread = ("internal", exc.message, None)
             ending = Ending(task, self.worker_id, LEASED, error=unread, parse_page=task.html_path)
             return await self.writer.finish(Finish(ending))
-        job = ParseJob(task.url, task.parser_name, body, fetched=False, selector=task.selector)
+        job = ParseJob(
+            task.url,
+            task.parser_name,
+            body,
+            fetched=False,
+            selector=task.selector,
+            follow_only=task.job_action in ("follow", "sitemap"),  # its links were taken
+        )
         parsed = await self.parser.parse(job)
         error = (*parsed.error, None) if parsed.error else None
         ending = Ending(task, self.worker_id, [S.PARSING], error=error, parse_page=task.html_path)
@@ -351,6 +386,15 @@ def _fetch_attempt(
         page_path=page_key,
         page_bytes=page_bytes,
     )
+
+
+def _discovery(task: ClaimedTask, parsed: Parsed) -> Discovery | None:
+    """A crawl job's page: the links it gave, one level deeper than it (None: not a job's). A
+    product page gives none, but its finish still checks the job's time (``queue/discovered``)."""
+    if task.job_id is None:
+        return None
+    found_on, depth = task.id, (task.depth or 0) + 1
+    return Discovery(task.job_id, found_on, depth, parsed.links, parsed.links_refused)
 
 
 def _provenance(parsed: Parsed, task: ClaimedTask) -> ItemBatch | None:

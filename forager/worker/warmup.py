@@ -22,6 +22,7 @@ PRELOAD = (
     "forager.parse.amazon",
     "forager.parse.selectors",
     "forager.parse.preload",  # builds the CLDR currency tables once, before the children fork
+    "forager.discovery.links",  # a crawl job's links
 )
 
 

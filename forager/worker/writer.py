@@ -5,7 +5,7 @@ A task whose page is fetched, stored and parsed (or whose fetch or parse failed)
 ``FORAGER_WRITER_BATCH_SIZE`` tasks and writes the group in one transaction: the tasks' moves
 (one locked compare-and-set read, one set-based update), attempts, audit events, products,
 images, price history and items (with their versions) as multi-row inserts, and the
-fetch-policy bookkeeping per domain.
+fetch-policy bookkeeping per domain, and the links crawl jobs found (within their budgets).
 A task taken away meanwhile (paused, cancelled, lease lost) is recorded as a ``discarded``
 attempt and its product is not written.
 
@@ -33,7 +33,7 @@ from forager.parse.base import ProductRecord
 from forager.politeness.outcomes import Judged, Outcome, judge
 from forager.products.persist import ProductInput, save_products
 from forager.proxies.selection import ProxyChoice
-from forager.queue.door import Ending, TaskQueue
+from forager.queue.door import Discovery, Ending, TaskQueue
 from forager.queue.lifecycle import TaskStatus
 from forager.worker.policy import FetchPolicy
 
@@ -61,6 +61,7 @@ class Finish:
     judged: Judged | None = None
     answered_ms: int | None = None  # the site answered (a direct or proxied success)
     open_gate: bool = False  # the domain's gate is still closed (the request never left)
+    discovery: Discovery | None = None  # a crawl job's links found on the page
     done: asyncio.Future[str | None] = field(default_factory=lambda: _future())
 
     def __post_init__(self) -> None:
@@ -196,6 +197,14 @@ class GroupWriter:
                 if i.record is not None
             ],
         )
+        # A crawl job's links are queued with the page that found them, or not at all.
+        found = [
+            i.discovery
+            for i in batch
+            if i.discovery is not None and statuses.get(i.ending.task.id) == S.COMPLETED
+        ]
+        if found:
+            await self.queue.discover(session, found)
         signals = [
             (item.ending.task, result.signal)
             for item, result in zip(saving, saved, strict=True)

@@ -9,6 +9,7 @@ from forager.db.models.agents import Agent
 from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertRule
 from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
+from forager.db.models.discovery import CrawlJob
 from forager.db.models.domains import Domain, SelectorMapVersion
 from forager.db.models.items import Item, ItemVersion
 from forager.db.models.missions import (
@@ -42,6 +43,7 @@ __all__ = [
     "ApiKey",
     "Base",
     "CrawlAttempt",
+    "CrawlJob",
     "CrawlTask",
     "DashboardLogout",
     "DispatchOutbox",

@@ -32,6 +32,7 @@ class CrawlTask(Timestamped, Base):
         Index("ix_crawl_tasks_lease", "lease_expires_at"),
         Index("ix_crawl_tasks_next_crawl_at", "next_crawl_at"),
         Index("ix_crawl_tasks_updated_at", "updated_at"),  # the dashboard's live publisher
+        Index("ix_crawl_tasks_job_status", "job_id", "status"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -69,6 +70,14 @@ class CrawlTask(Timestamped, Base):
     current_crawl_frequency_seconds: Mapped[int | None] = mapped_column(Integer)
     unchanged_crawls: Mapped[int] = mapped_column(Integer, default=0)
     crawl_frequency_reason: Mapped[str | None] = mapped_column(String(120))
+    # Discovery (migration 0025, issue 32): the crawl job that found this URL, the page it was
+    # found on, its depth (a start URL: 0) and what the job's rule said (follow | parse).
+    job_id: Mapped[int | None] = mapped_column(BigId)
+    found_on_task_id: Mapped[int | None] = mapped_column(BigId)
+    depth: Mapped[int | None] = mapped_column(Integer)
+    job_action: Mapped[str | None] = mapped_column(String(10))
+    # The <lastmod> its job's sitemap gave it: a re-run crawls it again only when it moves on.
+    sitemap_lastmod: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     domain: Mapped[Domain] = relationship(lazy="raise")
 

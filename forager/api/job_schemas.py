@@ -1,0 +1,136 @@
+"""Request and response bodies of the crawl jobs API (issue 32, ``forager.discovery``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from forager.api.wire import HOST_NAME, CrawlURL, Shape
+
+ScopeName = Literal["host", "domain", "hosts"]
+ActionName = Literal["follow", "parse", "ignore"]
+JobStatusName = Literal["running", "paused", "cancelled", "done"]
+HostName = Annotated[
+    str, Shape(HOST_NAME, "a host name (letters, digits, dots and hyphens; IDN as xn--)", 253)
+]
+
+
+class RuleBody(BaseModel):
+    """One rule; the first that matches a link (inside its region, if given) says what it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="An RE2 regex searched in the normalized URL, or a glob (syntax).",
+        examples=["/c/[a-z-]+(\\?page=\\d+)?$"],
+    )
+    action: ActionName = Field(examples=["follow"])
+    syntax: Literal["regex", "glob"] = "regex"
+    region: str | None = Field(
+        None,
+        max_length=500,
+        description="A CSS selector: links are taken from inside it only.",
+        examples=[None],
+    )
+
+
+class JobCreate(BaseModel):
+    """A crawl job: where it starts, what it may reach, which pages it parses, its budgets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        min_length=1, max_length=100, pattern=r"\S", examples=["kettles on shop.example.com"]
+    )
+    start_urls: list[CrawlURL] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Pages the crawl starts from (depth 0, followed); give start_urls, "
+        "sitemap_urls or both.",
+        examples=[["https://shop.example.com/"]],
+    )
+    sitemap_urls: list[CrawlURL] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Sitemaps or sitemap indexes (gzipped or not) whose URLs go by the rules.",
+        examples=[[]],
+    )
+    scope: ScopeName = Field(
+        "host",
+        description="host: the start URLs' hosts; domain: their registrable domains (public "
+        "suffix aware); hosts: the hosts listed.",
+    )
+    hosts: list[HostName] = Field(default_factory=list, max_length=100, examples=[[]])
+    rules: list[RuleBody] = Field(
+        default_factory=list,
+        max_length=100,
+        examples=[
+            [
+                {"pattern": "/c/[a-z-]+(\\?page=\\d+)?$", "action": "follow"},
+                {"pattern": "https://shop.example.com/p/*", "action": "parse", "syntax": "glob"},
+            ]
+        ],
+    )
+    follow_nofollow: bool = Field(False, description="Take rel=nofollow links too.")
+    robots_sitemaps: bool = Field(
+        False, description="Read the start hosts' robots.txt Sitemap: lines as sitemaps too."
+    )
+    max_depth: int = Field(5, ge=0, le=100)
+    max_pages: int = Field(10_000, ge=1, le=10_000_000)
+    max_duration_seconds: int = Field(86_400, ge=60, le=90 * 86_400)
+    max_query_params: int = Field(3, ge=0, le=50)
+    max_url_length: int = Field(512, ge=32, le=2048)
+
+
+class DepthProgress(BaseModel):
+    depth: int
+    discovered: int
+    fetched: int
+    parsed: int
+    errors: int
+
+
+class JobProgress(BaseModel):
+    """The job's tasks: all it discovered, those waiting, in flight, fetched, parsed (product
+    pages), the products stored from them and the tasks that failed."""
+
+    discovered: int
+    queued: int
+    in_flight: int
+    fetched: int
+    parsed: int
+    products: int
+    errors: int
+    links_seen: int = Field(description="Links its rules took, known ones included.")
+    links_refused: int = Field(description="Links out of scope, over a budget or a limit.")
+    by_depth: list[DepthProgress]
+
+
+class JobPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    status: JobStatusName
+    start_urls: list[str]
+    sitemap_urls: list[str]
+    scope: ScopeName
+    hosts: list[str]
+    rules: list[RuleBody]
+    follow_nofollow: bool
+    robots_sitemaps: bool
+    max_depth: int
+    max_pages: int
+    max_duration_seconds: int
+    max_query_params: int
+    max_url_length: int
+    pages_queued: int
+    started_at: datetime
+    ends_at: datetime
+    finished_at: datetime | None
+    created_by: str
+    progress: JobProgress | None = Field(None, description="Given by GET /api/jobs/{id}.")

@@ -1,0 +1,121 @@
+"""Starting a crawl job: its request checked, its row written and its start URLs queued (depth
+0, followed) in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from forager.config import Settings
+from forager.db import audit
+from forager.db.engine import Database
+from forager.db.models import CrawlJob
+from forager.db.types import utcnow
+from forager.discovery.rules import Rule, check_rule
+from forager.discovery.scope import SCOPES, scope_hosts
+from forager.errors import InvalidRequest, InvalidURL
+from forager.queue.door import Discovery, TaskQueue
+from forager.queue.urls import Link, NormalizedURL, normalize_url
+
+# Limits a request may not exceed (the defaults are the request schema's).
+MAX_START_URLS = 1000
+MAX_RULES = 100
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What an operator asks for; see ``docs/DISCOVERY.md``."""
+
+    name: str
+    start_urls: tuple[str, ...] = ()
+    sitemap_urls: tuple[str, ...] = ()
+    scope: str = "host"
+    hosts: tuple[str, ...] = ()
+    rules: tuple[dict[str, Any], ...] = field(default=())
+    follow_nofollow: bool = False
+    robots_sitemaps: bool = False
+    max_depth: int = 5
+    max_pages: int = 10_000
+    max_duration_seconds: int = 86_400
+    max_query_params: int = 3
+    max_url_length: int = 512
+    created_by: str = "api"
+
+
+def _urls(raw: tuple[str, ...], name: str) -> list[NormalizedURL]:
+    found = []
+    for i, url in enumerate(raw):
+        try:
+            found.append(normalize_url(url))
+        except InvalidURL as exc:
+            raise InvalidRequest(f"{name}[{i}]: {exc.message}", field=name) from exc
+    return found
+
+
+def _check_range(value: int, name: str, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise InvalidRequest(f"{name} must be between {low} and {high}", field=name)
+
+
+def check(spec: JobSpec) -> tuple[list[NormalizedURL], list[NormalizedURL], list[Rule]]:
+    """The start URLs, sitemap URLs and rules of ``spec``, or ``InvalidRequest`` naming the
+    field at fault."""
+    if not spec.name.strip():
+        raise InvalidRequest("name must not be empty", field="name")
+    if not spec.start_urls and not spec.sitemap_urls:
+        raise InvalidRequest("give start_urls, sitemap_urls or both", field="start_urls")
+    if len(spec.start_urls) > MAX_START_URLS:
+        raise InvalidRequest(f"at most {MAX_START_URLS} start_urls", field="start_urls")
+    if spec.scope not in SCOPES:
+        raise InvalidRequest(f"scope must be one of {', '.join(SCOPES)}", field="scope")
+    if spec.scope == "hosts" and not spec.hosts:
+        raise InvalidRequest("scope 'hosts' needs the hosts listed", field="hosts")
+    if len(spec.rules) > MAX_RULES:
+        raise InvalidRequest(f"at most {MAX_RULES} rules", field="rules")
+    _check_range(spec.max_depth, "max_depth", 0, 100)
+    _check_range(spec.max_pages, "max_pages", 1, 10_000_000)
+    _check_range(spec.max_duration_seconds, "max_duration_seconds", 60, 90 * 86_400)
+    _check_range(spec.max_query_params, "max_query_params", 0, 50)
+    _check_range(spec.max_url_length, "max_url_length", 32, 2048)
+    rules = [check_rule(raw, i) for i, raw in enumerate(spec.rules)]
+    return _urls(spec.start_urls, "start_urls"), _urls(spec.sitemap_urls, "sitemap_urls"), rules
+
+
+async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
+    """Check ``spec``, write the job and queue its start URLs; returns the job."""
+    starts, sitemaps, rules = check(spec)
+    start_hosts = [u.host for u in (*starts, *sitemaps)]
+    now = utcnow()
+    job = CrawlJob(
+        name=spec.name.strip(),
+        status="running",
+        start_urls=[u.url for u in starts],
+        sitemap_urls=[u.url for u in sitemaps],
+        scope=spec.scope,
+        hosts=scope_hosts(spec.scope, start_hosts, list(spec.hosts)),
+        rules=[r.as_json() for r in rules],
+        follow_nofollow=spec.follow_nofollow,
+        robots_sitemaps=spec.robots_sitemaps,
+        max_depth=spec.max_depth,
+        max_pages=spec.max_pages,
+        max_duration_seconds=spec.max_duration_seconds,
+        max_query_params=spec.max_query_params,
+        max_url_length=spec.max_url_length,
+        pages_queued=0,
+        links_seen=0,
+        links_refused=0,
+        started_at=now,
+        ends_at=now + timedelta(seconds=spec.max_duration_seconds),
+        created_by=spec.created_by,
+    )
+    async with db.session() as session:
+        session.add(job)
+        await session.flush()
+        audit.record(session, "crawl_job", [job.id], "created", {"name": job.name})
+        links = [Link(u, "follow") for u in starts] + [Link(u, "sitemap") for u in sitemaps]
+        await TaskQueue(db, settings).discover(session, [Discovery(job.id, None, 0, links)])
+    async with db.reader() as session:
+        fresh = await session.get(CrawlJob, job.id)
+        assert fresh is not None
+        return fresh

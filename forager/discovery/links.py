@@ -1,0 +1,177 @@
+"""Taking a job's links from a page, in a parse process (never on the event loop).
+
+Links come from ``<a href>``, ``<link rel=next>`` and ``<link rel=canonical>`` (a page's
+canonical URL is one more link: already known, it is counted, not queued again), resolved
+against the page's ``<base href>``, normalized as the queue normalizes every URL
+(``normalize_url``), then kept when they are inside the job's scope, shorter than its URL length
+limit, with no more query parameters than its limit (calendars, session ids and endless filter
+permutations are cut there, and by the budgets), and taken by a rule (``rules``). ``rel=nofollow``
+on a link, and ``<meta name=robots content=nofollow>`` on the page, are honoured unless the job
+says otherwise.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urljoin
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from forager.discovery.rules import LinkPolicy, Rule, matches
+from forager.discovery.scope import in_scope
+from forager.discovery.sitemaps import read_sitemap
+from forager.errors import InvalidURL
+from forager.queue.urls import Link, normalize_url
+
+_FOLLOWED_RELS = ("next", "canonical")
+
+
+def _rels(node: LexborNode) -> set[str]:
+    return set((node.attributes.get("rel") or "").lower().split())
+
+
+def _nofollow_page(tree: LexborHTMLParser) -> bool:
+    for meta in tree.css('meta[name="robots" i]'):
+        if "nofollow" in (meta.attributes.get("content") or "").lower():
+            return True
+    return False
+
+
+def _hrefs(root: LexborNode, nofollow: bool) -> list[str]:
+    """The hrefs of ``<a>`` (and rel=next/canonical ``<link>``) under ``root``, in order."""
+    found: list[str] = []
+    for node in root.css("a[href], link[href]"):
+        rels = _rels(node)
+        if node.tag == "link" and not rels & set(_FOLLOWED_RELS):
+            continue
+        if "nofollow" in rels and not nofollow:
+            continue
+        href = (node.attributes.get("href") or "").strip()
+        if href and not href.startswith(("#", "javascript:", "mailto:", "tel:", "data:")):
+            found.append(href)
+    return found
+
+
+def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Link], int]:
+    """The links ``policy``'s rules take from the page, and how many others it refused."""
+    tree = LexborHTMLParser(html)
+    root = tree.root
+    if root is None:
+        return [], 0
+    nofollow_ok = policy.follow_nofollow
+    if not nofollow_ok and _nofollow_page(tree):
+        return [], 0
+    base = page_url
+    for node in tree.css("base[href]"):
+        base = urljoin(page_url, node.attributes.get("href") or "")
+        break
+    everywhere = _hrefs(root, nofollow_ok)
+    regions: dict[str, set[str]] = {}
+    for rule in policy.rules:
+        if rule.region is not None and rule.region not in regions:
+            regions[rule.region] = {
+                href for node in tree.css(rule.region) for href in _hrefs(node, nofollow_ok)
+            }
+    links: list[Link] = []
+    taken: set[str] = set()
+    refused = 0
+    for href in everywhere:
+        try:
+            where = normalize_url(urljoin(base, href))
+        except InvalidURL:
+            refused += 1
+            continue
+        if where.url_hash in taken:
+            continue
+        taken.add(where.url_hash)
+        if not _allowed(policy, where.host, where.url):
+            refused += 1
+            continue
+        action = _action(policy.rules, regions, href, where.url)
+        if action is None or action == "ignore":
+            refused += 1
+            continue
+        links.append(Link(where, action))
+    return links, refused
+
+
+def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
+    """A sitemap's entries as links: an index's sitemaps are read in turn (``sitemap``), a
+    urlset's pages go by the rules; the scope and the trap limits hold for both. Raises
+    ``SitemapError`` for a sitemap that cannot be read safely."""
+    sitemap = read_sitemap(body)
+    links: list[Link] = []
+    refused = 0
+    for loc, lastmod in sitemap.entries:
+        try:
+            where = normalize_url(loc)
+        except InvalidURL:
+            refused += 1
+            continue
+        if not _allowed(policy, where.host, where.url):
+            refused += 1
+            continue
+        action = (
+            "sitemap"
+            if sitemap.kind == "sitemapindex"
+            else _action(policy.rules, {}, loc, where.url)
+        )
+        if action is None or action == "ignore":
+            refused += 1
+            continue
+        links.append(Link(where, action, _when(lastmod)))
+    return links, refused
+
+
+def _when(lastmod: str | None) -> datetime | None:
+    """A W3C datetime (``2026-11-02``, ``2026-11-02T10:00:00Z`` …) in UTC; None if unreadable."""
+    if not lastmod:
+        return None
+    try:
+        when = datetime.fromisoformat(lastmod.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def robots_sitemap_links(urls: tuple[str, ...], policy: LinkPolicy) -> tuple[list[Link], int]:
+    """The ``Sitemap:`` lines of a start host's robots.txt, as sitemaps of the job (in scope)."""
+    links: list[Link] = []
+    refused = 0
+    for url in urls:
+        try:
+            where = normalize_url(url)
+        except InvalidURL:
+            refused += 1
+            continue
+        if _allowed(policy, where.host, where.url):
+            links.append(Link(where, "sitemap"))
+        else:
+            refused += 1
+    return links, refused
+
+
+def _allowed(policy: LinkPolicy, host: str, url: str) -> bool:
+    """In the job's scope and within its trap limits (URL length, query parameters)."""
+    return (
+        in_scope(policy.scope, policy.hosts, host)
+        and len(url) <= policy.max_url_length
+        and _query_params(url) <= policy.max_query_params
+    )
+
+
+def _query_params(url: str) -> int:
+    _, _, query = url.partition("?")
+    return len(query.split("&")) if query else 0
+
+
+def _action(
+    rules: tuple[Rule, ...], regions: dict[str, set[str]], href: str, url: str
+) -> str | None:
+    """The first rule that matches ``url`` and whose region holds the link says what it is."""
+    for rule in rules:
+        if rule.region is not None and href not in regions.get(rule.region, ()):
+            continue
+        if matches(rule, url):
+            return rule.action
+    return None

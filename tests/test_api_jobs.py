@@ -1,0 +1,64 @@
+"""``/api/jobs`` (issue 32) on both engines: start a crawl job, read its progress, pause, resume
+and cancel it; bad input is a 422 naming the field (the crawl itself: tests/test_discovery.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.site import TestSite
+
+
+async def test_a_job_is_started_followed_and_controlled(api: Any, site: TestSite) -> None:
+    body = {
+        "name": "shop",
+        "start_urls": [site.url("/shop/")],
+        "sitemap_urls": [site.url("/shop/sitemap.xml")],
+        "rules": [{"pattern": "/shop/p/", "action": "parse"}],
+        "max_pages": 50,
+    }
+    started = await api.post("/api/jobs", json=body)
+    assert started.status_code == 201, started.text
+    job = started.json()
+    assert job["status"] == "running"
+    assert job["hosts"] == ["127.0.0.1"]
+    assert job["pages_queued"] == 2  # the start page and the sitemap
+
+    shown = (await api.get(f"/api/jobs/{job['id']}")).json()
+    assert shown["progress"]["discovered"] == 2
+    assert shown["progress"]["queued"] == 2
+    assert shown["progress"]["by_depth"] == [
+        {"depth": 0, "discovered": 2, "fetched": 0, "parsed": 0, "errors": 0}
+    ]
+    metrics = (await api.get("/metrics")).text
+    assert f'forager_job_tasks{{job="{job["id"]}",status="pending"}} 2' in metrics
+    assert f'forager_job_links{{job="{job["id"]}",fate="queued"}} 2' in metrics
+    listed = (await api.get("/api/jobs")).json()
+    assert [j["id"] for j in listed["items"]] == [job["id"]]
+
+    paused = await api.post(f"/api/jobs/{job['id']}/pause")
+    assert paused.json()["status"] == "paused"
+    again = await api.post(f"/api/jobs/{job['id']}/pause")
+    assert again.status_code == 409
+    assert (await api.post(f"/api/jobs/{job['id']}/resume")).json()["status"] == "running"
+    cancelled = await api.post(f"/api/jobs/{job['id']}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    assert (await api.get(f"/api/jobs/{job['id']}")).json()["progress"]["queued"] == 0
+    assert (await api.get("/api/jobs/999")).status_code == 404
+    read_only = {"Authorization": f"Bearer {api.keys['read']}"}
+    assert (await api.post("/api/jobs", json=body, headers=read_only)).status_code == 403
+
+
+async def test_bad_jobs_are_refused_naming_the_field(api: Any) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"start_urls": []}, "start_urls"),
+        ({"start_urls": ["ftp://shop.test/"]}, "start_urls"),
+        ({"scope": "planet"}, "scope"),
+        ({"rules": [{"pattern": "(", "action": "follow"}]}, "rules[0]"),
+        ({"rules": [{"pattern": "x", "action": "jump"}]}, "rules"),
+        ({"max_depth": -1}, "max_depth"),
+    ]
+    for change, field in cases:
+        body = {"name": "shop", "start_urls": ["http://shop.test/"], **change}
+        refused = await api.post("/api/jobs", json=body)
+        assert refused.status_code == 422, (change, refused.text)
+        assert field in refused.text, (change, refused.text)

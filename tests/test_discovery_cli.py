@@ -1,0 +1,63 @@
+"""``forager job start|list|show|pause|resume|cancel`` (issue 32) against a real SQLite
+database; the crawl itself: tests/test_discovery.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.cli import forager, one_error_line
+
+
+def test_a_job_is_started_shown_and_controlled_from_the_command_line(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    assert forager(tmp_path, cli_env, "db", "upgrade").returncode == 0
+    started = forager(
+        tmp_path,
+        cli_env,
+        "job",
+        "start",
+        "--name",
+        "kettles",
+        "--start-url",
+        "https://shop.example.com/",
+        "--rule",
+        "follow=/c/[a-z]+$@nav",
+        "--rule",
+        "parse=glob:https://shop.example.com/p/*",
+        "--max-pages",
+        "100",
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("1\tkettles\trunning\t1/100 pages")
+
+    listed = forager(tmp_path, cli_env, "job", "list")
+    assert listed.stdout.splitlines()[0].startswith("1\tkettles\trunning")
+    shown = forager(tmp_path, cli_env, "job", "show", "1")
+    assert "discovered 1  queued 1" in shown.stdout
+    assert "depth 0: discovered 1" in shown.stdout
+
+    assert "\tpaused\t" in forager(tmp_path, cli_env, "job", "pause", "1").stdout
+    assert "\trunning\t" in forager(tmp_path, cli_env, "job", "resume", "1").stdout
+    assert "\tcancelled\t" in forager(tmp_path, cli_env, "job", "cancel", "1").stdout
+    again = forager(tmp_path, cli_env, "job", "resume", "1")
+    assert again.returncode == 1
+    assert one_error_line(again) == "error: crawl job 1 is cancelled; it cannot resume"
+
+
+def test_a_bad_rule_is_refused_with_its_reason(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    assert forager(tmp_path, cli_env, "db", "upgrade").returncode == 0
+    bad = forager(
+        tmp_path,
+        cli_env,
+        "job",
+        "start",
+        "--name",
+        "x",
+        "--start-url",
+        "https://shop.example.com/",
+        "--rule",
+        "follow=(",
+    )
+    assert bad.returncode == 1
+    assert "rules[0].pattern is not a valid RE2 pattern" in one_error_line(bad)
