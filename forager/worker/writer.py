@@ -176,6 +176,14 @@ class GroupWriter:
             if item.record is not None:  # its parse attempt names the rules the record breaks
                 item.ending.quality_issues = item.record.quality_issues
         statuses = await self.queue.settle(session, [i.ending for i in batch])
+        # A crawl job's links are queued with the page that found them, or not at all.
+        found = [
+            i.discovery
+            for i in batch
+            if i.discovery is not None and statuses.get(i.ending.task.id) == S.COMPLETED
+        ]
+        if found:
+            await self.queue.discover(session, found)
         saving = [
             i
             for i in batch
@@ -197,14 +205,6 @@ class GroupWriter:
                 if i.record is not None
             ],
         )
-        # A crawl job's links are queued with the page that found them, or not at all.
-        found = [
-            i.discovery
-            for i in batch
-            if i.discovery is not None and statuses.get(i.ending.task.id) == S.COMPLETED
-        ]
-        if found:
-            await self.queue.discover(session, found)
         signals = [
             (item.ending.task, result.signal)
             for item, result in zip(saving, saved, strict=True)
