@@ -404,7 +404,7 @@ def test_a_selector_parser_is_compared_with_the_parser_in_use_before_it_is_saved
     default) nothing is lost and Save asks nothing."""
     from playwright.sync_api import expect
 
-    task = server.task(server.site.url("/product/951"))
+    task = server.task(server.site.url("/product/961"))
     domain_id = server.wait_task(task["id"], lambda t: t["status"] == "completed")["domain_id"]
     before = server.api.get(f"/api/domains/{domain_id}").json()["parser_name"]
     five = {
