@@ -204,7 +204,16 @@ def running_browsers() -> int:
 # -- contexts -----------------------------------------------------------------------------
 
 
-_Key = tuple[str | None, str, str | None]  # (proxy URL, user agent, private host allowed)
+# (proxy URL, user agent, private host allowed, profile headers, profile cookies and the host
+# they were set for): a context carries one request profile.
+_Key = tuple[
+    str | None,
+    str,
+    str | None,
+    tuple[tuple[str, str], ...],
+    tuple[tuple[str, str], ...],
+    str | None,
+]
 
 
 @dataclass(slots=True)
@@ -423,7 +432,15 @@ class BrowserFetcher(CredentialSafeFetcher):
 
     async def _context(self, request: FetchRequest) -> _Context:
         private = await self._private_host(request)
-        key = (request.proxy_url, request.user_agent, private)
+        cookies = tuple(sorted(request.cookies.items()))
+        key = (
+            request.proxy_url,
+            request.user_agent,
+            private,
+            tuple(sorted(request.headers.items())),
+            cookies,
+            urlsplit(request.url).hostname if cookies else None,
+        )
         async with self._context_lock:
             entry = self._contexts.get(key)
             if entry is not None and (
@@ -445,6 +462,10 @@ class BrowserFetcher(CredentialSafeFetcher):
                     extra_http_headers=request.headers or None,
                     service_workers="block",
                 )
+                if request.cookies:
+                    await context.add_cookies(
+                        [{"name": k, "value": v, "url": request.url} for k, v in cookies]
+                    )
                 if self.block_resource_types:
                     await context.route("**/*", _block)
                 entry = self._contexts[key] = _Context(context, user, grant)

@@ -67,8 +67,10 @@ class CurlFetcher(CredentialSafeFetcher):
         merged.pop("accept-encoding", None)
         if not self.impersonate:
             merged["accept-encoding"] = ("Accept-Encoding", ACCEPT_ENCODING)
-        if jar and "cookie" not in merged:
-            merged["cookie"] = ("Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()))
+        # The profile's cookies, then those a redirect of this fetch set (which win).
+        cookies = request.cookies | jar
+        if cookies and "cookie" not in merged:
+            merged["cookie"] = ("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items()))
         return [f"{name}: {value}" for name, value in merged.values()]
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:

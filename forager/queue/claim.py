@@ -79,6 +79,7 @@ DOMAIN_COLUMNS = (
     Domain.ignore_robots,
     Domain.robots_txt_last_fetched,
     Domain.selector_version,
+    Domain.request_profile,
     _SELECTOR_FIELDS,
     or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
         "uses_proxies"
@@ -126,6 +127,7 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         robots_fetched_at=domain.robots_txt_last_fetched,
         selector=selector,
         adaptive=adaptive,
+        domain_profile=domain.request_profile,
     )
 
 

@@ -44,3 +44,6 @@ class ClaimedTask:
     # A recurring task with an adaptive frequency (crawl_frequency_seconds is then its current
     # one); None for every other task.
     adaptive: Adaptive | None = None
+    # The domain's request profile as stored (secret values sealed; forager.domains.profile
+    # opens it just before the fetch).
+    domain_profile: dict[str, Any] | None = None

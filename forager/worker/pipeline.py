@@ -22,6 +22,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
+from forager.domains.profile import open_profile
 from forager.domains.robots import Verdict
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
@@ -83,6 +84,7 @@ class Pipeline:
         self.queue = queue
         self.fetcher = fetcher
         self.pages = pages
+        self.box = box  # opens the request profiles' secret values
         self.worker_id = worker_id
         self.parser = parser
         self.writer = writer
@@ -160,10 +162,13 @@ class Pipeline:
         if self.fetcher is None:
             raise RuntimeError("this pipeline has no fetcher (it only finishes fetched tasks)")
         started = utcnow()
+        shopper = open_profile(task.domain_profile, None, self.box)
         request = FetchRequest(
             task.url,
-            task.user_agent,
+            shopper.user_agent or task.user_agent,
             proxy.url if proxy else None,
+            headers=shopper.headers,
+            cookies=shopper.cookies,
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
             fetcher=task.fetcher,
             wait_for_selector=task.wait_for_selector,

@@ -305,6 +305,22 @@ async def product(request: Request) -> Response:
     return _product_response(request, request.path_params["n"])
 
 
+async def shop(request: Request) -> Response:
+    """A shop that prices for the shopper's locale: euros (the price less 10 %) only for a
+    ``locale=de-DE`` cookie sent with German first in ``Accept-Language``, else dollars."""
+    n: int = request.path_params["n"]
+    price, available = _state(request).price(n)
+    german = request.cookies.get("locale") == "de-DE" and request.headers.get(
+        "accept-language", ""
+    ).lower().startswith("de")
+    if german:
+        price, currency = (price * Decimal("0.9")).quantize(Decimal("0.01")), "EUR"
+    else:
+        currency = "USD"
+    html = pages.product_page(n, price, available, _base_url(request), 0, currency=currency)
+    return HTMLResponse(html)
+
+
 async def js_price(request: Request) -> Response:
     n: int = request.path_params["n"]
     price, _ = _state(request).price(n)
@@ -603,6 +619,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
     """The site as an ASGI app; ``state`` and the shutdown event are created when not given."""
     routes = [
         Route("/product/{n:int}", product),
+        Route("/shop/{n:int}", shop),
         Route("/js-price/{n:int}", js_price),
         Route("/js-product/{n:int}", js_product),
         Route("/amazon/dp/{asin}", amazon),

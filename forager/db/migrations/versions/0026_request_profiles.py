@@ -1,0 +1,30 @@
+"""Request profiles (issue 33): the headers and cookies a domain's fetches carry, secret values
+sealed by the SecretBox.
+
+Plain ``ADD COLUMN`` on both engines: no table copy.
+
+Revision ID: 0026
+Revises: 0024
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision = "0026"
+# 0025 (discovery jobs) is on another branch: this line becomes "0025" when both are merged.
+down_revision = "0024"
+branch_labels = None
+depends_on = None
+
+_JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
+
+
+def upgrade() -> None:
+    op.add_column("domains", sa.Column("request_profile", _JSON, nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("domains", "request_profile")

@@ -1,0 +1,192 @@
+"""Issue 33: request profiles. A domain's headers and cookies go out with every fetch (each of the
+three fetchers, and agents), so a shop prices for the shopper's locale; secret values are stored
+sealed and never shown; unsafe headers are refused with a 422 naming the field."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select, text
+
+from forager.api.deps import Runtime
+from forager.crypto import SecretBox
+from forager.db.models import Product
+from forager.domains.profile import MAX_ENTRIES, open_profile
+from forager.fetch.base import FetchRequest
+from forager.fetch.fetcher_set import build_fetcher
+from forager.parse.registry import get_parser
+from tests.conftest import SettingsFactory
+from tests.support.crawling import crawl
+from tests.support.fetching import fetch_settings, require
+from tests.support.site import TestSite
+
+TOKEN = "Bearer tok-profile-Xq81"
+SESSION = "sess-profile-Lp42"
+GERMAN = {
+    "headers": [
+        {"name": "Accept-Language", "value": "de-DE,de;q=0.9"},
+        {"name": "Authorization", "value": TOKEN},
+    ],
+    "cookies": [
+        {"name": "locale", "value": "de-DE"},
+        {"name": "sid", "value": SESSION, "secret": True},
+    ],
+}
+
+
+def _runtime(api: httpx.AsyncClient) -> Runtime:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    return runtime
+
+
+async def _domain(api: httpx.AsyncClient, host: str, **values: Any) -> dict[str, Any]:
+    response = await api.post("/api/domains", json={"domain_name": host, **values})
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def test_secret_values_are_sealed_never_shown_and_kept_when_left_out(
+    api: httpx.AsyncClient,
+) -> None:
+    domain = await _domain(api, "shop.example", request_profile=GERMAN)
+    shown = domain["request_profile"]
+    assert shown["headers"] == [
+        {"name": "Accept-Language", "value": "de-DE,de;q=0.9", "secret": False},
+        {"name": "Authorization", "value": None, "secret": True},  # always secret
+    ]
+    assert shown["cookies"][1] == {"name": "sid", "value": None, "secret": True}
+    answers = [json.dumps(domain)]
+    answers.append((await api.get(f"/api/domains/{domain['id']}")).text)
+    answers.append((await api.get("/api/domains")).text)
+    # A new public header, the secrets left out: they are kept as stored.
+    kept = {
+        "headers": [
+            {"name": "Accept-Language", "value": "fr-FR"},
+            {"name": "Authorization", "secret": True},
+        ],
+        "cookies": [{"name": "sid", "secret": True}],
+    }
+    patched = await api.patch(f"/api/domains/{domain['id']}", json={"request_profile": kept})
+    assert patched.status_code == 200, patched.text
+    answers.append(patched.text)
+    for answer in answers:
+        assert TOKEN not in answer and SESSION not in answer
+    runtime = _runtime(api)
+    async with runtime.db.reader() as session:
+        stored = (
+            await session.execute(
+                text("SELECT request_profile FROM domains WHERE id = :id"), {"id": domain["id"]}
+            )
+        ).scalar_one()
+    raw = stored if isinstance(stored, str) else json.dumps(stored)
+    assert TOKEN not in raw and SESSION not in raw and "fr-FR" in raw
+    profile = json.loads(raw) if isinstance(stored, str) else stored
+    opened = open_profile(profile, None, SecretBox(runtime.settings))
+    assert opened.headers == {"Accept-Language": "fr-FR", "Authorization": TOKEN}
+    assert opened.cookies == {"sid": SESSION}
+    assert TOKEN not in repr(FetchRequest("https://shop.example/", "ua", headers=opened.headers))
+    # A secret cannot be "kept" where none is stored; {} clears the profile.
+    missing = {"cookies": [{"name": "other", "secret": True}]}
+    refused = await api.patch(f"/api/domains/{domain['id']}", json={"request_profile": missing})
+    assert refused.status_code == 422, refused.text
+    assert "request_profile.cookies.0.value" in refused.text
+    cleared = await api.patch(f"/api/domains/{domain['id']}", json={"request_profile": {}})
+    assert cleared.json()["request_profile"] is None
+
+
+# (profile, the field the 422 names; None: refused at the edge, before any field is read)
+UNSAFE: list[tuple[dict[str, Any], str | None]] = [
+    ({"headers": [{"name": "X-A", "value": "a\r\nX-Evil: 1"}]}, "headers.0.value"),
+    ({"headers": [{"name": "X-A", "value": "a\nb"}]}, "headers.0.value"),
+    # NUL anywhere in a body is refused at the edge, before any field is read.
+    ({"headers": [{"name": "X-A\x00", "value": "a"}]}, None),
+    ({"cookies": [{"name": "c", "value": "a\x00"}]}, None),
+    ({"cookies": [{"name": "c", "value": "a\r\nb"}]}, "cookies.0.value"),
+    ({"cookies": [{"name": "c", "value": "a; admin=1"}]}, "cookies.0.value"),
+    ({"headers": [{"name": "X-A", "value": "v" * 4097}]}, "headers.0.value"),
+    ({"headers": [{"name": "X" * 101, "value": "a"}]}, "headers.0.name"),
+    ({"headers": [{"name": f"X-{i}", "value": "a"} for i in range(MAX_ENTRIES + 1)]}, "headers"),
+    ({"headers": [{"name": "X-A", "value": "1"}, {"name": "x-a", "value": "2"}]}, ""),
+    *(
+        ({"headers": [{"name": name, "value": "x"}]}, "headers.0.name")
+        for name in (
+            "Host",
+            "Connection",
+            "Content-Length",
+            "Transfer-Encoding",
+            "TE",
+            "Upgrade",
+            "Keep-Alive",
+            "Proxy-Authorization",
+            "Proxy-Connection",
+            "Cookie",
+        )
+    ),
+]
+
+
+async def test_unsafe_headers_are_refused_naming_the_field(api: httpx.AsyncClient) -> None:
+    domain = await _domain(api, "strict.example")
+    for profile, field in UNSAFE:
+        body = {"request_profile": profile}
+        response = await api.patch(f"/api/domains/{domain['id']}", json=body)
+        assert response.status_code == 422, (profile, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        if field is None:
+            assert "NUL characters are not accepted" in response.text
+        else:
+            fields = [e["field"] for e in response.json()["errors"]]
+            assert f"request_profile.{field}".rstrip(".") in fields, (profile, fields)
+    assert (await api.get(f"/api/domains/{domain['id']}")).json()["request_profile"] is None
+
+
+async def test_a_crawl_with_the_profile_gets_the_shoppers_price(
+    api: httpx.AsyncClient, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    host = "127.0.0.3"
+    base_url = site.url("/", host=host).rstrip("/")
+    await _domain(api, host, base_url=base_url, crawl_delay_seconds=0, request_profile=GERMAN)
+    response = await api.post("/api/tasks", json={"url": site.url("/shop/10", host=host)})
+    assert response.status_code == 201, response.text
+    ids = [response.json()["task"]["id"]]
+    runtime = _runtime(api)
+    tasks = await crawl(runtime.db, make_settings(), ids)
+    assert tasks[ids[0]].status == "completed", tasks[ids[0]].error_message
+    async with runtime.db.reader() as session:
+        product = await session.scalar(select(Product).where(Product.crawl_task_id == ids[0]))
+    assert product is not None
+    assert (product.price, product.currency) == (Decimal("9.89"), "EUR")  # not 10.99 USD
+
+
+@pytest.mark.parametrize("kind", ["http", "impersonate", "browser"])
+async def test_every_fetcher_sends_the_profile(kind: str, site: TestSite, tmp_path: Path) -> None:
+    require(kind)
+    fetcher = build_fetcher(kind, fetch_settings(tmp_path))
+    headers = {"Accept-Language": "de-DE", "X-Store": "berlin-7"}
+    cookies = {"locale": "de-DE", "zip": "10115"}
+    try:
+        bare = await fetcher.fetch(FetchRequest(site.url("/shop/4"), "shopper/1", fetcher=kind))
+        request = FetchRequest(
+            site.url("/echo-headers"), "shopper/1", headers=headers, cookies=cookies, fetcher=kind
+        )
+        echoed = (await fetcher.fetch(request)).text
+        page = await fetcher.fetch(
+            FetchRequest(site.url("/shop/4"), "shopper/1", headers=headers, cookies=cookies)
+        )
+    finally:
+        await fetcher.aclose()
+    start = echoed.index("{")
+    sent = json.loads(echoed[start : echoed.rindex("}") + 1])
+    assert sent["accept-language"] == "de-DE" and sent["x-store"] == "berlin-7"
+    assert sorted(sent["cookie"].split("; ")) == ["locale=de-DE", "zip=10115"]
+    assert sent["user-agent"] == "shopper/1"
+    record = get_parser("generic").parse(page.text, page.url)
+    assert (record.price, record.currency) == (Decimal("4.49"), "EUR")
+    record = get_parser("generic").parse(bare.text, bare.url)
+    assert (record.price, record.currency) == (Decimal("4.99"), "USD")
