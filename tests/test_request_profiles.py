@@ -16,7 +16,8 @@ from sqlalchemy import select, text
 from forager.api.deps import Runtime
 from forager.crypto import SecretBox
 from forager.db.models import Product
-from forager.domains.profile import MAX_ENTRIES, open_profile
+from forager.domains.profile import MAX_BODY, MAX_ENTRIES, MAX_VALUE, open_profile
+from forager.errors import FetchError
 from forager.fetch.base import FetchRequest
 from forager.fetch.fetcher_set import build_fetcher
 from forager.parse.registry import get_parser
@@ -109,7 +110,7 @@ UNSAFE: list[tuple[dict[str, Any], str | None]] = [
     ({"cookies": [{"name": "c", "value": "a\x00"}]}, None),
     ({"cookies": [{"name": "c", "value": "a\r\nb"}]}, "cookies.0.value"),
     ({"cookies": [{"name": "c", "value": "a; admin=1"}]}, "cookies.0.value"),
-    ({"headers": [{"name": "X-A", "value": "v" * 4097}]}, "headers.0.value"),
+    ({"headers": [{"name": "X-A", "value": "v" * (MAX_VALUE + 1)}]}, "headers.0.value"),
     ({"headers": [{"name": "X" * 101, "value": "a"}]}, "headers.0.name"),
     ({"headers": [{"name": f"X-{i}", "value": "a"} for i in range(MAX_ENTRIES + 1)]}, "headers"),
     ({"headers": [{"name": "X-A", "value": "1"}, {"name": "x-a", "value": "2"}]}, ""),
@@ -190,3 +191,80 @@ async def test_every_fetcher_sends_the_profile(kind: str, site: TestSite, tmp_pa
     assert (record.price, record.currency) == (Decimal("4.49"), "EUR")
     record = get_parser("generic").parse(bare.text, bare.url)
     assert (record.price, record.currency) == (Decimal("4.99"), "USD")
+
+
+# -- requests beyond GET ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["http", "impersonate", "browser"])
+async def test_every_fetcher_posts_a_json_or_form_body(
+    kind: str, site: TestSite, tmp_path: Path
+) -> None:
+    require(kind)
+    fetcher = build_fetcher(kind, fetch_settings(tmp_path))
+    url = site.url("/lookup")
+    try:
+        as_json = await fetcher.fetch(
+            FetchRequest(url, "shopper/1", method="POST", body=b'{"n": 12}',
+                         body_type="application/json")
+        )  # fmt: skip
+        as_form = await fetcher.fetch(
+            FetchRequest(url, "shopper/1", method="POST", body=b"n=13",
+                         body_type="application/x-www-form-urlencoded")
+        )  # fmt: skip
+        # The same page fetched again with a GET: the site answers POST only.
+        with pytest.raises(FetchError) as refused:
+            await fetcher.fetch(FetchRequest(url, "shopper/1"))
+    finally:
+        await fetcher.aclose()
+    for response, n in ((as_json, 12), (as_form, 13)):
+        record = get_parser("generic").parse(response.text, response.url)
+        assert record.product_name == f"Test Product {n}"
+    assert refused.value.status_code == 405
+    posts = [r for r in site.requests() if r.path == "/lookup"]
+    assert [r.method for r in posts] == ["POST", "POST", "GET"]
+
+
+async def test_a_post_task_is_its_own_task_and_produces_a_product(
+    api: httpx.AsyncClient, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    host = "127.0.0.4"
+    base_url = site.url("/", host=host).rstrip("/")
+    await _domain(api, host, base_url=base_url, crawl_delay_seconds=0)
+    url = site.url("/lookup", host=host)
+
+    async def submit(request: dict[str, Any]) -> httpx.Response:
+        body = {"url": url, "max_retries": 0, "request": request}
+        return await api.post("/api/tasks", json=body)
+
+    secret = {"name": "Authorization", "value": TOKEN}
+    post = {"method": "POST", "json_body": {"n": 21}, "headers": [secret]}
+    first = await submit(post)
+    assert first.status_code == 201, first.text
+    shown = first.json()["task"]["fetch_request"]
+    assert shown["method"] == "POST" and shown["body"] == '{"n":21}'
+    assert shown["profile"]["headers"] == [{"name": "Authorization", "value": None, "secret": True}]
+    assert TOKEN not in first.text
+    again = await submit(post)
+    assert again.status_code == 200  # the same request: the same task
+    assert again.json()["task"]["id"] == first.json()["task"]["id"]
+    other = await submit({"method": "POST", "form": {"n": "22"}})
+    get = await api.post("/api/tasks", json={"url": url, "max_retries": 0})
+    ids = [first.json()["task"]["id"], other.json()["task"]["id"], get.json()["task"]["id"]]
+    assert (other.status_code, get.status_code) == (201, 201)
+    assert len(set(ids)) == 3  # a POST and a GET of one URL, two bodies: three tasks
+    bad = await submit({"method": "GET", "json_body": {"n": 1}})
+    assert bad.status_code == 422 and "request.method" in bad.text
+    big = await submit({"method": "POST", "json_body": {"n": "1" * (MAX_BODY + 1)}})
+    assert big.status_code == 422 and "request.json_body" in big.text
+
+    runtime = _runtime(api)
+    tasks = await crawl(runtime.db, make_settings(), ids)
+    assert [tasks[i].status for i in ids] == ["completed", "completed", "failed"]
+    assert tasks[ids[2]].http_status_code == 405  # the GET of a POST-only API
+    async with runtime.db.reader() as session:
+        names = {
+            p.crawl_task_id: p.product_name
+            for p in await session.scalars(select(Product).where(Product.crawl_task_id.in_(ids)))
+        }
+    assert names == {ids[0]: "Test Product 21", ids[1]: "Test Product 22"}

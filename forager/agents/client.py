@@ -243,6 +243,9 @@ class AgentClient:
                 msg["user_agent"],
                 headers=_strings(msg.get("headers")),
                 cookies=_strings(msg.get("cookies")),
+                method="POST" if msg.get("method") == "POST" else "GET",
+                body=msg["body"].encode() if isinstance(msg.get("body"), str) else None,
+                body_type=msg.get("body_type") if isinstance(msg.get("body_type"), str) else None,
                 on_sent=sent,
             )
             try:

@@ -92,7 +92,8 @@ class Dispatcher:
             conn.in_flight.pop(task.id, None)
             await self.queue.release(task.id, conn.owner)
             return 0
-        shopper = open_profile(task.domain_profile, None, self.box)
+        own = task.fetch_request or {}
+        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
         await conn.send(
             "task",
             task_id=task.id,
@@ -102,5 +103,8 @@ class Dispatcher:
             # The request profile in clear: the agent sends it and never logs it.
             headers=shopper.headers,
             cookies=shopper.cookies,
+            method=own.get("method", "GET"),
+            body=own.get("body"),
+            body_type=own.get("body_type"),
         )
         return 1

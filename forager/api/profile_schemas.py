@@ -3,7 +3,7 @@ of one task's; checked by ``forager.domains.profile``, secret values never shown
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -105,3 +105,48 @@ def shown(stored: dict[str, Any] | None) -> RequestProfilePublic | None:
     """The public view of a stored profile (no secret value)."""
     view = profile.public(stored)
     return None if view is None else RequestProfilePublic.model_validate(view)
+
+
+class TaskRequestIn(TaskProfileIn):
+    """A task's own request: a POST with a body, and headers, cookies and a user agent over the
+    domain's profile. Part of the task's identity: a POST and a GET of one URL, or two POSTs
+    with different bodies, are different tasks."""
+
+    method: Literal["GET", "POST"] = "GET"
+    json_body: Any = Field(
+        None,
+        description="A JSON body (sent as application/json; POST only); at most "
+        f"{profile.MAX_BODY // 1024} KiB encoded.",
+        examples=[{"sku": "A-1", "zip": "10115"}],
+    )
+    form: dict[str, str] | None = Field(
+        None,
+        description="A form body (application/x-www-form-urlencoded; POST only).",
+        max_length=100,
+    )
+
+    @model_validator(mode="after")
+    def _one_body(self) -> TaskRequestIn:
+        if self.json_body is not None and self.form is not None:
+            raise ValueError("give json_body or form, not both")
+        return self
+
+
+class TaskRequestPublic(BaseModel):
+    """A task's own request as shown: secret values left out."""
+
+    method: str
+    body_type: str | None = None
+    body: str | None = None
+    profile: RequestProfilePublic | None = None
+
+
+def shown_request(stored: dict[str, Any] | None) -> TaskRequestPublic | None:
+    if not stored:
+        return None
+    return TaskRequestPublic(
+        method=stored.get("method", "GET"),
+        body_type=stored.get("body_type"),
+        body=stored.get("body"),
+        profile=shown(stored.get("profile")),
+    )

@@ -16,19 +16,22 @@ Stored shape::
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from forager.crypto import SecretBox
 from forager.errors import InvalidRequest
 
-# Headers, and cookies, per profile: at most ~170 KiB in all, so a profile always fits in one
-# agent protocol message (256 KiB).
-MAX_ENTRIES = 20
+# Bounds that keep a task message to an agent (a domain's and a task's profile, and the body)
+# within the protocol's 256 KiB: ~85 KiB a profile, 32 KiB of body.
+MAX_ENTRIES = 20  # headers, and cookies, per profile
+MAX_BODY = 32 * 1024  # a task's request body, encoded
 MAX_NAME = 100
-MAX_VALUE = 4096
+MAX_VALUE = 2048
 # RFC 9110 token characters: a header or cookie name.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _INJECTION = re.compile(r"[\r\n\x00]")
@@ -199,3 +202,33 @@ def open_profile(
     cookies = _entries(domain, "cookies", box) | _entries(task, "cookies", box)
     user_agent = (task or {}).get("user_agent") or (domain or {}).get("user_agent")
     return OpenProfile(user_agent, headers, cookies)
+
+
+def seal_request(given: Mapping[str, Any], box: SecretBox) -> dict[str, Any] | None:
+    """The stored form of a task's request (``crawl_tasks.fetch_request``): method, body and its
+    type, the task's own profile sealed, and ``key``, the identity its url_hash includes (method,
+    body and the profile without secret values). None for a bare GET with no profile of its own.
+    """
+    method = given.get("method") or "GET"
+    body, body_type, field_name = None, None, "request.method"
+    if given.get("json_body") is not None:
+        field_name = "request.json_body"
+        body = json.dumps(given["json_body"], separators=(",", ":"), ensure_ascii=False)
+        body_type = "application/json"
+    elif given.get("form") is not None:
+        field_name = "request.form"
+        body, body_type = urlencode(given["form"]), "application/x-www-form-urlencoded"
+    if method == "GET" and body is not None:
+        raise InvalidRequest("a body is sent with method POST only", field="request.method")
+    if body is not None and len(body.encode()) > MAX_BODY:
+        raise InvalidRequest(f"the body is over {MAX_BODY} bytes", field=field_name)
+    sealed = seal(given, box, None, "request")
+    if method == "GET" and not sealed:
+        return None
+    identity = {"method": method, "body_type": body_type, "body": body, "profile": public(sealed)}
+    stored: dict[str, Any] = {"method": method, "key": json.dumps(identity, sort_keys=True)}
+    if body is not None:
+        stored |= {"body": body, "body_type": body_type}
+    if sealed:
+        stored["profile"] = sealed
+    return stored

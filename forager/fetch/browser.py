@@ -38,6 +38,7 @@ from playwright.async_api import (
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Response as PlaywrightResponse
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from forager.config import Settings
@@ -533,6 +534,26 @@ class BrowserFetcher(CredentialSafeFetcher):
         if entry.retired and entry.open == 0:
             await self._close_context(entry)
 
+    @staticmethod
+    async def _post(
+        page: Page, watch: _Watch, request: FetchRequest, timeout_ms: float
+    ) -> PlaywrightResponse | None:
+        """Navigate with a POST: the navigation's own request (the first one the page makes)
+        is continued as a POST carrying the body, as a submitted form would be."""
+
+        async def as_post(route: Route) -> None:
+            headers = dict(route.request.headers)
+            headers["content-type"] = request.body_type or "application/octet-stream"
+            await route.continue_(method="POST", post_data=request.body or b"", headers=headers)
+
+        await page.route("**/*", as_post, times=1)
+        try:
+            return await watch.guard(
+                page.goto(request.url, wait_until="commit", timeout=timeout_ms)
+            )
+        finally:
+            await page.unroute("**/*", as_post)
+
     async def _render(
         self, tab: _Tab, grant: Grant, request: FetchRequest, deadline: float
     ) -> FetchResponse:
@@ -545,9 +566,12 @@ class BrowserFetcher(CredentialSafeFetcher):
             # was being waited for) fires before the fetch's own.
             return max(1.0, (deadline - time.monotonic()) * 1000 - _MARGIN_MS)
 
-        response = await watch.guard(
-            page.goto(request.url, wait_until="commit", timeout=remaining_ms())
-        )
+        if request.method == "POST":
+            response = await self._post(page, watch, request, remaining_ms())
+        else:
+            response = await watch.guard(
+                page.goto(request.url, wait_until="commit", timeout=remaining_ms())
+            )
         watch.check()
         if response is None:
             raise NetworkError("the browser got no response")

@@ -54,6 +54,7 @@ TASK_COLUMNS = (
     CrawlTask.min_crawl_frequency_seconds,
     CrawlTask.max_crawl_frequency_seconds,
     CrawlTask.unchanged_crawls,
+    CrawlTask.fetch_request,
 )
 _SELECTOR_FIELDS = (
     select(SelectorMapVersion.fields)
@@ -128,6 +129,7 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         selector=selector,
         adaptive=adaptive,
         domain_profile=domain.request_profile,
+        fetch_request=row.fetch_request,
     )
 
 

@@ -47,3 +47,5 @@ class ClaimedTask:
     # The domain's request profile as stored (secret values sealed; forager.domains.profile
     # opens it just before the fetch).
     domain_profile: dict[str, Any] | None = None
+    # The task's own request as stored (method, body, its profile; None: a bare GET).
+    fetch_request: dict[str, Any] | None = None

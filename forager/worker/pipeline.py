@@ -162,13 +162,17 @@ class Pipeline:
         if self.fetcher is None:
             raise RuntimeError("this pipeline has no fetcher (it only finishes fetched tasks)")
         started = utcnow()
-        shopper = open_profile(task.domain_profile, None, self.box)
+        own = task.fetch_request or {}
+        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
         request = FetchRequest(
             task.url,
             shopper.user_agent or task.user_agent,
             proxy.url if proxy else None,
             headers=shopper.headers,
             cookies=shopper.cookies,
+            method=own.get("method", "GET"),
+            body=own["body"].encode() if "body" in own else None,
+            body_type=own.get("body_type"),
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
             fetcher=task.fetcher,
             wait_for_selector=task.wait_for_selector,

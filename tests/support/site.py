@@ -35,6 +35,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from types import TracebackType
 from typing import Any
+from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
@@ -319,6 +320,18 @@ async def shop(request: Request) -> Response:
         currency = "USD"
     html = pages.product_page(n, price, available, _base_url(request), 0, currency=currency)
     return HTMLResponse(html)
+
+
+async def lookup(request: Request) -> Response:
+    """A shop's product lookup answering POST only: the product numbered by the JSON body's or
+    the form's ``n``; 400 for anything else."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        n = (await request.json()).get("n")
+    else:  # a form, read without python-multipart (not installed)
+        n = parse_qs((await request.body()).decode()).get("n", [""])[0]
+    if not str(n or "").isdigit():
+        return PlainTextResponse("no n", status_code=400)
+    return _product_response(request, int(str(n)))
 
 
 async def js_price(request: Request) -> Response:
@@ -620,6 +633,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
     routes = [
         Route("/product/{n:int}", product),
         Route("/shop/{n:int}", shop),
+        Route("/lookup", lookup, methods=["POST"]),
         Route("/js-price/{n:int}", js_price),
         Route("/js-product/{n:int}", js_product),
         Route("/amazon/dp/{asin}", amazon),
