@@ -4,6 +4,7 @@ sealed and never shown; unsafe headers are refused with a 422 naming the field."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -13,7 +14,10 @@ import httpx
 import pytest
 from sqlalchemy import select, text
 
+from forager.agents import admin as agents_admin
+from forager.agents.client import AgentClient
 from forager.api.deps import Runtime
+from forager.apikeys import create_key
 from forager.crypto import SecretBox
 from forager.db.models import Product
 from forager.domains.profile import MAX_BODY, MAX_ENTRIES, MAX_VALUE, open_profile
@@ -22,9 +26,11 @@ from forager.fetch.base import FetchRequest
 from forager.fetch.fetcher_set import build_fetcher
 from forager.parse.registry import get_parser
 from tests.conftest import SettingsFactory
-from tests.support.crawling import crawl
+from tests.support.agents import app_server
+from tests.support.crawling import crawl, tasks_by_id
 from tests.support.fetching import fetch_settings, require
 from tests.support.site import TestSite
+from tests.support.waiting import eventually
 
 TOKEN = "Bearer tok-profile-Xq81"
 SESSION = "sess-profile-Lp42"
@@ -166,63 +172,55 @@ async def test_a_crawl_with_the_profile_gets_the_shoppers_price(
 
 
 @pytest.mark.parametrize("kind", ["http", "impersonate", "browser"])
-async def test_every_fetcher_sends_the_profile(kind: str, site: TestSite, tmp_path: Path) -> None:
-    require(kind)
-    fetcher = build_fetcher(kind, fetch_settings(tmp_path))
-    headers = {"Accept-Language": "de-DE", "X-Store": "berlin-7"}
-    cookies = {"locale": "de-DE", "zip": "10115"}
-    try:
-        bare = await fetcher.fetch(FetchRequest(site.url("/shop/4"), "shopper/1", fetcher=kind))
-        request = FetchRequest(
-            site.url("/echo-headers"), "shopper/1", headers=headers, cookies=cookies, fetcher=kind
-        )
-        echoed = (await fetcher.fetch(request)).text
-        page = await fetcher.fetch(
-            FetchRequest(site.url("/shop/4"), "shopper/1", headers=headers, cookies=cookies)
-        )
-    finally:
-        await fetcher.aclose()
-    start = echoed.index("{")
-    sent = json.loads(echoed[start : echoed.rindex("}") + 1])
-    assert sent["accept-language"] == "de-DE" and sent["x-store"] == "berlin-7"
-    assert sorted(sent["cookie"].split("; ")) == ["locale=de-DE", "zip=10115"]
-    assert sent["user-agent"] == "shopper/1"
-    record = get_parser("generic").parse(page.text, page.url)
-    assert (record.price, record.currency) == (Decimal("4.49"), "EUR")
-    record = get_parser("generic").parse(bare.text, bare.url)
-    assert (record.price, record.currency) == (Decimal("4.99"), "USD")
-
-
-# -- requests beyond GET ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("kind", ["http", "impersonate", "browser"])
-async def test_every_fetcher_posts_a_json_or_form_body(
+async def test_every_fetcher_sends_the_profile_and_posts_bodies(
     kind: str, site: TestSite, tmp_path: Path
 ) -> None:
     require(kind)
     fetcher = build_fetcher(kind, fetch_settings(tmp_path))
-    url = site.url("/lookup")
+    headers = {"Accept-Language": "de-DE", "X-Store": "berlin-7"}
+    cookies = {"locale": "de-DE", "zip": "10115"}
+    lookup = site.url("/lookup")
     try:
+        bare = await fetcher.fetch(FetchRequest(site.url("/shop/4"), "shopper/1"))
+        echoed = (
+            await fetcher.fetch(
+                FetchRequest(site.url("/echo-headers"), "shopper/1", headers=headers,
+                             cookies=cookies)
+            )
+        ).text  # fmt: skip
+        page = await fetcher.fetch(
+            FetchRequest(site.url("/shop/4"), "shopper/1", headers=headers, cookies=cookies)
+        )
         as_json = await fetcher.fetch(
-            FetchRequest(url, "shopper/1", method="POST", body=b'{"n": 12}',
+            FetchRequest(lookup, "shopper/1", method="POST", body=b'{"n": 12}',
                          body_type="application/json")
         )  # fmt: skip
         as_form = await fetcher.fetch(
-            FetchRequest(url, "shopper/1", method="POST", body=b"n=13",
+            FetchRequest(lookup, "shopper/1", method="POST", body=b"n=13",
                          body_type="application/x-www-form-urlencoded")
         )  # fmt: skip
-        # The same page fetched again with a GET: the site answers POST only.
+        # The same URL with a GET: the site answers POST only.
         with pytest.raises(FetchError) as refused:
-            await fetcher.fetch(FetchRequest(url, "shopper/1"))
+            await fetcher.fetch(FetchRequest(lookup, "shopper/1"))
     finally:
         await fetcher.aclose()
+    sent = json.loads(echoed[echoed.index("{") : echoed.rindex("}") + 1])
+    assert sent["accept-language"] == "de-DE" and sent["x-store"] == "berlin-7"
+    assert sorted(sent["cookie"].split("; ")) == ["locale=de-DE", "zip=10115"]
+    assert sent["user-agent"] == "shopper/1"
+    parser = get_parser("generic")
+    record = parser.parse(page.text, page.url)
+    assert (record.price, record.currency) == (Decimal("4.49"), "EUR")
+    record = parser.parse(bare.text, bare.url)
+    assert (record.price, record.currency) == (Decimal("4.99"), "USD")
     for response, n in ((as_json, 12), (as_form, 13)):
-        record = get_parser("generic").parse(response.text, response.url)
-        assert record.product_name == f"Test Product {n}"
+        assert parser.parse(response.text, response.url).product_name == f"Test Product {n}"
     assert refused.value.status_code == 405
     posts = [r for r in site.requests() if r.path == "/lookup"]
     assert [r.method for r in posts] == ["POST", "POST", "GET"]
+
+
+# -- requests beyond GET ----------------------------------------------------------------------
 
 
 async def test_a_post_task_is_its_own_task_and_produces_a_product(
@@ -268,3 +266,64 @@ async def test_a_post_task_is_its_own_task_and_produces_a_product(
             for p in await session.scalars(select(Product).where(Product.crawl_task_id.in_(ids)))
         }
     assert names == {ids[0]: "Test Product 21", ids[1]: "Test Product 22"}
+
+
+# -- agents --------------------------------------------------------------------------------
+
+
+async def test_an_agent_fetches_with_the_profile_and_the_tasks_request(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """The real agent program against the real app on loopback: the German domain's price, and
+    a POST task with the profile's secret header, both fetched by the agent."""
+    host = "127.0.0.5"
+    settings = make_settings(serve_workers=0, agent_heartbeat_seconds=0.5)
+    async with app_server(settings) as (url, app):
+        db = app.state.runtime.db
+        _, token = await agents_admin.create_agent(db, "home-1")
+        _, key = await create_key(db, "ops", "admin")
+        auth = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(base_url=url, headers=auth, timeout=20) as http:
+            domain = {
+                "domain_name": host,
+                "base_url": site.url("/", host=host).rstrip("/"),
+                "crawl_delay_seconds": 0,
+                "request_profile": GERMAN,
+            }
+            assert (await http.post("/api/domains", json=domain)).status_code == 201
+            ids = []
+            for body in (
+                {"url": site.url("/shop/8", host=host)},
+                {
+                    "url": site.url("/lookup", host=host),
+                    "request": {"method": "POST", "form": {"n": "9"}},
+                },
+            ):
+                response = await http.post("/api/tasks", json=body)
+                assert response.status_code == 201, response.text
+                ids.append(response.json()["task"]["id"])
+        client = AgentClient(url, token, concurrency=1, backoff_max=1.0)
+        runner = asyncio.create_task(client.run())
+        try:
+            await eventually(lambda: _all_completed(db, ids), "the agent's tasks")
+        finally:
+            client.stop()
+            async with asyncio.timeout(20):
+                assert await runner == 0
+        async with db.reader() as session:
+            products = {
+                p.crawl_task_id: (p.product_name, p.price, p.currency)
+                for p in await session.scalars(
+                    select(Product).where(Product.crawl_task_id.in_(ids))
+                )
+            }
+    assert products == {
+        ids[0]: ("Test Product 8", Decimal("8.09"), "EUR"),  # 8.99 USD less 10 %: the profile
+        ids[1]: ("Test Product 9", Decimal("9.99"), "USD"),
+    }
+    assert [r.method for r in site.requests() if r.path == "/lookup"] == ["POST"]
+
+
+async def _all_completed(db: Any, ids: list[int]) -> bool:
+    tasks = await tasks_by_id(db, ids)
+    return all(t.status == "completed" for t in tasks.values())
