@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from forager.api.wire import JsonBody
 from forager.domains import profile
@@ -112,7 +112,22 @@ class TaskRequestIn(TaskProfileIn):
     domain's profile. Part of the task's identity: a POST and a GET of one URL, or two POSTs
     with different bodies, are different tasks."""
 
-    method: Literal["GET", "POST"] = "GET"
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "method": "POST",
+                    "json_body": {"sku": "A-1", "zip": "10115"},
+                    "headers": [{"name": "Accept-Language", "value": "de-DE"}],
+                    "cookies": [{"name": "locale", "value": "de-DE"}],
+                }
+            ]
+        }
+    )
+
+    method: Literal["GET", "POST"] | None = Field(
+        None, description="Default: POST with a body, else GET.", examples=["POST"]
+    )
     json_body: Any = Field(
         None,
         description="A JSON body (sent as application/json; POST only); at most "

@@ -209,7 +209,6 @@ def seal_request(given: Mapping[str, Any], box: SecretBox) -> dict[str, Any] | N
     type, the task's own profile sealed, and ``key``, the identity its url_hash includes (method,
     body and the profile without secret values). None for a bare GET with no profile of its own.
     """
-    method = given.get("method") or "GET"
     body, body_type, field_name = None, None, "request.method"
     if given.get("json_body") is not None:
         field_name = "request.json_body"
@@ -218,6 +217,7 @@ def seal_request(given: Mapping[str, Any], box: SecretBox) -> dict[str, Any] | N
     elif given.get("form") is not None:
         field_name = "request.form"
         body, body_type = urlencode(given["form"]), "application/x-www-form-urlencoded"
+    method = given.get("method") or ("GET" if body is None else "POST")
     if method == "GET" and body is not None:
         raise InvalidRequest("a body is sent with method POST only", field="request.method")
     if body is not None and len(body.encode()) > MAX_BODY:
