@@ -9,6 +9,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -176,7 +177,8 @@ async def test_every_fetcher_sends_the_profile_and_posts_bodies(
     kind: str, site: TestSite, tmp_path: Path
 ) -> None:
     require(kind)
-    fetcher = build_fetcher(kind, fetch_settings(tmp_path))
+    # "all": the page's script on another loopback host may load (see the browser's part).
+    fetcher = build_fetcher(kind, fetch_settings(tmp_path, private_targets="all"))
     headers = {"Accept-Language": "de-DE", "X-Store": "berlin-7"}
     cookies = {"locale": "de-DE", "zip": "10115"}
     lookup = site.url("/lookup")
@@ -202,6 +204,10 @@ async def test_every_fetcher_sends_the_profile_and_posts_bodies(
         # The same URL with a GET: the site answers POST only.
         with pytest.raises(FetchError) as refused:
             await fetcher.fetch(FetchRequest(lookup, "shopper/1"))
+        if kind == "browser":  # a script from another host gets none of the profile's headers
+            elsewhere = quote(site.url("/echo-headers", host="127.0.0.2"))
+            with_script = site.url(f"/with-script?src={elsewhere}")
+            await fetcher.fetch(FetchRequest(with_script, "shopper/1", headers=headers))
     finally:
         await fetcher.aclose()
     sent = json.loads(echoed[echoed.index("{") : echoed.rindex("}") + 1])
@@ -216,6 +222,9 @@ async def test_every_fetcher_sends_the_profile_and_posts_bodies(
     for response, n in ((as_json, 12), (as_form, 13)):
         assert parser.parse(response.text, response.url).product_name == f"Test Product {n}"
     assert refused.value.status_code == 405
+    if kind == "browser":
+        [other] = [e for h, e in site.state.echoed if h == "127.0.0.2"]
+        assert "x-store" not in other and other.get("accept-language") != "de-DE"
     posts = [r for r in site.requests() if r.path == "/lookup"]
     assert [r.method for r in posts] == ["POST", "POST", "GET"]
 

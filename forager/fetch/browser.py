@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -237,11 +237,23 @@ class _Tab:
     watch: _Watch
 
 
-async def _block(route: Route) -> None:
-    if route.request.resource_type in BLOCKED_RESOURCE_TYPES:
-        await route.abort("blockedbyclient")
-    else:
-        await route.continue_()
+def _router(
+    headers: dict[str, str], host: str | None, block: bool
+) -> Callable[[Route], Awaitable[None]]:
+    """A context's request handler: blocked resource types aborted; the request profile's
+    headers added to requests to the fetched host only (an ``Authorization`` header must not
+    reach a CDN or a tracker the page loads from elsewhere)."""
+
+    async def handle(route: Route) -> None:
+        request = route.request
+        if block and request.resource_type in BLOCKED_RESOURCE_TYPES:
+            await route.abort("blockedbyclient")
+        elif headers and urlsplit(request.url).hostname == host:
+            await route.continue_(headers={**request.headers, **headers})
+        else:
+            await route.continue_()
+
+    return handle
 
 
 # -- one page load ------------------------------------------------------------------------
@@ -440,7 +452,7 @@ class BrowserFetcher(CredentialSafeFetcher):
             private,
             tuple(sorted(request.headers.items())),
             cookies,
-            urlsplit(request.url).hostname if cookies else None,
+            urlsplit(request.url).hostname if cookies or request.headers else None,
         )
         async with self._context_lock:
             entry = self._contexts.get(key)
@@ -460,15 +472,15 @@ class BrowserFetcher(CredentialSafeFetcher):
                 context = await browser.new_context(
                     proxy={"server": self.gateway.server, "username": user, "password": password},
                     user_agent=request.user_agent,
-                    extra_http_headers=request.headers or None,
                     service_workers="block",
                 )
-                if request.cookies:
+                if request.cookies:  # bound to the fetched URL's host, as the site's own are
                     await context.add_cookies(
                         [{"name": k, "value": v, "url": request.url} for k, v in cookies]
                     )
-                if self.block_resource_types:
-                    await context.route("**/*", _block)
+                if request.headers or self.block_resource_types:
+                    handler = _router(request.headers, key[5], self.block_resource_types)
+                    await context.route("**/*", handler)
                 entry = self._contexts[key] = _Context(context, user, grant)
                 self.contexts_created += 1
                 while len(self._contexts) > MAX_CONTEXTS:
@@ -542,7 +554,8 @@ class BrowserFetcher(CredentialSafeFetcher):
         is continued as a POST carrying the body, as a submitted form would be."""
 
         async def as_post(route: Route) -> None:
-            headers = dict(route.request.headers)
+            # This handler takes the navigation from the context's: the profile's headers too.
+            headers = {**route.request.headers, **request.headers}
             headers["content-type"] = request.body_type or "application/octet-stream"
             await route.continue_(method="POST", post_data=request.body or b"", headers=headers)
 

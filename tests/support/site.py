@@ -93,6 +93,7 @@ class SiteState:
         self.ads = adlibrary.AdSettings()
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
         self.live: dict[str, tuple[Any, int]] = {}  # /live/{key}: (value, status code)
+        self.echoed: list[tuple[str, dict[str, str]]] = []  # /echo-headers: (host, headers)
         self._released: set[str] = set()
         self._turns: dict[str, int] = {}  # /turn/{key}: requests let through, not yet taken
 
@@ -110,6 +111,7 @@ class SiteState:
             self.robots_status = 200
             self.flaky = {}
             self.live = {}
+            self.echoed = []
 
     def begin(self, host: str) -> int:
         """Count a request in; returns the log generation to pass to :meth:`end`."""
@@ -322,6 +324,12 @@ async def shop(request: Request) -> Response:
     return HTMLResponse(html)
 
 
+async def with_script(request: Request) -> Response:
+    """A page that loads a script from ``src`` (another host: what a browser sends there)."""
+    src = request.query_params.get("src", "")
+    return HTMLResponse(f'<html><body><script src="{src}"></script><p>page</p></body></html>')
+
+
 async def lookup(request: Request) -> Response:
     """A shop's product lookup answering POST only: the product numbered by the JSON body's or
     the form's ``n``; 400 for anything else."""
@@ -501,6 +509,7 @@ async def echo_headers(request: Request) -> Response:
     headers: dict[str, str] = {}
     for name, value in request.headers.items():
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    _state(request).echoed.append((_host_without_port(request.scope), headers))
     return JSONResponse(headers)
 
 
@@ -634,6 +643,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/product/{n:int}", product),
         Route("/shop/{n:int}", shop),
         Route("/lookup", lookup, methods=["POST"]),
+        Route("/with-script", with_script),
         Route("/js-price/{n:int}", js_price),
         Route("/js-product/{n:int}", js_product),
         Route("/amazon/dp/{asin}", amazon),
