@@ -37,6 +37,8 @@ WRONG = "pw-wrong-Zq02"
 SERVICE_KEY = "svc-key-Rt5m"  # a worker service's and a writer's API keys (missions)
 APPRISE = "pw-apprise-Kd8w"  # in an Apprise URL (alerts)
 HOOK_TOKEN = "hooktoken-Mm3p"  # in a webhook URL's path (alerts)
+PROFILE_TOKEN = "Bearer pt-profile-Wc7n"  # a request profile's Authorization header
+PROFILE_COOKIE = "pc-profile-Jd5e"  # a request profile's cookie marked secret
 PASSWORDS = (
     CREATED,
     UPDATED,
@@ -47,6 +49,8 @@ PASSWORDS = (
     SERVICE_KEY,
     APPRISE,
     HOOK_TOKEN,
+    PROFILE_TOKEN,
+    PROFILE_COOKIE,
 )
 
 
@@ -127,6 +131,11 @@ async def _use_every_secret(
         submitted = _ok(await api.post("/api/tasks", json={"url": url}), 201)
         task_id, domain_id = submitted["task"]["id"], submitted["task"]["domain_id"]
         _ok(await api.post(f"/api/domains/{domain_id}/proxies", json={"proxy_ids": [proxy["id"]]}))
+        profile = {
+            "headers": [{"name": "Authorization", "value": PROFILE_TOKEN}],
+            "cookies": [{"name": "sid", "value": PROFILE_COOKIE, "secret": True}],
+        }
+        _ok(await api.patch(f"/api/domains/{domain_id}", json={"request_profile": profile}))
         runtime = _runtime(api)
         done = await crawl(runtime.db, runtime.settings, [task_id], concurrency=1)
         assert done[task_id].status == "completed", done[task_id].error_message

@@ -238,7 +238,16 @@ class AgentClient:
             async def sent() -> None:
                 await self._send(ws, protocol.message("sent", task_id=task_id))
 
-            request = FetchRequest(msg["url"], msg["user_agent"], on_sent=sent)
+            request = FetchRequest(
+                msg["url"],
+                msg["user_agent"],
+                headers=_strings(msg.get("headers")),
+                cookies=_strings(msg.get("cookies")),
+                method="POST" if msg.get("method") == "POST" else "GET",
+                body=msg["body"].encode() if isinstance(msg.get("body"), str) else None,
+                body_type=msg.get("body_type") if isinstance(msg.get("body_type"), str) else None,
+                on_sent=sent,
+            )
             try:
                 response = await fetcher.fetch(request)
             except FetchError as exc:
@@ -362,3 +371,10 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
         return f"closed by the server ({exc.rcvd.code} {exc.rcvd.reason})".replace(" )", ")")
     return str(exc) or type(exc).__name__
+
+
+def _strings(value: Any) -> dict[str, str]:
+    """A task message's ``headers`` or ``cookies`` (absent from older servers: none)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}

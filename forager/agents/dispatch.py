@@ -14,8 +14,10 @@ from forager.agents import admin
 from forager.agents.admin import A
 from forager.agents.connection import Assigned, Connection
 from forager.config import Settings
+from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.types import utcnow
+from forager.domains.profile import open_profile
 from forager.queue.door import ClaimedTask, TaskQueue
 from forager.worker.claiming import ClaimLoop
 
@@ -25,10 +27,13 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Starts each connection's claim loop and hands the claimed tasks to the agent."""
 
-    def __init__(self, db: Database, settings: Settings, queue: TaskQueue) -> None:
+    def __init__(
+        self, db: Database, settings: Settings, queue: TaskQueue, box: SecretBox | None = None
+    ) -> None:
         self.db = db
         self.settings = settings
         self.queue = queue
+        self.box = box  # opens the request profiles' secrets for the agent's fetch
         # Until then, idle plain-HTTP agents skip claiming: the last claim found nothing due.
         self._nothing_until = 0.0
 
@@ -87,11 +92,19 @@ class Dispatcher:
             conn.in_flight.pop(task.id, None)
             await self.queue.release(task.id, conn.owner)
             return 0
+        own = task.fetch_request or {}
+        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
         await conn.send(
             "task",
             task_id=task.id,
             url=task.url,
-            user_agent=task.user_agent,
+            user_agent=shopper.user_agent or task.user_agent,
             domain=task.domain_name,
+            # The request profile in clear: the agent sends it and never logs it.
+            headers=shopper.headers,
+            cookies=shopper.cookies,
+            method=own.get("method", "GET"),
+            body=own.get("body"),
+            body_type=own.get("body_type"),
         )
         return 1

@@ -77,7 +77,7 @@ class AgentHub:
         self.pages = pages or self.parts.pages
         self.parts.wake.listen(self.wake)
         self.connections: dict[int, Connection] = {}
-        self.dispatch = Dispatcher(db, settings, self.queue)
+        self.dispatch = Dispatcher(db, settings, self.queue, self.parts.box)
         self.liveness = Liveness(db, settings, self.connections, self._drop, self._settle)
         self._settling: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None

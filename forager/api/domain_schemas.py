@@ -9,7 +9,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from forager.api.profile_schemas import RequestProfileIn, RequestProfilePublic
 from forager.api.wire import HOST_NAME, SITE_URL, JsonBody, Shape, without_null
+from forager.domains import profile
 from forager.parse.registry import parser_names
 
 SiteURL = Annotated[
@@ -128,6 +130,12 @@ class _Editable(JsonBody):
         description="Requests per second allowed per (domain, proxy) pair, across all "
         "workers, on top of the crawl delay; 0 clears it.",
     )
+    request_profile: RequestProfileIn | None = Field(
+        None,
+        description="Headers and cookies every fetch of this domain carries (all three "
+        "fetchers and agents), replacing the stored ones; {} clears them. Secret values are "
+        "stored encrypted and never shown.",
+    )
 
     @field_validator("*")
     @classmethod
@@ -206,6 +214,9 @@ class DomainPublic(BaseModel):
     throttle_delay_seconds: float | None = Field(
         None, description="Adaptive delay in force (429/503, slow answers); null when none."
     )
+    request_profile: RequestProfilePublic | None = Field(
+        None, description="Headers and cookies sent with every fetch; secret ones without value."
+    )
     breaker_state: Literal["closed", "open", "half_open"] = Field(
         "closed", description="Circuit breaker (the stored state)."
     )
@@ -216,6 +227,12 @@ class DomainPublic(BaseModel):
     created_at: datetime
     updated_at: datetime
     task_counts: dict[str, int] = Field(default_factory=dict, description="Tasks by status.")
+
+    @field_validator("request_profile", mode="before")
+    @classmethod
+    def _no_secret(cls, value: Any) -> Any:
+        # The stored form holds sealed values: only its public view leaves the server.
+        return profile.public(value) if isinstance(value, dict) else value
 
 
 class DomainDetail(DomainPublic):

@@ -52,7 +52,7 @@ async def _detail(runtime: RuntimeDep, domain: Domain) -> DomainDetail:
 async def create_domain(body: DomainCreate, runtime: RuntimeDep) -> DomainDetail:
     """Register a site; settings not given get the server defaults (409 if it exists)."""
     values = body.model_dump(exclude_unset=True, exclude={"domain_name"})
-    domain = await admin.create(runtime.db, runtime.settings, body.domain_name, values)
+    domain = await admin.create(runtime.db, runtime.settings, body.domain_name, values, runtime.box)
     return await _detail(runtime, domain)
 
 
@@ -91,7 +91,8 @@ async def update_domain(
     domain_id: EntityId, body: DomainUpdate, runtime: RuntimeDep
 ) -> DomainDetail:
     """Change some of a domain's settings (the name cannot change)."""
-    domain = await admin.update(runtime.db, domain_id, body.model_dump(exclude_unset=True))
+    values = body.model_dump(exclude_unset=True)
+    domain = await admin.update(runtime.db, domain_id, values, runtime.box)
     runtime.wake()
     return await _detail(runtime, domain)
 

@@ -4,11 +4,12 @@ attempts and events, restarts, recrawl settings and the task stats."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forager.api.event_schemas import EventPublic
+from forager.api.profile_schemas import TaskRequestIn, TaskRequestPublic, shown_request
 from forager.api.wire import (
     MAX_JSON_ID,
     CrawlURL,
@@ -95,6 +96,12 @@ RESTART_FIELD = Field(
 class TaskCreate(TaskOptions):
     url: CrawlURL = Field(examples=["https://www.amazon.com.br/dp/B0ABC12345"])
     restart: bool = RESTART_FIELD
+    request: TaskRequestIn | None = Field(
+        None,
+        description="A request beyond a bare GET: method POST with a JSON or form body, and "
+        "headers, cookies and a user agent over the domain's request profile (secret values "
+        "stored encrypted, never shown). Part of the task's identity (its url_hash).",
+    )
 
 
 class TaskBatchCreate(TaskOptions):
@@ -140,6 +147,18 @@ class TaskPublic(BaseModel):
     response_time_ms: int | None
     proxy_id: int | None
     parser_name: str | None
+    fetch_request: TaskRequestPublic | None = Field(
+        None,
+        description="The task's own request (method, body, profile without secret values); "
+        "null for a GET with the domain's profile.",
+    )
+
+    @field_validator("fetch_request", mode="before")
+    @classmethod
+    def _no_secret(cls, value: Any) -> Any:
+        # The stored form holds sealed values and the identity key: only the public view goes.
+        return shown_request(value) if isinstance(value, dict) else value
+
     batch_name: str | None
     created_by: str
     lease_owner: str | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -36,6 +37,7 @@ from forager.api.wire import Timestamp
 from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.db.queries import get_or_not_found, page, page_and_total
 from forager.db.types import utcnow
+from forager.domains import profile
 from forager.errors import InvalidURL
 from forager.products import tags
 from forager.queue import counts, door
@@ -56,6 +58,9 @@ async def submit_task(
 ) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
     spec = body.spec(body.url, key.name)
+    if body.request is not None:
+        given = body.request.model_dump(exclude_unset=True)
+        spec = replace(spec, fetch_request=profile.seal_request(given, runtime.box))
     [outcome] = await submit_urls(runtime.db, runtime.settings, [spec])
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")

@@ -12,12 +12,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
+from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
 from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
-from forager.domains import robots
+from forager.domains import profile, robots
 from forager.errors import Conflict
 from forager.parse.registry import parser_name_for_host
 from forager.queue import door
@@ -100,11 +101,26 @@ def _defaults(settings: Settings, domain_name: str) -> dict[str, Any]:
     }
 
 
+def _sealed(values: dict[str, Any], box: SecretBox | None, stored: Any) -> dict[str, Any]:
+    """``values`` with a given request profile in its stored form (secret values encrypted)."""
+    if "request_profile" not in values:
+        return values
+    if box is None:
+        raise ValueError("a request profile is stored through the secret box")
+    sealed = profile.seal(values["request_profile"], box, stored, "request_profile")
+    return {**values, "request_profile": sealed or None}
+
+
 async def create(
-    db: Database, settings: Settings, domain_name: str, values: dict[str, Any]
+    db: Database,
+    settings: Settings,
+    domain_name: str,
+    values: dict[str, Any],
+    box: SecretBox | None = None,
 ) -> Domain:
     """A new domain; settings not in ``values`` get the defaults. ``Conflict`` if it exists."""
     duplicate = Conflict(f"domain {domain_name!r} already exists")
+    values = _sealed(values, box, None)
     try:
         async with db.session() as session:
             if await session.scalar(select(Domain.id).where(Domain.domain_name == domain_name)):
@@ -120,10 +136,13 @@ async def create(
     return domain
 
 
-async def update(db: Database, domain_id: int, values: dict[str, Any]) -> Domain:
-    """Set the given fields; the event names those whose value changed."""
+async def update(
+    db: Database, domain_id: int, values: dict[str, Any], box: SecretBox | None = None
+) -> Domain:
+    """Set the given fields; the event names those whose value changed (never a value)."""
     async with db.session() as session:
         domain = await _get(session, domain_id, lock=True)
+        values = _sealed(values, box, domain.request_profile)
         changed = sorted(k for k, v in values.items() if getattr(domain, k) != v)
         for key in changed:
             setattr(domain, key, values[key])

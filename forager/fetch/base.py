@@ -20,7 +20,15 @@ class FetchRequest:
     url: str
     user_agent: str
     proxy_url: str | None = None  # scheme://[user:pass@]host:port, credentials in memory only
-    headers: dict[str, str] = field(default_factory=dict)
+    # The request profile's headers and cookies (forager.domains.profile): they may hold
+    # secrets, so they are kept out of the repr (which a log line could show).
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    cookies: dict[str, str] = field(default_factory=dict, repr=False)
+    # GET, or POST with ``body`` of type ``body_type``; a 301/302/303 redirect turns it into a
+    # GET without body, as browsers do; 307/308 keep both.
+    method: str = "GET"
+    body: bytes | None = field(default=None, repr=False)
+    body_type: str | None = None
     # Awaited once, as soon as the request has left (politeness is measured from then).
     on_sent: Callable[[], Awaitable[None]] | None = None
     # Which fetcher the domain uses (http | impersonate | browser; see forager.fetch.fetcher_set)

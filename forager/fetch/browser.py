@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +38,7 @@ from playwright.async_api import (
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Response as PlaywrightResponse
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from forager.config import Settings
@@ -204,7 +205,16 @@ def running_browsers() -> int:
 # -- contexts -----------------------------------------------------------------------------
 
 
-_Key = tuple[str | None, str, str | None]  # (proxy URL, user agent, private host allowed)
+# (proxy URL, user agent, private host allowed, profile headers, profile cookies and the host
+# they were set for): a context carries one request profile.
+_Key = tuple[
+    str | None,
+    str,
+    str | None,
+    tuple[tuple[str, str], ...],
+    tuple[tuple[str, str], ...],
+    str | None,
+]
 
 
 @dataclass(slots=True)
@@ -227,11 +237,23 @@ class _Tab:
     watch: _Watch
 
 
-async def _block(route: Route) -> None:
-    if route.request.resource_type in BLOCKED_RESOURCE_TYPES:
-        await route.abort("blockedbyclient")
-    else:
-        await route.continue_()
+def _router(
+    headers: dict[str, str], host: str | None, block: bool
+) -> Callable[[Route], Awaitable[None]]:
+    """A context's request handler: blocked resource types aborted; the request profile's
+    headers added to requests to the fetched host only (an ``Authorization`` header must not
+    reach a CDN or a tracker the page loads from elsewhere)."""
+
+    async def handle(route: Route) -> None:
+        request = route.request
+        if block and request.resource_type in BLOCKED_RESOURCE_TYPES:
+            await route.abort("blockedbyclient")
+        elif headers and urlsplit(request.url).hostname == host:
+            await route.continue_(headers={**request.headers, **headers})
+        else:
+            await route.continue_()
+
+    return handle
 
 
 # -- one page load ------------------------------------------------------------------------
@@ -423,7 +445,15 @@ class BrowserFetcher(CredentialSafeFetcher):
 
     async def _context(self, request: FetchRequest) -> _Context:
         private = await self._private_host(request)
-        key = (request.proxy_url, request.user_agent, private)
+        cookies = tuple(sorted(request.cookies.items()))
+        key = (
+            request.proxy_url,
+            request.user_agent,
+            private,
+            tuple(sorted(request.headers.items())),
+            cookies,
+            urlsplit(request.url).hostname if cookies or request.headers else None,
+        )
         async with self._context_lock:
             entry = self._contexts.get(key)
             if entry is not None and (
@@ -442,11 +472,15 @@ class BrowserFetcher(CredentialSafeFetcher):
                 context = await browser.new_context(
                     proxy={"server": self.gateway.server, "username": user, "password": password},
                     user_agent=request.user_agent,
-                    extra_http_headers=request.headers or None,
                     service_workers="block",
                 )
-                if self.block_resource_types:
-                    await context.route("**/*", _block)
+                if request.cookies:  # bound to the fetched URL's host, as the site's own are
+                    await context.add_cookies(
+                        [{"name": k, "value": v, "url": request.url} for k, v in cookies]
+                    )
+                if request.headers or self.block_resource_types:
+                    handler = _router(request.headers, key[5], self.block_resource_types)
+                    await context.route("**/*", handler)
                 entry = self._contexts[key] = _Context(context, user, grant)
                 self.contexts_created += 1
                 while len(self._contexts) > MAX_CONTEXTS:
@@ -512,6 +546,27 @@ class BrowserFetcher(CredentialSafeFetcher):
         if entry.retired and entry.open == 0:
             await self._close_context(entry)
 
+    @staticmethod
+    async def _post(
+        page: Page, watch: _Watch, request: FetchRequest, timeout_ms: float
+    ) -> PlaywrightResponse | None:
+        """Navigate with a POST: the navigation's own request (the first one the page makes)
+        is continued as a POST carrying the body, as a submitted form would be."""
+
+        async def as_post(route: Route) -> None:
+            # This handler takes the navigation from the context's: the profile's headers too.
+            headers = {**route.request.headers, **request.headers}
+            headers["content-type"] = request.body_type or "application/octet-stream"
+            await route.continue_(method="POST", post_data=request.body or b"", headers=headers)
+
+        await page.route("**/*", as_post, times=1)
+        try:
+            return await watch.guard(
+                page.goto(request.url, wait_until="commit", timeout=timeout_ms)
+            )
+        finally:
+            await page.unroute("**/*", as_post)
+
     async def _render(
         self, tab: _Tab, grant: Grant, request: FetchRequest, deadline: float
     ) -> FetchResponse:
@@ -524,9 +579,12 @@ class BrowserFetcher(CredentialSafeFetcher):
             # was being waited for) fires before the fetch's own.
             return max(1.0, (deadline - time.monotonic()) * 1000 - _MARGIN_MS)
 
-        response = await watch.guard(
-            page.goto(request.url, wait_until="commit", timeout=remaining_ms())
-        )
+        if request.method == "POST":
+            response = await self._post(page, watch, request, remaining_ms())
+        else:
+            response = await watch.guard(
+                page.goto(request.url, wait_until="commit", timeout=remaining_ms())
+            )
         watch.check()
         if response is None:
             raise NetworkError("the browser got no response")

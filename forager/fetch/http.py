@@ -24,6 +24,7 @@ from forager.fetch.egress import EgressPolicy, Resolver, literal
 from forager.fetch.transfer import Answer, Hop, Transfers
 
 _ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+_BODY_TYPE = "application/octet-stream"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -57,18 +58,23 @@ class CurlFetcher(CredentialSafeFetcher):
         self.transfers = Transfers(settings, impersonate)
         self.resolver = Resolver()
 
-    def _headers(self, request: FetchRequest, jar: dict[str, str]) -> list[str]:
+    def _headers(self, request: FetchRequest, jar: dict[str, str], body: bool) -> list[str]:
         merged = {"user-agent": ("User-Agent", request.user_agent)}
         if not self.impersonate:  # the impersonated browser brings its own, in its order
             merged["accept"] = ("Accept", _ACCEPT)
         merged |= {k.lower(): (k, v) for k, v in request.headers.items()}
+        merged.pop("content-type", None)  # a body's type goes with the body (gone after a 303)
+        if body:
+            merged["content-type"] = ("Content-Type", request.body_type or _BODY_TYPE)
         # Only the codings decode.py undoes, whatever the caller asked for; the impersonation
         # offers the same ones itself (and libcurl is told not to decode them).
         merged.pop("accept-encoding", None)
         if not self.impersonate:
             merged["accept-encoding"] = ("Accept-Encoding", ACCEPT_ENCODING)
-        if jar and "cookie" not in merged:
-            merged["cookie"] = ("Cookie", "; ".join(f"{k}={v}" for k, v in jar.items()))
+        # The profile's cookies, then those a redirect of this fetch set (which win).
+        cookies = request.cookies | jar
+        if cookies and "cookie" not in merged:
+            merged["cookie"] = ("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items()))
         return [f"{name}: {value}" for name, value in merged.values()]
 
     async def _fetch_classified(self, request: FetchRequest) -> FetchResponse:
@@ -106,6 +112,7 @@ class CurlFetcher(CredentialSafeFetcher):
         policy = EgressPolicy(s.private_targets, _target(request.submitted_url or request.url)[0])
         jar: dict[str, str] = {}
         url = request.url
+        body = (request.body or b"") if request.method == "POST" else None
         limit = s.max_body_bytes
         if request.max_bytes is not None:
             limit = min(limit, request.max_bytes)
@@ -115,11 +122,12 @@ class CurlFetcher(CredentialSafeFetcher):
             host, port = _target(url)
             hop = Hop(
                 url,
-                self._headers(request, jar),
+                self._headers(request, jar, body is not None),
                 limit,
                 max(0.001, s.fetch_timeout_seconds - (time.monotonic() - began)),
                 request.proxy_url,
                 truncate=request.truncate_at is not None,
+                body=body,
             )
             if request.proxy_url:
                 await self.resolver.check_proxy(request.proxy_url)
@@ -137,6 +145,8 @@ class CurlFetcher(CredentialSafeFetcher):
                 return answer
             _cookies(jar, answer.headers)
             url = urljoin(url, location.strip())
+            if answer.status in (301, 302, 303):
+                body = None  # followed with a GET, as browsers do
         raise FetchError(f"more than {s.max_redirects} redirects", error_type="http_4xx")
 
     async def aclose(self) -> None:

@@ -79,6 +79,7 @@ class Hop:
     truncate: bool = False  # keep ``limit`` bytes and stop, instead of failing too_large
     connect_to: str | None = None  # "host:port:address:port", the checked address
     on_headers_out: Callable[[], None] | None = None
+    body: bytes | None = None  # sent with POST; None: GET
 
 
 @dataclass(slots=True)
@@ -228,6 +229,13 @@ class _Handle:
         for line in hop.headers:
             self.headers = lib.curl_slist_append(self.headers, line.encode("latin-1"))
         lib._curl_easy_setopt(c, CurlOpt.HTTPHEADER, self.headers)
+        if hop.body is not None:  # a POST: libcurl copies the body (it may hold a NUL)
+            lib._curl_easy_setopt(
+                c, CurlOpt.POSTFIELDSIZE_LARGE, ffi.new("int64_t*", len(hop.body))
+            )
+            lib._curl_easy_setopt(c, CurlOpt.COPYPOSTFIELDS, hop.body)
+        else:  # the handle may have posted before
+            lib._curl_easy_setopt(c, CurlOpt.HTTPGET, _long(1))
         lib._curl_easy_setopt(c, CurlOpt.TIMEOUT_MS, _long(max(1, int(hop.timeout_seconds * 1000))))
         limit = max(hop.limit, ERROR_BODY_BYTES)
         if limit != self.limit:

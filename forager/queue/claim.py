@@ -57,6 +57,7 @@ TASK_COLUMNS = (
     CrawlTask.job_id,
     CrawlTask.depth,
     CrawlTask.job_action,
+    CrawlTask.fetch_request,
 )
 _SELECTOR_FIELDS = (
     select(SelectorMapVersion.fields)
@@ -82,6 +83,7 @@ DOMAIN_COLUMNS = (
     Domain.ignore_robots,
     Domain.robots_txt_last_fetched,
     Domain.selector_version,
+    Domain.request_profile,
     _SELECTOR_FIELDS,
     or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
         "uses_proxies"
@@ -132,6 +134,8 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         job_id=row.job_id,
         depth=row.depth,
         job_action=row.job_action,
+        domain_profile=domain.request_profile,
+        fetch_request=row.fetch_request,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from forager.parse.registry import get_parser, parser_name_for_host
 from forager.queue.adaptive import default_bounds, start
 from forager.queue.announce import new_work
 from forager.queue.lifecycle import TaskStatus
-from forager.queue.urls import NormalizedURL, normalize_url
+from forager.queue.urls import NormalizedURL, hash_url, normalize_url
 
 _CHUNK = 500
 
@@ -44,6 +44,9 @@ class SubmitSpec:
     min_crawl_frequency_seconds: int | None = None
     max_crawl_frequency_seconds: int | None = None
     tags: tuple[str, ...] = ()  # written by forager.products.tags after the submit
+    # A request beyond a bare GET, stored as given (forager.domains.profile.seal_request); its
+    # "key" (method, body, the task's profile without secrets) is part of the task's identity.
+    fetch_request: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,11 @@ def _check(spec: SubmitSpec) -> NormalizedURL:
         raise InvalidRequest(
             "crawl_frequency_seconds must be at least 60", field="crawl_frequency_seconds"
         )
-    return normalize_url(spec.url)
+    normalized = normalize_url(spec.url)
+    key = (spec.fetch_request or {}).get("key")
+    if key is None:
+        return normalized
+    return replace(normalized, url_hash=hash_url(f"{normalized.url}\n{key}"))
 
 
 def recrawl_columns(
@@ -220,6 +227,7 @@ async def _insert_tasks(
                     spec.max_crawl_frequency_seconds,
                 ),
                 "parser_name": spec.parser_name,
+                "fetch_request": spec.fetch_request,
                 "batch_name": spec.batch_name,
                 "created_by": spec.created_by,
                 "retry_count": 0,

@@ -48,3 +48,8 @@ class ClaimedTask:
     job_id: int | None = None
     depth: int | None = None
     job_action: str | None = None
+    # The domain's request profile as stored (secret values sealed; forager.domains.profile
+    # opens it just before the fetch).
+    domain_profile: dict[str, Any] | None = None
+    # The task's own request as stored (method, body, its profile; None: a bare GET).
+    fetch_request: dict[str, Any] | None = None

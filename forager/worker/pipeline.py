@@ -23,6 +23,7 @@ from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.discovery.policies import LinkPolicies
+from forager.domains.profile import open_profile
 from forager.domains.robots import Verdict
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
@@ -90,6 +91,7 @@ class Pipeline:
         self.queue = queue
         self.fetcher = fetcher
         self.pages = pages
+        self.box = box  # opens the request profiles' secret values
         self.worker_id = worker_id
         self.parser = parser
         self.writer = writer
@@ -168,10 +170,17 @@ class Pipeline:
         if self.fetcher is None:
             raise RuntimeError("this pipeline has no fetcher (it only finishes fetched tasks)")
         started = utcnow()
+        own = task.fetch_request or {}
+        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
         request = FetchRequest(
             task.url,
-            task.user_agent,
+            shopper.user_agent or task.user_agent,
             proxy.url if proxy else None,
+            headers=shopper.headers,
+            cookies=shopper.cookies,
+            method=own.get("method", "GET"),
+            body=own["body"].encode() if "body" in own else None,
+            body_type=own.get("body_type"),
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
             fetcher=task.fetcher,
             wait_for_selector=task.wait_for_selector,

@@ -98,6 +98,7 @@ def product_page(
     base_url: str,
     kb: int = DEFAULT_KB,
     images: list[str] | None = None,
+    currency: str = "USD",
 ) -> str:
     """A shop product page with schema.org JSON-LD plus a decoy "Related products" block."""
     name = f"Test Product {n}"
@@ -117,7 +118,7 @@ def product_page(
             "@type": "Offer",
             "url": f"{base_url}/product/{n}",
             "price": str(price),
-            "priceCurrency": "USD",
+            "priceCurrency": currency,
             "availability": f"https://schema.org/{availability}",
         },
         "aggregateRating": {"@type": "AggregateRating", "ratingValue": "4.5", "reviewCount": n},

@@ -35,6 +35,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from types import TracebackType
 from typing import Any
+from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
@@ -92,6 +93,7 @@ class SiteState:
         self.ads = adlibrary.AdSettings()
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
         self.live: dict[str, tuple[Any, int]] = {}  # /live/{key}: (value, status code)
+        self.echoed: list[tuple[str, dict[str, str]]] = []  # /echo-headers: (host, headers)
         self._released: set[str] = set()
         self._turns: dict[str, int] = {}  # /turn/{key}: requests let through, not yet taken
 
@@ -109,6 +111,7 @@ class SiteState:
             self.robots_status = 200
             self.flaky = {}
             self.live = {}
+            self.echoed = []
 
     def begin(self, host: str) -> int:
         """Count a request in; returns the log generation to pass to :meth:`end`."""
@@ -305,6 +308,40 @@ async def product(request: Request) -> Response:
     return _product_response(request, request.path_params["n"])
 
 
+async def locale_shop(request: Request) -> Response:
+    """A shop that prices for the shopper's locale: euros (the price less 10 %) only for a
+    ``locale=de-DE`` cookie sent with German first in ``Accept-Language``, else dollars."""
+    n: int = request.path_params["n"]
+    price, available = _state(request).price(n)
+    german = request.cookies.get("locale") == "de-DE" and request.headers.get(
+        "accept-language", ""
+    ).lower().startswith("de")
+    if german:
+        price, currency = (price * Decimal("0.9")).quantize(Decimal("0.01")), "EUR"
+    else:
+        currency = "USD"
+    html = pages.product_page(n, price, available, _base_url(request), 0, currency=currency)
+    return HTMLResponse(html)
+
+
+async def with_script(request: Request) -> Response:
+    """A page that loads a script from ``src`` (another host: what a browser sends there)."""
+    src = request.query_params.get("src", "")
+    return HTMLResponse(f'<html><body><script src="{src}"></script><p>page</p></body></html>')
+
+
+async def lookup(request: Request) -> Response:
+    """A shop's product lookup answering POST only: the product numbered by the JSON body's or
+    the form's ``n``; 400 for anything else."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        n = (await request.json()).get("n")
+    else:  # a form, read without python-multipart (not installed)
+        n = parse_qs((await request.body()).decode()).get("n", [""])[0]
+    if not str(n or "").isdigit():
+        return PlainTextResponse("no n", status_code=400)
+    return _product_response(request, int(str(n)))
+
+
 async def js_price(request: Request) -> Response:
     n: int = request.path_params["n"]
     price, _ = _state(request).price(n)
@@ -472,6 +509,7 @@ async def echo_headers(request: Request) -> Response:
     headers: dict[str, str] = {}
     for name, value in request.headers.items():
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    _state(request).echoed.append((_host_without_port(request.scope), headers))
     return JSONResponse(headers)
 
 
@@ -603,6 +641,9 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
     """The site as an ASGI app; ``state`` and the shutdown event are created when not given."""
     routes = [
         Route("/product/{n:int}", product),
+        Route("/shop/{n:int}", locale_shop),
+        Route("/lookup", lookup, methods=["POST"]),
+        Route("/with-script", with_script),
         Route("/js-price/{n:int}", js_price),
         Route("/js-product/{n:int}", js_product),
         Route("/amazon/dp/{asin}", amazon),

@@ -72,6 +72,9 @@ class Domain(Timestamped, Base):
     selector_version: Mapped[int | None] = mapped_column(Integer)
     # Product images (migration 0019): download the products' images into the page store.
     download_images: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Request profile (migration 0026): headers, cookies sent with every fetch, secret values
+    # sealed by the SecretBox (``forager.domains.profile``); None when there is none.
+    request_profile: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
 
 
 class SelectorMapVersion(Base):

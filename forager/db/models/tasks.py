@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from forager.db.models.base import Base, Timestamped
 from forager.db.models.domains import Domain
-from forager.db.types import BigId, UTCDateTime, utcnow
+from forager.db.types import BigId, JsonDoc, UTCDateTime, utcnow
 
 
 class CrawlTask(Timestamped, Base):
@@ -57,6 +58,10 @@ class CrawlTask(Timestamped, Base):
     response_time_ms: Mapped[int | None] = mapped_column(Integer)
     proxy_id: Mapped[int | None] = mapped_column(ForeignKey("proxies.id", ondelete="SET NULL"))
     parser_name: Mapped[str | None] = mapped_column(String(100))
+    # A request beyond a bare GET (migration 0026, forager.domains.profile.seal_request):
+    # method, body and its content type, the task's own request profile (secrets sealed) and
+    # the identity key its url_hash includes. None: a GET with the domain's profile.
+    fetch_request: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     batch_name: Mapped[str | None] = mapped_column(String(255), index=True)
     created_by: Mapped[str] = mapped_column(String(100), default="api", index=True)
     lease_owner: Mapped[str | None] = mapped_column(String(255))
