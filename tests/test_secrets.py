@@ -163,6 +163,8 @@ async def _use_every_secret(
     watched = {"url": site.url("/product/3"), "parser_name": "generic", "name": "watched"}
     monitor = _ok(await api.post("/api/monitors", json=watched), 201)
     deliveries = _ok(await api.get("/api/alerts/deliveries"))["items"]
+    crawl_job = {"name": "sweep", "start_urls": [site.url("/shop/")], "max_pages": 1}
+    job = _ok(await api.post("/api/jobs", json=crawl_job), 201)
     selector = {"fields": {"product_name": {"css": "h1"}}, "use": False}
     version = _ok(await api.post(f"/api/domains/{domain_id}/selector-parsers", json=selector), 201)
     # An item, as a parser that reads ads would leave it.
@@ -179,6 +181,7 @@ async def _use_every_secret(
         "delivery_id": deliveries[0]["id"],
         "version": version["version"],
         "monitor_id": monitor["id"],
+        "job_id": job["id"],
         "mission_id": missions[0]["id"],
         "service_id": worker["id"],
         "writer_id": writer["id"],
