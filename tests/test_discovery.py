@@ -4,7 +4,6 @@ resume and cancel: tests/test_api_jobs.py; two processes: tests/test_discovery_p
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -20,9 +19,8 @@ from forager.errors import InvalidRequest
 from forager.queue.door import restart_parsing
 from forager.queue.lifecycle import TaskStatus
 from forager.store.backend import open_page_store
-from forager.worker.pool import WorkerPool
 from tests.support import shop
-from tests.support.crawling import crawl
+from tests.support.crawling import crawl, run_pool_until
 from tests.support.site import TestSite
 
 S = TaskStatus
@@ -48,21 +46,12 @@ def shop_job(site: TestSite, **overrides: Any) -> JobSpec:
 
 async def run_job(db: Database, settings: Settings, job_id: int) -> admin.Progress:
     """Run a worker pool until the job has nothing waiting or in flight."""
-    pool = WorkerPool(db, settings, concurrency=4)
-    runner = asyncio.create_task(pool.run())
-    try:
-        async with asyncio.timeout(60):
-            while True:
-                job, progress = await admin.show(db, job_id)
-                if job.status != "running":
-                    return progress
-                if runner.done():
-                    runner.result()
-                    raise AssertionError("worker pool stopped early")
-                await asyncio.sleep(0.05)
-    finally:
-        pool.stop()
-        await runner
+
+    async def ended() -> admin.Progress | None:
+        job, progress = await admin.show(db, job_id)
+        return progress if job.status != "running" else None
+
+    return await run_pool_until(db, settings, ended, concurrency=4, timeout=60)
 
 
 async def job_tasks(db: Database, job_id: int) -> list[CrawlTask]:

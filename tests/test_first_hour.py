@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -102,15 +103,7 @@ def test_first_login_as_the_banner_and_login_page_say(tmp_path: Path) -> None:
         assert banner[0].startswith("Forager ") and f" on {url} " in banner[0], banner
         assert banner[1] == f"Dashboard: {url}/", banner
         assert "No API key yet" in banner[2] and "`make apikey`" in banner[2], banner
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.1)
+        _wait_until_healthy(proc, url)
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM))
@@ -209,15 +202,7 @@ def _served(tmp_path: Path) -> Iterator[tuple[str, str]]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "serve did not come up"
-            time.sleep(0.1)
+        _wait_until_healthy(proc, url)
         yield url, made.stdout.strip()
     finally:
         proc.terminate()
@@ -245,3 +230,16 @@ def test_missions_start_with_nothing_to_run_says_what_to_configure(tmp_path: Pat
             expect(page.get_by_test_id("orchestrator-state")).to_have_text("Stopped")
         finally:
             browser.close()
+
+
+def _wait_until_healthy(proc: subprocess.Popen[Any], url: str) -> None:
+    """Until ``url``'s /health answers 200 (the server ``proc`` must stay up, for 120 s at most)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "serve did not come up"
+        time.sleep(0.1)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 
@@ -16,6 +16,8 @@ from forager.queue.door import SubmitSpec, submit_urls
 from forager.queue.lifecycle import TERMINAL
 from forager.worker.pool import WorkerPool
 from tests.support.proxy import TestProxy
+
+T = TypeVar("T")
 
 
 async def submit(db: Database, settings: Settings, *urls: str, **options: Any) -> list[int]:
@@ -32,6 +34,32 @@ async def tasks_by_id(db: Database, ids: Sequence[int]) -> dict[int, CrawlTask]:
         return {t.id: t for t in rows}
 
 
+async def run_pool_until(
+    db: Database,
+    settings: Settings,
+    done: Callable[[], Awaitable[T | None]],
+    *,
+    concurrency: int = 8,
+    timeout: float = 30.0,
+    **pool_options: Any,
+) -> T:
+    """Run a worker pool until ``done()`` answers something other than None; that answer."""
+    pool = WorkerPool(db, settings, concurrency=concurrency, **pool_options)
+    runner = asyncio.create_task(pool.run())
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                if (answer := await done()) is not None:
+                    return answer
+                if runner.done():
+                    runner.result()
+                    raise AssertionError("worker pool stopped early")
+                await asyncio.sleep(0.05)
+    finally:
+        pool.stop()
+        await runner
+
+
 async def crawl(
     db: Database,
     settings: Settings,
@@ -43,21 +71,14 @@ async def crawl(
     **pool_options: Any,
 ) -> dict[int, CrawlTask]:
     """Run a worker pool until every task in ``ids`` is in one of ``statuses``."""
-    pool = WorkerPool(db, settings, concurrency=concurrency, **pool_options)
-    runner = asyncio.create_task(pool.run())
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                tasks = await tasks_by_id(db, ids)
-                if all(t.status in statuses for t in tasks.values()):
-                    return tasks
-                if runner.done():
-                    runner.result()
-                    raise AssertionError("worker pool stopped early")
-                await asyncio.sleep(0.05)
-    finally:
-        pool.stop()
-        await runner
+
+    async def ended() -> dict[int, CrawlTask] | None:
+        tasks = await tasks_by_id(db, ids)
+        return tasks if all(t.status in statuses for t in tasks.values()) else None
+
+    return await run_pool_until(
+        db, settings, ended, concurrency=concurrency, timeout=timeout, **pool_options
+    )
 
 
 async def add_proxy(db: Database, settings: Settings, proxy: TestProxy, domain_id: int) -> int:
