@@ -48,7 +48,9 @@ async def test_two_workers_complete_every_task_exactly_once_politely(
         lease_seconds=600.0,
         fetch_timeout_seconds=60.0,
     )
-    free = [site.url(f"/product/{n}?kb=4", host=FREE_HOSTS[n % 10]) for n in range(100)]
+    # The free pages take 200 ms each: with at most 20 in flight (2 per host), they keep both
+    # processes busy for a second or more (on a quiet machine one process once took them all).
+    free = [site.url(f"/product/{n}?kb=4&ms=200", host=FREE_HOSTS[n % 10]) for n in range(100)]
     rounds = 3
     delayed = [
         site.url(f"/product/{1000 + 10 * n + i}", host=host)
