@@ -151,6 +151,7 @@ async def _scenario(
             url=site.url("/live/ops"),
             selector_type="json",
             selectors={"value": "value"},
+            state_field="value",
             interval_seconds=0.05,
             min_interval_seconds=0.05,
             max_interval_seconds=0.1,
@@ -170,6 +171,8 @@ async def _scenario(
         await eventually(lambda: _has(tally, ("monitor_changed", "event")), "the first value")
         site.set_live("ops", 2)
         await eventually(lambda: _has(tally, ("monitor_changed", "event")), "the value change")
+        # One notice per new value, its state field's move included (not one more for that).
+        assert (await _told(db))[("monitor_changed", "event")] == 2
         site.set_live("ops", 2, status=500)
 
         async def failing_and_stale() -> bool:

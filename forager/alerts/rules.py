@@ -23,7 +23,7 @@ EVENT_KINDS = (
     "agent_blocked",
     "mission_finished",
     "mission_failed",
-    "monitor_changed",  # a monitor's value (a new snapshot) or state changed
+    "monitor_changed",  # a monitor read a new value (a snapshot: its state field is one)
     "budget_exhausted",  # a crawl job ran out of pages or time
 )
 # Operational conditions the scheduler measures every FORAGER_ALERT_EVALUATE_SECONDS
@@ -45,7 +45,6 @@ AUDIT_KINDS = {
     ("agent", "blocked"): "agent_blocked",
     ("mission", "mission_completed"): "mission_finished",
     ("mission", "mission_failed"): "mission_failed",
-    ("monitor", "state_changed"): "monitor_changed",
     ("crawl_job", "budget_exhausted"): "budget_exhausted",
 }
 
