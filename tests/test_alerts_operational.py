@@ -271,3 +271,52 @@ def test_an_operational_rule_that_does_not_fit_its_kind_is_refused(
     with pytest.raises(InvalidRequest) as refused:
         admin.check(RuleSpec(name="x", kind=kind, webhook_url="http://127.0.0.1:9/", **values))
     assert refused.value.field == field
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the pool's wiring, not SQL
+async def test_the_scheduler_of_a_worker_pool_measures_the_rules(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(alert_evaluate_seconds=0.05)
+    db = await open_database(settings)
+    try:
+        await _rule(db, settings, "http://127.0.0.1:9/", "proxies_low", threshold=1)
+
+        async def told() -> Counter[tuple[str, str]] | None:
+            return await _told(db) or None
+
+        assert await run_pool_until(db, settings, told) == {("proxies_low", "fired"): 1}
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the API's shapes
+async def test_operational_rules_over_the_api(api: Any) -> None:
+    made = await api.post(
+        "/api/alerts/rules",
+        json={"name": "slow batch", "kind": "failure_rate_high", "percent": 25,
+              "window_seconds": 900, "min_attempts": 20, "batch_name": "nightly",
+              "webhook_url": "https://hooks.example.com/forager"},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert (body["kind"], body["percent"], body["window_seconds"], body["min_attempts"]) == (
+        "failure_rate_high", 25.0, 900, 20,
+    )  # fmt: skip
+    for bad, field in (
+        ({"kind": "failure_rate_high"}, "percent"),
+        ({"kind": "proxies_low", "threshold": "2", "window_seconds": 60}, "window_seconds"),
+        ({"kind": "monitor_stale", "window_seconds": 5}, "window_seconds"),  # under 10 s
+    ):
+        refused = await api.post(
+            "/api/alerts/rules",
+            json={"name": "x", "webhook_url": "https://hooks.example.com/f", **bad},
+        )
+        assert refused.status_code == 422, refused.text
+        assert [e["field"] for e in refused.json()["errors"]] == [field]
+    missing = await api.post(
+        "/api/alerts/rules",
+        json={"name": "x", "kind": "monitor_failing", "monitor_id": 999,
+              "webhook_url": "https://hooks.example.com/f"},
+    )  # fmt: skip
+    assert missing.status_code == 404, missing.text
