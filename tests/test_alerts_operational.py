@@ -320,3 +320,20 @@ async def test_operational_rules_over_the_api(api: Any) -> None:
               "webhook_url": "https://hooks.example.com/f"},
     )  # fmt: skip
     assert missing.status_code == 404, missing.text
+
+
+def test_people_read_whether_an_episode_fired_or_cleared() -> None:
+    from forager.alerts.people import message
+
+    payload = {
+        "event": "failure_rate_high",
+        "rule": {"id": 1, "name": "nightly"},
+        "occurred_at": "2026-11-29T01:00:00+00:00",
+        "state": "firing",
+        "batch": {"id": "nightly", "failure_rate_percent": 77.5, "attempts": 40},
+    }
+    title, body = message(payload)
+    assert title == "High failure rate"
+    assert "failure_rate_percent 77.5" in body and "Rule: nightly" in body
+    cleared = {**payload, "state": "cleared", "since": "2026-11-29T00:40:00+00:00"}
+    assert message(cleared)[0] == "Cleared: High failure rate"
