@@ -1,13 +1,15 @@
 """Change detection into the outbox, in the transaction of the change itself.
 
-Two entry points, both set-based so the task path's group commit pays one indexed read of the
+Three entry points, all set-based so the task path's group commit pays one indexed read of the
 enabled rules only when something alert-worthy happened:
 
 - ``products``: called by ``forager.products.persist.save_products`` with the products whose
   price or availability moved (or that are new);
 - ``events``: installed as an audit flush hook (``install``), it sees every audit event of the
   transaction and picks those that are alert events (a task failed for good, a domain's
-  breaker opened, an agent blocked, a mission finished or failed).
+  breaker opened, an agent blocked, a mission finished or failed, a crawl job's budget spent
+  or its re-run: an episode, ``episodes``);
+- ``snapshots``: called by ``forager.monitors.writes`` with a monitor's new values.
 
 Each match becomes an ``alert_deliveries`` row (the outbox) in the same transaction, so a
 change and its notification are committed together or not at all.
@@ -94,9 +96,6 @@ def _in_scope(
     )
 
 
-_delivery = outbox.delivery
-
-
 async def last_good(
     session: AsyncSession, observations: Sequence[Observation]
 ) -> list[Observation]:
@@ -168,7 +167,7 @@ async def products(
             if _in_scope(
                 rule, product_id=o.product_id, domain_id=o.domain_id, batch=batch, tags=tags
             ) and fires(rule, o):
-                rows.append(_delivery(rule, "product", o.product_id, _product_data(o), now))
+                rows.append(outbox.delivery(rule, "product", o.product_id, _product_data(o), now))
     if rows:
         await session.execute(insert(AlertDelivery), rows)
     return len(rows)
@@ -273,7 +272,7 @@ async def events(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
             ):
                 continue
             if kind not in EPISODE_KINDS:
-                deliveries.append(_delivery(rule, row["entity_type"], entity_id, data, now))
+                deliveries.append(outbox.delivery(rule, row["entity_type"], entity_id, data, now))
                 continue
             fire = row["event"] != "rerun"
             subject = f"{row['entity_type']}:{entity_id}"
@@ -306,7 +305,7 @@ async def snapshots(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> No
             if _in_scope(
                 rule, product_id=None, domain_id=None, batch=None, monitor_id=snap["monitor_id"]
             ):
-                deliveries.append(_delivery(rule, "monitor", snap["monitor_id"], data, now))
+                deliveries.append(outbox.delivery(rule, "monitor", snap["monitor_id"], data, now))
     if deliveries:
         await session.execute(insert(AlertDelivery), deliveries)
 
