@@ -512,6 +512,14 @@ class Settings(BaseSettings):
         description="How often the alert delivery loop (in `serve` and every `forager worker`) "
         "looks for due deliveries in the outbox.",
     )
+    alert_evaluate_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86400,
+        description="How often the operational alert rules (proxies_low, failure_rate_high, "
+        "parse_rate_low, monitor_stale, monitor_failing) are measured by the scheduler of "
+        "`serve` and every `forager worker`.",
+    )
     alert_timeout_seconds: float = Field(
         10.0,
         gt=0,

@@ -22,17 +22,33 @@ from forager.alerts.rules import KINDS, PRICE_KINDS, PRODUCT_KINDS
 from forager.crypto import SecretBox
 from forager.db import audit
 from forager.db.engine import Database
-from forager.db.models import TAG_PATTERN, AlertAttempt, AlertDelivery, AlertRule, Domain, Product
+from forager.db.models import (
+    TAG_PATTERN,
+    AlertAttempt,
+    AlertDelivery,
+    AlertRule,
+    CrawlJob,
+    Domain,
+    Monitor,
+    Product,
+)
 from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import EgressDenied, InvalidRequest
 from forager.fetch.egress import Resolver
 
-THRESHOLD_KINDS = ("price_below", "price_above")
-PERCENT_KINDS = ("price_drop", "price_rise")
+THRESHOLD_KINDS = ("price_below", "price_above", "proxies_low")
+PERCENT_KINDS = ("price_drop", "price_rise", "failure_rate_high", "parse_rate_low")
+RATE_KINDS = ("failure_rate_high", "parse_rate_low")
+# The conditions each operational kind needs (``percent``, ``threshold``).
+REQUIRED = {"proxies_low": "threshold", "failure_rate_high": "percent", "parse_rate_low": "percent"}
+WINDOW_KINDS = (*RATE_KINDS, "monitor_stale")
+MIN_ATTEMPTS_KINDS = (*RATE_KINDS, "monitor_failing")
+MONITOR_KINDS = ("monitor_changed", "monitor_stale", "monitor_failing")
+JOB_KINDS = ("budget_exhausted",)
 # Which scopes each kind can have: products belong to a domain (and their task to a batch).
-DOMAIN_KINDS = (*PRODUCT_KINDS, "task_failed", "breaker_opened")
-BATCH_KINDS = (*PRODUCT_KINDS, "task_failed")
+DOMAIN_KINDS = (*PRODUCT_KINDS, "task_failed", "breaker_opened", *RATE_KINDS)
+BATCH_KINDS = (*PRODUCT_KINDS, "task_failed", *RATE_KINDS)
 # A tag belongs to a product URL, which is also its task's URL.
 TAG_KINDS = BATCH_KINDS
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
@@ -54,6 +70,10 @@ class RuleSpec:
     batch_name: str | None = None
     tag: str | None = None
     enabled: bool = True
+    window_seconds: int | None = None
+    min_attempts: int | None = None
+    monitor_id: int | None = None
+    job_id: int | None = None
 
 
 def check(spec: RuleSpec) -> None:
@@ -69,11 +89,27 @@ def check(spec: RuleSpec) -> None:
         )
     if (spec.threshold is None) == (spec.kind in THRESHOLD_KINDS):
         raise InvalidRequest(
-            "threshold is required for price_below and price_above, and only for them",
+            "threshold is required for price_below, price_above and proxies_low, and only for them",
             field="threshold",
         )
+    if spec.kind in REQUIRED and getattr(spec, REQUIRED[spec.kind]) is None:
+        name = REQUIRED[spec.kind]
+        raise InvalidRequest(f"{name} is required for {spec.kind}", field=name)
     if spec.percent is not None and spec.kind not in PERCENT_KINDS:
-        raise InvalidRequest("percent is only for price_drop and price_rise", field="percent")
+        raise InvalidRequest(
+            "percent is only for price_drop, price_rise, failure_rate_high and parse_rate_low",
+            field="percent",
+        )
+    for name, kinds in (
+        ("window_seconds", WINDOW_KINDS),
+        ("min_attempts", MIN_ATTEMPTS_KINDS),
+        ("monitor_id", MONITOR_KINDS),
+        ("job_id", JOB_KINDS),
+    ):
+        if getattr(spec, name) is not None and spec.kind not in kinds:
+            raise InvalidRequest(f"{name} is only for {', '.join(kinds)}", field=name)
+    if spec.kind in RATE_KINDS and spec.domain_id is not None and spec.batch_name is not None:
+        raise InvalidRequest("a rate is of a domain or of a batch, not both", field="batch_name")
     for name in ("min_change_abs", "min_change_pct"):
         if getattr(spec, name) is not None and spec.kind not in PRICE_KINDS:
             raise InvalidRequest(f"{name} is only for price rules", field=name)
@@ -83,12 +119,12 @@ def check(spec: RuleSpec) -> None:
         raise InvalidRequest("product_id is only for product rules", field="product_id")
     if spec.domain_id is not None and spec.kind not in DOMAIN_KINDS:
         raise InvalidRequest(
-            "domain_id is only for product rules, task_failed and breaker_opened",
+            "domain_id is only for product rules, task_failed, breaker_opened and the rates",
             field="domain_id",
         )
     if spec.batch_name is not None and spec.kind not in BATCH_KINDS:
         raise InvalidRequest(
-            "batch_name is only for product rules and task_failed", field="batch_name"
+            "batch_name is only for product rules, task_failed and the rates", field="batch_name"
         )
     if spec.tag is not None:
         if spec.kind not in TAG_KINDS:
@@ -112,9 +148,13 @@ async def create_rule(
     target = spec.webhook_url or spec.apprise_url or ""
     secret = secrets.token_urlsafe(32) if spec.webhook_url is not None else None
     async with db.session() as session:
-        for model, value in ((Product, spec.product_id), (Domain, spec.domain_id)):
+        for model, value, missing in (
+            (Product, spec.product_id, f"no product {spec.product_id}"),
+            (Domain, spec.domain_id, f"no domain {spec.domain_id}"),
+            (Monitor, spec.monitor_id, f"no monitor {spec.monitor_id}"),
+            (CrawlJob, spec.job_id, f"no crawl job {spec.job_id}"),
+        ):
             if value is not None:
-                missing = f"no {model.__tablename__[:-1]} {value}"
                 await get_or_not_found(session, model, value, missing)
         rule = AlertRule(
             name=spec.name,
@@ -129,6 +169,10 @@ async def create_rule(
             domain_id=spec.domain_id,
             batch_name=spec.batch_name,
             tag=spec.tag,
+            window_seconds=spec.window_seconds,
+            min_attempts=spec.min_attempts,
+            monitor_id=spec.monitor_id,
+            job_id=spec.job_id,
             channel="webhook" if spec.webhook_url is not None else "apprise",
             target_enc=box.encrypt(target),
             target_display=people.mask(target),

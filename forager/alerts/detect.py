@@ -1,13 +1,15 @@
 """Change detection into the outbox, in the transaction of the change itself.
 
-Two entry points, both set-based so the task path's group commit pays one indexed read of the
+Three entry points, all set-based so the task path's group commit pays one indexed read of the
 enabled rules only when something alert-worthy happened:
 
 - ``products``: called by ``forager.products.persist.save_products`` with the products whose
   price or availability moved (or that are new);
 - ``events``: installed as an audit flush hook (``install``), it sees every audit event of the
   transaction and picks those that are alert events (a task failed for good, a domain's
-  breaker opened, an agent blocked, a mission finished or failed).
+  breaker opened, an agent blocked, a mission finished or failed, a crawl job's budget spent
+  or its re-run: an episode, ``episodes``);
+- ``snapshots``: called by ``forager.monitors.writes`` with a monitor's new values.
 
 Each match becomes an ``alert_deliveries`` row (the outbox) in the same transaction, so a
 change and its notification are committed together or not at all.
@@ -16,14 +18,21 @@ change and its notification are committed together or not at all.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.alerts.rules import AUDIT_KINDS, PRODUCT_KINDS, Observation, change_pct, fires
+from forager.alerts import episodes, outbox
+from forager.alerts.rules import (
+    AUDIT_KINDS,
+    EPISODE_KINDS,
+    PRODUCT_KINDS,
+    Observation,
+    change_pct,
+    fires,
+)
 from forager.db import audit
 from forager.db.models import (
     AlertDelivery,
@@ -74,35 +83,17 @@ def _in_scope(
     domain_id: int | None,
     batch: str | None,
     tags: set[str] | frozenset[str] = frozenset(),
+    monitor_id: int | None = None,
+    job_id: int | None = None,
 ) -> bool:
     return (
-        (rule.product_id is None or rule.product_id == product_id)
+        (rule.monitor_id is None or rule.monitor_id == monitor_id)
+        and (rule.job_id is None or rule.job_id == job_id)
+        and (rule.product_id is None or rule.product_id == product_id)
         and (rule.domain_id is None or rule.domain_id == domain_id)
         and (rule.batch_name is None or rule.batch_name == batch)
         and (rule.tag is None or rule.tag in tags)
     )
-
-
-def _delivery(
-    rule: AlertRule, subject_type: str, subject_id: int | str, data: dict[str, Any], now: datetime
-) -> dict[str, Any]:
-    payload = {
-        "event": rule.kind,
-        "rule": {"id": rule.id, "name": rule.name},
-        "occurred_at": now.isoformat(),
-        subject_type: data,
-    }
-    return {
-        "rule_id": rule.id,
-        "event": rule.kind,
-        "subject_type": subject_type,
-        "subject_id": str(subject_id),
-        "payload": payload,
-        "status": "pending",
-        "attempts": 0,
-        "next_attempt_at": now,
-        "created_at": now,
-    }
 
 
 async def last_good(
@@ -176,7 +167,7 @@ async def products(
             if _in_scope(
                 rule, product_id=o.product_id, domain_id=o.domain_id, batch=batch, tags=tags
             ) and fires(rule, o):
-                rows.append(_delivery(rule, "product", o.product_id, _product_data(o), now))
+                rows.append(outbox.delivery(rule, "product", o.product_id, _product_data(o), now))
     if rows:
         await session.execute(insert(AlertDelivery), rows)
     return len(rows)
@@ -215,6 +206,11 @@ def _event_kind(row: dict[str, Any]) -> str | None:
         details = row["details"] or {}
         if details.get("to") == "failed":
             return "task_failed"
+    if kind is None and row["entity_type"] == "crawl_job":
+        # A job ended by its duration ran out of time; a re-run clears its budget episode.
+        details = row["details"] or {}
+        if row["event"] == "rerun" or (row["event"] == "done" and details.get("why") == "duration"):
+            return "budget_exhausted"
     return kind
 
 
@@ -265,12 +261,51 @@ async def events(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
                 }
         elif kind == "breaker_opened":
             domain_id = int(entity_id)
+        scope: dict[str, int | None] = {
+            "monitor_id": int(entity_id) if row["entity_type"] == "monitor" else None,
+            "job_id": int(entity_id) if row["entity_type"] == "crawl_job" else None,
+        }
         for rule in rules:
             # A rule scoped to a product, or a domain for an agent event, never matches here.
-            if rule.kind == kind and _in_scope(
-                rule, product_id=None, domain_id=domain_id, batch=batch, tags=tags
+            if rule.kind != kind or not _in_scope(
+                rule, product_id=None, domain_id=domain_id, batch=batch, tags=tags, **scope
             ):
-                deliveries.append(_delivery(rule, row["entity_type"], entity_id, data, now))
+                continue
+            if kind not in EPISODE_KINDS:
+                deliveries.append(outbox.delivery(rule, row["entity_type"], entity_id, data, now))
+                continue
+            fire = row["event"] != "rerun"
+            subject = f"{row['entity_type']}:{entity_id}"
+            if await episodes.move(session, rule.id, subject, fire=fire, value=None, now=now):
+                deliveries.append(
+                    episodes.delivery(rule, row["entity_type"], entity_id, data, now, fire=fire)
+                )
+    if deliveries:
+        await session.execute(insert(AlertDelivery), deliveries)
+
+
+async def snapshots(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """A monitor's new values (``monitor_snapshots`` rows about to be written, in the same
+    transaction): ``monitor_changed`` rules of those monitors fire, one delivery per change."""
+    if not rows:
+        return
+    rules = await _rules(session, ["monitor_changed"])
+    if not rules:
+        return
+    now = utcnow()
+    deliveries = []
+    for snap in rows:
+        data = {
+            "id": snap["monitor_id"],
+            "event": "value_changed",
+            "data": snap["data"],
+            "observed_at": snap["observed_at"].isoformat(),
+        }
+        for rule in rules:
+            if _in_scope(
+                rule, product_id=None, domain_id=None, batch=None, monitor_id=snap["monitor_id"]
+            ):
+                deliveries.append(outbox.delivery(rule, "monitor", snap["monitor_id"], data, now))
     if deliveries:
         await session.execute(insert(AlertDelivery), deliveries)
 

@@ -37,6 +37,13 @@ _TITLES = {
     "agent_blocked": "Agent blocked",
     "mission_finished": "Mission finished",
     "mission_failed": "Mission failed",
+    "monitor_changed": "Monitor changed",
+    "budget_exhausted": "Crawl job budget exhausted",
+    "proxies_low": "Few active proxies",
+    "failure_rate_high": "High failure rate",
+    "parse_rate_low": "Parse success rate dropped",
+    "monitor_stale": "Monitor stale",
+    "monitor_failing": "Monitor failing",
 }
 _ERROR_CHARS = 500
 _GRACE_SECONDS = 1.0  # after the deadline, for the worker thread to see its sockets shut
@@ -111,6 +118,8 @@ def message(payload: dict[str, Any]) -> tuple[str, str]:
     """A short title and body for people, from a delivery's payload."""
     event = str(payload.get("event", ""))
     title = _TITLES.get(event, event)
+    if payload.get("state") == "cleared":  # an operational episode ended
+        title = f"Cleared: {title}"
     product = payload.get("product")
     if isinstance(product, dict):
         name = product.get("name") or product.get("url")
@@ -125,7 +134,11 @@ def message(payload: dict[str, Any]) -> tuple[str, str]:
         if product.get("is_available") is not None:
             line += "; in stock" if product["is_available"] else "; out of stock"
         return f"{title}: {name}", f"{line}\n{product.get('url', '')}"
-    subject = {k: v for k, v in payload.items() if k not in ("event", "rule", "occurred_at")}
+    subject = {
+        k: v
+        for k, v in payload.items()
+        if k not in ("event", "rule", "occurred_at", "state", "since")
+    }
     details = "; ".join(
         f"{k} {v}" for body in subject.values() if isinstance(body, dict) for k, v in body.items()
     )

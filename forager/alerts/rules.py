@@ -23,8 +23,21 @@ EVENT_KINDS = (
     "agent_blocked",
     "mission_finished",
     "mission_failed",
+    "monitor_changed",  # a monitor read a new value (a snapshot: its state field is one)
+    "budget_exhausted",  # a crawl job ran out of pages or time
 )
-KINDS = (*PRODUCT_KINDS, *EVENT_KINDS)
+# Operational conditions the scheduler measures every FORAGER_ALERT_EVALUATE_SECONDS
+# (``forager.alerts.watch``): each fires once per episode and is told again when it clears.
+WATCHED_KINDS = (
+    "proxies_low",  # active proxies below ``threshold``
+    "failure_rate_high",  # failed fetches over ``window_seconds`` at or above ``percent``
+    "parse_rate_low",  # pages parsed over ``window_seconds`` below ``percent``
+    "monitor_stale",  # no successful poll for ``window_seconds``
+    "monitor_failing",  # ``min_attempts`` polls in a row failed
+)
+# Kinds with episodes (firing, then cleared); budget_exhausted's clears when the job runs again.
+EPISODE_KINDS = (*WATCHED_KINDS, "budget_exhausted")
+KINDS = (*PRODUCT_KINDS, *EVENT_KINDS, *WATCHED_KINDS)
 
 # Audit events (entity type, event) that are alert events; a task moving to failed is the other.
 AUDIT_KINDS = {
@@ -32,6 +45,7 @@ AUDIT_KINDS = {
     ("agent", "blocked"): "agent_blocked",
     ("mission", "mission_completed"): "mission_finished",
     ("mission", "mission_failed"): "mission_failed",
+    ("crawl_job", "budget_exhausted"): "budget_exhausted",
 }
 
 

@@ -11,9 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from forager.alerts.admin import (
     BATCH_KINDS,
     DOMAIN_KINDS,
+    JOB_KINDS,
+    MIN_ATTEMPTS_KINDS,
+    MONITOR_KINDS,
     PERCENT_KINDS,
+    REQUIRED,
     TAG_KINDS,
     THRESHOLD_KINDS,
+    WINDOW_KINDS,
 )
 from forager.alerts.rules import PRICE_KINDS, PRODUCT_KINDS
 from forager.api.wire import MAX_JSON_ID, BodyMoney, CrawlURL, JsonBody, Shape, Tag, without_null
@@ -30,6 +35,13 @@ AlertKind = Literal[
     "agent_blocked",
     "mission_finished",
     "mission_failed",
+    "monitor_changed",
+    "budget_exhausted",
+    "proxies_low",
+    "failure_rate_high",
+    "parse_rate_low",
+    "monitor_stale",
+    "monitor_failing",
 ]
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 APPRISE_URL = r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s\x00-\x1f\x7f]+(?![\s\S])"
@@ -57,8 +69,18 @@ _RULES = [
         "if": {"properties": {"kind": {"enum": list(THRESHOLD_KINDS)}}},
         "then": {"required": ["threshold"]},
     },
+    {
+        "if": {
+            "properties": {"kind": {"enum": [k for k, f in REQUIRED.items() if f == "percent"]}}
+        },
+        "then": {"required": ["percent"]},
+    },
     _only_for("threshold", THRESHOLD_KINDS),
     _only_for("percent", PERCENT_KINDS),
+    _only_for("window_seconds", WINDOW_KINDS),
+    _only_for("min_attempts", MIN_ATTEMPTS_KINDS),
+    _only_for("monitor_id", MONITOR_KINDS),
+    _only_for("job_id", JOB_KINDS),
     _only_for("min_change_abs", PRICE_KINDS),
     _only_for("min_change_pct", PRICE_KINDS),
     _only_for(
@@ -84,6 +106,10 @@ _OPTIONAL = (
     "domain_id",
     "batch_name",
     "tag",
+    "window_seconds",
+    "min_attempts",
+    "monitor_id",
+    "job_id",
 )
 
 
@@ -99,7 +125,13 @@ class AlertRuleCreate(JsonBody):
     kind: AlertKind = Field(
         description="price_drop / price_rise (by percent), price_below / price_above (each "
         "crossing of threshold), back_in_stock, out_of_stock, task_failed (for good), "
-        "breaker_opened (a domain's), agent_blocked, mission_finished, mission_failed."
+        "breaker_opened (a domain's), agent_blocked, mission_finished, mission_failed, "
+        "monitor_changed (a monitor's value or state). Operational, told when they fire and "
+        "again when they clear: budget_exhausted (a crawl job's pages or time), proxies_low "
+        "(active proxies below threshold), failure_rate_high (failed fetches over "
+        "window_seconds at or above percent), parse_rate_low (pages parsed below percent), "
+        "monitor_stale (no successful poll for window_seconds), monitor_failing (min_attempts "
+        "failed polls in a row)."
     )
     webhook_url: CrawlURL | None = Field(
         None, description="POST a signed JSON body here (see docs/ALERTS.md)."
@@ -111,11 +143,30 @@ class AlertRuleCreate(JsonBody):
         "Apprise's to say: a URL Apprise does not recognise is refused (422 naming the field).",
     )
     percent: Percent | None = Field(
-        None, description="price_drop / price_rise: at least this many percent (default: any)."
+        None,
+        description="price_drop / price_rise: at least this many percent (default: any); "
+        "failure_rate_high: fires at or above this failed share; parse_rate_low: fires below "
+        "this parsed share (both required).",
     )
     threshold: BodyMoney | None = Field(
-        None, description="price_below / price_above: the price whose crossing fires."
+        None,
+        description="price_below / price_above: the price whose crossing fires; proxies_low: "
+        "fires while fewer proxies than this are active.",
     )
+    window_seconds: Annotated[int, Field(ge=10, le=30 * 86400)] | None = Field(
+        None,
+        description="failure_rate_high / parse_rate_low: the rate over the last this many "
+        "seconds; monitor_stale: stale after this long without a successful poll (default 600).",
+    )
+    min_attempts: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        None,
+        description="failure_rate_high / parse_rate_low: fewer fetches in the window say "
+        "nothing (default 10); monitor_failing: this many failed polls in a row (default 3).",
+    )
+    monitor_id: RuleId | None = Field(
+        None, description="monitor_changed / monitor_stale / monitor_failing: only this monitor."
+    )
+    job_id: RuleId | None = Field(None, description="budget_exhausted: only this crawl job.")
     min_change_abs: BodyMoney | None = Field(
         None, description="Price rules: a smaller move (in currency) is noise, not a change."
     )
@@ -167,6 +218,10 @@ class AlertRulePublic(BaseModel):
     domain_id: int | None
     batch_name: str | None
     tag: str | None = None
+    window_seconds: int | None = None
+    min_attempts: int | None = None
+    monitor_id: int | None = None
+    job_id: int | None = None
     channel: Literal["webhook", "apprise"]
     target: str = Field(description="The target URL, masked (its secrets are never shown).")
     signed: bool = Field(description="Deliveries carry X-Forager-Signature.")

@@ -41,7 +41,7 @@ def public(rule: AlertRule) -> AlertRulePublic:
     "/rules",
     operation_id="create_alert_rule",
     status_code=201,
-    responses={404: {"description": "No such product or domain."}},
+    responses={404: {"description": "No such product, domain, monitor or crawl job."}},
 )
 async def create_alert_rule(body: AlertRuleCreate, runtime: RuntimeDep) -> AlertRuleCreated:
     """Subscribe to an event; a webhook's signing secret is in this answer only."""

@@ -176,7 +176,13 @@ async def _job_lines(session: AsyncSession) -> list[str]:
     active = select(CrawlJob.id).where(CrawlJob.status.in_(("running", "paused")))
     jobs = list(
         await session.execute(
-            select(CrawlJob.id, CrawlJob.pages_queued, CrawlJob.links_seen, CrawlJob.links_refused)
+            select(
+                CrawlJob.id,
+                CrawlJob.pages_queued,
+                CrawlJob.links_seen,
+                CrawlJob.links_refused,
+                CrawlJob.max_pages,
+            )
             .where(CrawlJob.id.in_(active))
             .order_by(CrawlJob.id)
         )
@@ -207,6 +213,12 @@ async def _job_lines(session: AsyncSession) -> list[str]:
                     ("refused", j.links_refused),
                 )
             ),
+        ),
+        *_family(
+            "forager_job_max_pages",
+            "gauge",
+            "The page budget of each running or paused crawl job (links queued stop there).",
+            (f'forager_job_max_pages{{job="{j.id}"}} {j.max_pages}' for j in jobs),
         ),
     ]
 
@@ -290,6 +302,12 @@ async def _monitor_lines(session: AsyncSession, settings: Settings) -> list[str]
             "counter",
             "Runs restarted by the context's rules.",
             [(m.id, m.restarts) for m in rows],
+        ),
+        (
+            "forager_monitor_consecutive_errors",
+            "gauge",
+            "Failed polls in a row (0 after a success).",
+            [(m.id, m.consecutive_errors) for m in rows],
         ),
         (
             "forager_monitor_data_age_seconds",

@@ -94,6 +94,13 @@ def product_filters(
             description="GTIN / EAN / UPC (exact; spaces and hyphens ignored).",
         ),
     ] = None,
+    asin: Annotated[
+        str | None,
+        Query(pattern=r"^[A-Za-z0-9]{10}$", description="Amazon's ASIN (exact, any case)."),
+    ] = None,
+    min_rating: Annotated[
+        QueryMoney | None, Query(description="Rating ≥ (products without one never match).")
+    ] = None,
 ) -> ProductFilters:
     return ProductFilters(
         min_price=min_price,
@@ -109,26 +116,31 @@ def product_filters(
         tag=tag,
         sku=sku,
         gtin=gtin.replace(" ", "").replace("-", "") if gtin is not None else None,
+        asin=asin.upper() if asin is not None else None,
+        min_rating=min_rating,
     )
 
 
 FiltersDep = Annotated[ProductFilters, Depends(product_filters)]
-# The product list's orders (``sort``); a leading "-" is highest / newest first. Prices
-# missing come last either way.
-PRODUCT_ORDERS: dict[str, tuple[Any, ...]] = {
-    "-updated": (Product.updated_at.desc(), Product.id.desc()),
-    "updated": (Product.updated_at.asc(), Product.id.asc()),
-    "price": (Product.price.asc().nulls_last(), Product.id.asc()),
-    "-price": (Product.price.desc().nulls_last(), Product.id.desc()),
-    "name": (Product.product_name.asc(), Product.id.asc()),
-    "-name": (Product.product_name.desc(), Product.id.desc()),
-}
-ProductSort = Literal["-updated", "updated", "price", "-price", "name", "-name"]
+ProductSort = Literal[
+    "-updated",
+    "updated",
+    "-changed",
+    "changed",
+    "price",
+    "-price",
+    "rating",
+    "-rating",
+    "name",
+    "-name",
+]
 SortDep = Annotated[
     ProductSort | None,
     Query(
-        description="The order: by last update, price or name; a leading - is highest (or "
-        "newest) first. Default: by relevance with q, else -updated."
+        description="The order: by last change (updated and changed are the same: a product "
+        "is updated only when its content changed), price, rating or name; a leading - is "
+        "highest (or newest) first; products without a price or rating come last either way. "
+        "Default: by relevance with q, else -updated; exports: by id."
     ),
 ]
 _CODE = re.compile(r"^(?=.*\d)[\w.\-/]{2,100}$")  # one word with a digit: may be a SKU
@@ -140,7 +152,7 @@ async def _sorted(
     """A page in the ``sort`` order (a search's matches too, counted exactly)."""
     query, _ = search.filtered(dialect, filters)
     count, _ = search.filtered(dialect, filters, func.count(Product.id))
-    page = query.order_by(*PRODUCT_ORDERS[sort]).limit(paging.limit).offset(paging.offset)
+    page = query.order_by(*search.ordering(sort)).limit(paging.limit).offset(paging.offset)
     return list(await session.scalars(page)), await session.scalar(count) or 0
 
 
@@ -158,7 +170,7 @@ async def _by_code(
     if not total:
         return None
     if sort is not None:
-        query = query.order_by(None).order_by(*PRODUCT_ORDERS[sort])
+        query = query.order_by(None).order_by(*search.ordering(sort))
     page = query.where(match).limit(paging.limit).offset(paging.offset)
     return list(await session.scalars(page)), total
 
@@ -201,9 +213,13 @@ async def list_products(
     response_class=StreamingResponse,
     responses=described("csv", "One row per product."),
 )
-async def export_products_csv(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
-    """Every matching product as CSV (header row; image_urls joined by spaces), by id."""
-    return download(export.stream(runtime.db, filters, "csv"), "csv", "products")
+async def export_products_csv(
+    runtime: RuntimeDep, filters: FiltersDep, sort: SortDep = None
+) -> StreamingResponse:
+    """Every matching product as CSV (header row; image_urls joined by spaces), by id or in
+    the ``sort`` order."""
+    body = export.stream(runtime.db, filters, "csv", sort=sort)
+    return download(body, "csv", "products")
 
 
 @router.get(
@@ -212,9 +228,13 @@ async def export_products_csv(runtime: RuntimeDep, filters: FiltersDep) -> Strea
     response_class=StreamingResponse,
     responses=described("jsonl", "One product record per line."),
 )
-async def export_products_jsonl(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
-    """Every matching product as JSON Lines (one product record per line), by id."""
-    return download(export.stream(runtime.db, filters, "jsonl"), "jsonl", "products")
+async def export_products_jsonl(
+    runtime: RuntimeDep, filters: FiltersDep, sort: SortDep = None
+) -> StreamingResponse:
+    """Every matching product as JSON Lines (one product record per line), by id or in the
+    ``sort`` order."""
+    body = export.stream(runtime.db, filters, "jsonl", sort=sort)
+    return download(body, "jsonl", "products")
 
 
 # The detail shows this many of the newest price points; /price-history pages through all.

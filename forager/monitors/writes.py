@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import case, insert, or_, select, update
 
+from forager.alerts import detect
 from forager.config import Settings
 from forager.db import audit, breakers
 from forager.db.engine import Database
@@ -282,6 +283,7 @@ async def _write_pending(
     rows = [p.row() for p in pending if p.monitor_id in alive]
     if rows:
         await session.execute(insert(MonitorSnapshot), rows)
+        await detect.snapshots(session, rows)  # monitor_changed rules, in the same transaction
     changes = Counter(p.monitor_id for p in pending if p.monitor_id in alive - {counted})
     ids = sorted((set(changes) | set(drops)) & (alive - {counted}))
     if ids:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from forager.db.engine import Database
 from forager.products.records import RECORD_FIELDS, image_urls, product_record
-from forager.products.search import ProductFilters, chunk_query
+from forager.products.search import SORTS, ProductFilters, chunk_query
 
 CHUNK_ROWS = 500
 CSV_FIELDS = (*RECORD_FIELDS, "image_urls", "parser_name", "parser_version")
@@ -28,14 +28,17 @@ FORMATS: dict[Format, tuple[str, str]] = {
 
 
 async def records(
-    db: Database, filters: ProductFilters, chunk_rows: int = CHUNK_ROWS
+    db: Database, filters: ProductFilters, chunk_rows: int = CHUNK_ROWS, sort: str | None = None
 ) -> AsyncIterator[list[dict[str, Any]]]:
-    """Product records of the matching products, ``chunk_rows`` per list, by id."""
-    after = 0
+    """Product records of the matching products, ``chunk_rows`` per list, by id or in the
+    ``sort`` order (``search.SORTS``), each chunk keyset-paged after the last row sent."""
+    after, after_value = 0, None
+    column = None if sort is None else SORTS[sort][0].key
     while True:
         async with db.reader() as session:
             dialect = session.get_bind().dialect.name
-            products = list(await session.scalars(chunk_query(dialect, filters, after, chunk_rows)))
+            page = chunk_query(dialect, filters, after, chunk_rows, sort, after_value)
+            products = list(await session.scalars(page))
             if not products:
                 return
             images = await image_urls(session, [p.id for p in products])
@@ -43,6 +46,7 @@ async def records(
         if len(products) < chunk_rows:
             return
         after = products[-1].id
+        after_value = None if column is None else getattr(products[-1], column)
 
 
 # A cell starting with one of these is a formula to Excel and LibreOffice; scraped text is
@@ -96,7 +100,11 @@ async def encoded(
 
 
 def stream(
-    db: Database, filters: ProductFilters, fmt: Format, chunk_rows: int = CHUNK_ROWS
+    db: Database,
+    filters: ProductFilters,
+    fmt: Format,
+    chunk_rows: int = CHUNK_ROWS,
+    sort: str | None = None,
 ) -> AsyncIterator[bytes]:
-    """The export body of the matching products."""
-    return encoded(records(db, filters, chunk_rows), fmt, CSV_FIELDS)
+    """The export body of the matching products (by id, or in the ``sort`` order)."""
+    return encoded(records(db, filters, chunk_rows, sort), fmt, CSV_FIELDS)

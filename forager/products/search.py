@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, false, func, literal_column, select, text
+from sqlalchemy import ColumnElement, Select, false, func, literal_column, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import column, table
 
@@ -66,6 +66,8 @@ class ProductFilters:
     tag: str | None = None
     sku: str | None = None  # exact
     gtin: str | None = None  # exact, digits only
+    asin: str | None = None  # exact, upper case
+    min_rating: Decimal | None = None
 
     @property
     def searching(self) -> bool:
@@ -101,6 +103,10 @@ def _conditions(filters: ProductFilters) -> list[ColumnElement[bool]]:
         where.append(Product.sku == filters.sku.strip())
     if filters.gtin is not None:
         where.append(Product.gtin == filters.gtin)
+    if filters.asin is not None:
+        where.append(Product.asin == filters.asin)
+    if filters.min_rating is not None:
+        where.append(Product.rating >= filters.min_rating)
     return where
 
 
@@ -224,7 +230,57 @@ async def _load(session: AsyncSession, ids: list[int]) -> list[Product]:
     return [found[i] for i in ids if i in found]
 
 
-def chunk_query(dialect: str, filters: ProductFilters, after_id: int, size: int) -> Select[Any]:
-    """One keyset page of an export: matching products with ``id > after_id``, by id."""
+# The orders a listing or an export can have (``sort``): the column, and whether highest (or
+# newest) first. Products without a value (no price, no rating) come last either way, and a
+# tie is broken by id in the same direction, so an export can page by (value, id).
+SORTS: dict[str, tuple[Any, bool]] = {
+    "-updated": (Product.updated_at, True),
+    "updated": (Product.updated_at, False),
+    "-changed": (Product.updated_at, True),  # updated_at moves only when the content changed
+    "changed": (Product.updated_at, False),
+    "price": (Product.price, False),
+    "-price": (Product.price, True),
+    "rating": (Product.rating, False),
+    "-rating": (Product.rating, True),
+    "name": (Product.product_name, False),
+    "-name": (Product.product_name, True),
+}
+
+
+def ordering(sort: str) -> tuple[Any, ...]:
+    """The ORDER BY of ``sort`` (one of ``SORTS``)."""
+    column, descending = SORTS[sort]
+    by = column.desc() if descending else column.asc()
+    if column.nullable:  # NULLS LAST only where there are NULLs: it keeps the others' index
+        by = by.nulls_last()
+    return by, Product.id.desc() if descending else Product.id.asc()
+
+
+def chunk_query(
+    dialect: str,
+    filters: ProductFilters,
+    after_id: int,
+    size: int,
+    sort: str | None = None,
+    after_value: Any = None,
+) -> Select[Any]:
+    """One keyset page of an export: matching products after the last one sent — by id
+    (``id > after_id``) or, with ``sort``, after ``(after_value, after_id)`` in that order
+    (``after_id`` 0: from the start)."""
     query, _ = filtered(dialect, filters)
-    return query.where(Product.id > after_id).order_by(Product.id).limit(size)
+    if sort is None:
+        return query.where(Product.id > after_id).order_by(Product.id).limit(size)
+    if after_id:
+        query = query.where(_after(sort, after_value, after_id))
+    return query.order_by(*ordering(sort)).limit(size)
+
+
+def _after(sort: str, value: Any, after_id: int) -> ColumnElement[bool]:
+    """Rows past ``(value, after_id)`` in the ``sort`` order (missing values last)."""
+    column, descending = SORTS[sort]
+    beyond_id = Product.id < after_id if descending else Product.id > after_id
+    if value is None:  # among the rows without a value, which come last
+        missing: ColumnElement[bool] = column.is_(None) & beyond_id
+        return missing
+    beyond = column < value if descending else column > value
+    return or_(beyond, (column == value) & beyond_id, column.is_(None))

@@ -131,6 +131,11 @@ async def enqueue(
         queued[d.job_id] = queued.get(d.job_id, 0) + len(ids)
         tally.queued += ids
     for job_id, tally in tallies.items():
+        before = jobs[job_id].pages_queued
+        if before < jobs[job_id].max_pages <= before + len(tally.queued):
+            # Its last page is spent (under the job row's lock: told once per run).
+            details = {"budget": "max_pages", "max_pages": jobs[job_id].max_pages}
+            audit.record(session, "crawl_job", [job_id], "budget_exhausted", details)
         await session.execute(
             update(CrawlJob)
             .where(CrawlJob.id == job_id)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from forager.alerts import watch
 from forager.alerts.deliver import Deliverer
 from forager.config import Settings
 from forager.db.engine import Database
@@ -143,6 +144,8 @@ class WorkerPool:
                 every = self.settings.page_retention_interval_seconds
                 side.append(self._supervise("page-retention", self._prune_pages, every))
             side.append(self._supervise("alerts", self._deliver, self.settings.alert_poll_seconds))
+            every = self.settings.alert_evaluate_seconds
+            side.append(self._supervise("alert-rules", self._evaluate_alerts, every))
             side.append(
                 self._supervise("images", self._download_images, self.settings.image_poll_seconds)
             )
@@ -282,6 +285,10 @@ class WorkerPool:
     async def _deliver(self) -> None:
         """Send the alert deliveries that are due (webhooks, Apprise), retrying failed ones."""
         await self.alerts.step()
+
+    async def _evaluate_alerts(self) -> None:
+        """Measure the operational alert rules; open and clear their episodes."""
+        await watch.evaluate(self.db)
 
     async def _download_images(self) -> None:
         """Store the due product images of the domains that download them (usually: none)."""

@@ -6,7 +6,7 @@ holds every table (Alembic's autogenerate and ``alembic check`` compare against 
 
 from forager.db.models.access import ApiKey, DashboardLogout
 from forager.db.models.agents import Agent
-from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertRule
+from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertEpisode, AlertRule
 from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
 from forager.db.models.discovery import CrawlJob
@@ -39,6 +39,7 @@ __all__ = [
     "Agent",
     "AlertAttempt",
     "AlertDelivery",
+    "AlertEpisode",
     "AlertRule",
     "ApiKey",
     "Base",

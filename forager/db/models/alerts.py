@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -55,6 +56,13 @@ class AlertRule(Timestamped, Base):
     )
     batch_name: Mapped[str | None] = mapped_column(String(255))
     tag: Mapped[str | None] = mapped_column(String(50))  # products with this tag (0021)
+    # Operational kinds (0034): the window a rate is measured over (a monitor's staleness),
+    # the fewest attempts in it that make a rate, one monitor, one crawl job. The ids carry no
+    # foreign key (like crawl_tasks.job_id): a rule of a deleted one matches nothing.
+    window_seconds: Mapped[int | None] = mapped_column(Integer)
+    min_attempts: Mapped[int | None] = mapped_column(Integer)
+    monitor_id: Mapped[int | None] = mapped_column(BigId)
+    job_id: Mapped[int | None] = mapped_column(BigId)
     channel: Mapped[str] = mapped_column(String(10), default="webhook")
     target_enc: Mapped[str] = mapped_column(Text)
     target_display: Mapped[str] = mapped_column(String(300))
@@ -103,3 +111,23 @@ class AlertAttempt(Base):
     duration_ms: Mapped[int] = mapped_column(Integer)
     status_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class AlertEpisode(Base):
+    """Whether an operational rule is firing for one subject (``domain:3``, ``proxies``,
+    ``monitor:7`` …): moved by compare-and-set, so a condition fires once per episode and its
+    end is told once, whatever the number of processes or restarts (0034)."""
+
+    __tablename__ = "alert_episodes"
+    __table_args__ = (
+        CheckConstraint("state IN ('firing', 'cleared')", name="ck_alert_episodes_state"),
+        UniqueConstraint("rule_id", "subject", name="uq_alert_episodes_rule_subject"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    rule_id: Mapped[int] = mapped_column(ForeignKey("alert_rules.id", ondelete="CASCADE"))
+    subject: Mapped[str] = mapped_column(String(300))  # a batch name is up to 255
+    state: Mapped[str] = mapped_column(String(10), default="cleared")
+    value: Mapped[float | None] = mapped_column(Float)  # the figure when it last moved
+    opened_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cleared_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

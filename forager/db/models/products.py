@@ -45,7 +45,7 @@ class Product(Timestamped, Base):
     original_price: Mapped[Decimal | None] = mapped_column(Money)
     availability: Mapped[str | None] = mapped_column(String(255), index=True)
     is_available: Mapped[bool | None] = mapped_column(Boolean)
-    rating: Mapped[Decimal | None] = mapped_column(Money)
+    rating: Mapped[Decimal | None] = mapped_column(Money, index=True)  # min_rating (0034)
     review_count: Mapped[int | None] = mapped_column(Integer)
     brand: Mapped[str | None] = mapped_column(String(255), index=True)
     category: Mapped[str | None] = mapped_column(String(512), index=True)

@@ -13,8 +13,16 @@ const KINDS = [
   ["back_in_stock", "Back in stock"], ["out_of_stock", "Out of stock"],
   ["task_failed", "Task failed"], ["breaker_opened", "Domain breaker opened"],
   ["agent_blocked", "Agent blocked"], ["mission_finished", "Mission finished"],
-  ["mission_failed", "Mission failed"],
+  ["mission_failed", "Mission failed"], ["monitor_changed", "Monitor value or state changed"],
+  ["budget_exhausted", "Crawl job budget exhausted"],
+  ["proxies_low", "Active proxies below threshold"],
+  ["failure_rate_high", "Failure rate ≥ % over the window"],
+  ["parse_rate_low", "Parse success rate < % over the window"],
+  ["monitor_stale", "Monitor stale for the window"],
+  ["monitor_failing", "Monitor failing (polls in a row)"],
 ];
+const THRESHOLD = ["price_below", "price_above", "proxies_low"];
+const WINDOW = ["failure_rate_high", "parse_rate_low", "monitor_stale"];
 const PRICE = ["price_drop", "price_rise", "price_below", "price_above"];
 const PRODUCT = [...PRICE, "back_in_stock", "out_of_stock"];
 const REFRESH_MS = 3000;
@@ -59,7 +67,9 @@ function createForm(notice, reload) {
   const name = input("name", { required: true, maxlength: 100 });
   const kind = select("kind", KINDS, "price_below");
   const amount = input("amount", { type: "number", min: 0, step: "0.01",
-    placeholder: "threshold, or % for a drop / rise" });
+    placeholder: "threshold, or % for a drop / rise / rate" });
+  const windowSeconds = input("window_seconds", { type: "number", min: 10, step: 1,
+    placeholder: "600" });
   const noise = input("min_change_abs", { type: "number", min: 0, step: "0.01",
     placeholder: "0.05" });
   const first = input("fire_on_first", { type: "checkbox" });
@@ -78,8 +88,11 @@ function createForm(notice, reload) {
     const body = { name: name.value.trim(), kind: kind.value };
     body[channel.value] = target.value.trim();
     if (amount.value) {
-      if (kind.value === "price_below" || kind.value === "price_above") body.threshold = amount.value;
+      if (THRESHOLD.includes(kind.value)) body.threshold = amount.value;
       else body.percent = Number(amount.value);
+    }
+    if (windowSeconds.value && WINDOW.includes(kind.value)) {
+      body.window_seconds = Number(windowSeconds.value);
     }
     if (noise.value) body.min_change_abs = noise.value;
     if (first.checked) body.fire_on_first = true;
@@ -99,6 +112,7 @@ function createForm(notice, reload) {
     } catch (error) { toast(errorText(error), "error"); }
   } },
   h("div", { class: "row" }, field("Name", name), field("When", kind), field("Amount", amount),
+    field("Window (s)", windowSeconds),
     field("Ignore moves under", noise), field("Fire on first sight", first)),
   h("div", { class: "row" }, field("Domain", domain), field("Product", product.input),
     product.list,
@@ -114,6 +128,12 @@ function condition(rule) {
   if (rule.min_change_abs !== null) parts.push(`moves ≥ ${rule.min_change_abs}`);
   if (rule.min_change_pct !== null) parts.push(`moves ≥ ${rule.min_change_pct} %`);
   if (rule.fire_on_first) parts.push("first sight too");
+  if (rule.window_seconds !== null && rule.window_seconds !== undefined) {
+    parts.push(`over ${rule.window_seconds} s`);
+  }
+  if (rule.min_attempts) parts.push(`at least ${rule.min_attempts}`);
+  if (rule.monitor_id) parts.push(`monitor #${rule.monitor_id}`);
+  if (rule.job_id) parts.push(`crawl job #${rule.job_id}`);
   const scope = [rule.domain_id && `domain ${domainNames.get(rule.domain_id) || rule.domain_id}`,
     rule.batch_name && `batch ${rule.batch_name}`, rule.tag && `tag ${rule.tag}`];
   const text = [...parts, ...scope.filter(Boolean)].join(", ");
