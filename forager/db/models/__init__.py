@@ -11,6 +11,7 @@ from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
 from forager.db.models.discovery import CrawlJob
 from forager.db.models.domains import Domain, SelectorMapVersion
+from forager.db.models.feeds import Feed, FeedRun, FeedSequence
 from forager.db.models.items import Item, ItemVersion
 from forager.db.models.missions import (
     Ad,
@@ -50,6 +51,9 @@ __all__ = [
     "Domain",
     "DomainProxy",
     "Event",
+    "Feed",
+    "FeedRun",
+    "FeedSequence",
     "Item",
     "ItemVersion",
     "Mission",

@@ -1,0 +1,222 @@
+"""Feeds (issue 35): incremental runs, formats, a run cut off and done again, the S3 store."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import insert, select, update
+
+from forager.config import Settings
+from forager.db.engine import Database
+from forager.db.models import Domain, Feed, FeedRun, PriceHistory, Product
+from forager.db.types import utcnow
+from forager.feeds import admin, runs
+from forager.feeds.admin import FeedSpec
+from forager.store.backend import open_page_store
+from forager.store.pages import LocalPageStore
+from tests.support.seaweed import ACCESS_KEY, SECRET_KEY
+
+
+async def add_domain(db: Database, name: str = "shop.example") -> int:
+    async with db.session() as session:
+        domain = Domain(
+            domain_name=name, base_url=f"https://{name}", parser_name="generic", user_agent="t"
+        )
+        session.add(domain)
+        await session.flush()
+        return domain.id
+
+
+async def add_products(db: Database, domain_id: int, start: int, count: int) -> list[int]:
+    rows = [
+        {
+            "domain_id": domain_id,
+            "url": f"https://shop.example/p/{n}",
+            "url_hash": f"{n:064d}",
+            "product_name": f"Kettle {n}",
+            "price": Decimal(n) + Decimal("0.99"),
+            "currency": "EUR",
+            "parser_name": "generic",
+            "parser_version": "1",
+            "content_hash": "c",
+            "meta": {"n": n},
+        }
+        for n in range(start, start + count)
+    ]
+    async with db.session() as session:
+        await session.execute(insert(Product), rows)
+        found = await session.scalars(
+            select(Product.id).where(Product.url_hash.in_([r["url_hash"] for r in rows]))
+        )
+        return sorted(found)
+
+
+async def change_price(db: Database, product_id: int, price: str) -> None:
+    async with db.session() as session:
+        await session.execute(
+            update(Product)
+            .where(Product.id == product_id)
+            .values(price=Decimal(price), updated_at=utcnow() + timedelta(seconds=1))
+        )
+
+
+def read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
+    if fmt == "parquet":
+        return pq.read_table(path).to_pylist()
+    text = path.read_text()
+    if fmt == "csv":
+        return list(csv.DictReader(io.StringIO(text)))
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def feed_files(settings: Settings) -> list[Path]:
+    root = runs.feeds_root(settings)
+    return sorted(p for p in root.rglob("feed-*") if p.is_file())
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+async def test_each_run_exports_what_changed_since_the_last_one(
+    db: Database, settings: Settings, tmp_path: Path, fmt: str
+) -> None:
+    store = LocalPageStore(tmp_path / "pages")
+    domain_id = await add_domain(db)
+    first = await add_products(db, domain_id, 0, 5)
+    feed = await admin.create(
+        db,
+        FeedSpec(
+            name="kettles", kind="products", format=fmt, destination="directory", path="out/kettles"
+        ),
+    )
+    run = await runs.run_now(db, settings, store, feed.id)
+    assert (run.status, run.rows) == ("succeeded", 5)
+    assert run.file == f"out/kettles/feed-{feed.id}-run-{run.id:08d}.{fmt}"
+    rows = read_rows(runs.feeds_root(settings) / run.file, fmt)
+    assert [int(r["id"]) for r in rows] == first
+    assert rows[0]["price"] == "0.99" and rows[0]["product_name"] == "Kettle 0"
+
+    # Nothing new: recorded, no file.
+    empty = await runs.run_now(db, settings, store, feed.id)
+    assert (empty.status, empty.rows, empty.file) == ("succeeded", 0, None)
+
+    second = await add_products(db, domain_id, 5, 2)
+    await change_price(db, first[1], "42.00")
+    run = await runs.run_now(db, settings, store, feed.id)
+    assert run.rows == 3
+    rows = read_rows(runs.feeds_root(settings) / run.file, fmt)  # type: ignore[operator]
+    assert sorted(int(r["id"]) for r in rows) == sorted([first[1], *second])
+    assert next(r for r in rows if int(r["id"]) == first[1])["price"] == "42.00"
+    assert len(feed_files(settings)) == 2
+    history, total = await admin.runs(db, feed.id, limit=10, offset=0)
+    assert total == 3 and [r.rows for r in history] == [3, 0, 5]
+
+
+async def test_a_run_cut_off_after_its_file_is_done_again_under_the_same_name(
+    db: Database, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalPageStore(tmp_path / "pages")
+    domain_id = await add_domain(db)
+    ids = await add_products(db, domain_id, 0, 7)
+    feed = await admin.create(
+        db, FeedSpec(name="f", kind="products", format="jsonl", destination="directory")
+    )
+    real_finish = runs._finish
+
+    async def crash(*args: Any) -> Any:
+        raise RuntimeError("the database went away after the rename")
+
+    monkeypatch.setattr(runs, "_finish", crash)
+    failed = await runs.run_now(db, settings, store, feed.id)
+    assert failed.status == "failed" and "went away" in (failed.error or "")
+    assert len(feed_files(settings)) == 1  # renamed, not recorded
+    monkeypatch.setattr(runs, "_finish", real_finish)
+
+    await change_price(db, ids[0], "9.00")  # now past the cut-off run's range
+    again = await runs.run_now(db, settings, store, feed.id)
+    assert (again.id, again.status, again.attempts) == (failed.id, "succeeded", 2)
+    nxt = await runs.run_now(db, settings, store, feed.id)
+    files = feed_files(settings)
+    assert len(files) == 2
+    seen = [int(r["id"]) for f in files for r in read_rows(f, "jsonl")]
+    assert sorted(seen) == ids and nxt.rows == 1
+
+
+async def test_price_changes_and_filters(db: Database, settings: Settings, tmp_path: Path) -> None:
+    store = LocalPageStore(tmp_path / "pages")
+    shop = await add_domain(db)
+    other = await add_domain(db, "other.example")
+    mine = await add_products(db, shop, 0, 2)
+    theirs = await add_products(db, other, 10, 1)
+    async with db.session() as session:
+        await session.execute(
+            insert(PriceHistory),
+            [{"product_id": p, "price": Decimal("5.5"), "currency": "EUR"} for p in mine + theirs],
+        )
+    feed = await admin.create(
+        db,
+        FeedSpec(
+            name="p",
+            kind="price_changes",
+            format="csv",
+            destination="directory",
+            domain="shop.example",
+        ),
+    )
+    run = await runs.run_now(db, settings, store, feed.id)
+    rows = read_rows(runs.feeds_root(settings) / run.file, "csv")  # type: ignore[operator]
+    assert sorted(int(r["product_id"]) for r in rows) == mine
+    assert rows[0]["price"] == "5.50" and rows[0]["url"].startswith("https://shop.example/")
+
+
+async def test_the_store_destination_uploads_to_s3(
+    db: Database, make_settings: Any, s3_server: Any, tmp_path: Path
+) -> None:
+    settings = make_settings(
+        page_store=f"s3://{s3_server.place()}",
+        s3_endpoint_url=s3_server.endpoint,
+        s3_access_key_id=ACCESS_KEY,
+        s3_secret_access_key=SECRET_KEY,
+    )
+    store = open_page_store(settings)
+    try:
+        ids = await add_products(db, await add_domain(db), 0, 3)
+        feed = await admin.create(
+            db,
+            FeedSpec(
+                name="s3", kind="products", format="parquet", destination="store", path="daily"
+            ),
+        )
+        run = await runs.run_now(db, settings, store, feed.id)
+        assert run.file == f"feeds/daily/feed-{feed.id}-run-{run.id:08d}.parquet"
+        body = await store.get_blob(run.file)
+        table = pq.read_table(io.BytesIO(body))
+        assert table.column("id").to_pylist() == ids
+        assert not list((runs.feeds_root(settings) / ".uploads").iterdir())
+    finally:
+        await store.aclose()
+
+
+async def test_a_feed_spec_is_checked_field_by_field(db: Database) -> None:
+    from forager.errors import InvalidRequest
+
+    for changes, field in [
+        ({"path": "../etc"}, "path"),
+        ({"interval_seconds": 5}, "interval_seconds"),
+        ({"item_kind": "ad"}, "item_kind"),
+    ]:
+        spec = FeedSpec(name="x", kind="products", format="csv", destination="directory")
+        for key, value in changes.items():
+            setattr(spec, key, value)
+        with pytest.raises(InvalidRequest) as caught:
+            await admin.create(db, spec)
+        assert caught.value.field == field
+    async with db.reader() as session:
+        assert await session.scalar(select(Feed.id)) is None
+        assert await session.scalar(select(FeedRun.id)) is None
