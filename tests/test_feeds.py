@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -220,3 +221,34 @@ async def test_a_feed_spec_is_checked_field_by_field(db: Database) -> None:
     async with db.reader() as session:
         assert await session.scalar(select(Feed.id)) is None
         assert await session.scalar(select(FeedRun.id)) is None
+
+
+async def test_the_api_creates_runs_and_lists_feeds(api: Any) -> None:
+    runtime = api.app.state.runtime
+    await add_products(runtime.db, await add_domain(runtime.db), 0, 2)
+    body = {"name": "k", "kind": "products", "format": "jsonl", "destination": "directory"}
+    created = await api.post("/api/feeds", json=body)
+    assert created.status_code == 201, created.text
+    feed = created.json()
+    assert (await api.post("/api/feeds", json=body)).status_code == 409
+    bad = await api.post("/api/feeds", json={**body, "name": "b", "path": "a/../b"})
+    assert bad.status_code == 422 and "path" in bad.text
+    bad = await api.post("/api/feeds", json={**body, "name": "b", "format": "xml"})
+    assert bad.status_code == 422 and "format" in bad.text
+    read_only = {"Authorization": f"Bearer {api.keys['read']}"}
+    assert (await api.post(f"/api/feeds/{feed['id']}/run", headers=read_only)).status_code == 403
+
+    moved = await api.patch(f"/api/feeds/{feed['id']}", json={"interval_seconds": 600})
+    assert moved.json()["interval_seconds"] == 600
+    assert (await api.post(f"/api/feeds/{feed['id']}/run")).status_code == 202
+    # The app's scheduler runs it; this process's own pass may be first.
+    await runs.run_due(runtime.db, runtime.settings, runtime.parts.pages, "test")
+    for _ in range(200):
+        listed = (await api.get(f"/api/feeds/{feed['id']}/runs")).json()
+        if listed["total"] and listed["items"][0]["status"] == "succeeded":
+            break
+        await asyncio.sleep(0.05)
+    assert listed["total"] == 1 and listed["items"][0]["rows"] == 2
+    assert (await api.get("/api/feeds")).json()["items"][0]["cursor"] >= 2
+    assert (await api.delete(f"/api/feeds/{feed['id']}")).status_code == 204
+    assert (await api.get(f"/api/feeds/{feed['id']}")).status_code == 404
