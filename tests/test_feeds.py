@@ -6,6 +6,9 @@ import asyncio
 import csv
 import io
 import json
+import signal
+import subprocess
+import sys
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +26,7 @@ from forager.feeds import admin, runs
 from forager.feeds.admin import FeedSpec
 from forager.store.backend import open_page_store
 from forager.store.pages import LocalPageStore
+from tests.support.cli import clean_env
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY
 
 
@@ -252,3 +256,60 @@ async def test_the_api_creates_runs_and_lists_feeds(api: Any) -> None:
     assert (await api.get("/api/feeds")).json()["items"][0]["cursor"] >= 2
     assert (await api.delete(f"/api/feeds/{feed['id']}")).status_code == 204
     assert (await api.get(f"/api/feeds/{feed['id']}")).status_code == 404
+
+
+async def test_a_run_killed_mid_file_is_resumed_with_no_row_missed_or_repeated(
+    db: Database, settings: Settings, db_url: str, tmp_path: Path
+) -> None:
+    """`forager feed run` is SIGKILLed while it writes a Parquet file; rows change meanwhile;
+    the feed's next runs give every row exactly once, read back with pyarrow."""
+    store = LocalPageStore(tmp_path / "pages")
+    domain_id = await add_domain(db)
+    ids = await add_products(db, domain_id, 0, 1000)
+    feed = await admin.create(
+        db, FeedSpec(name="big", kind="products", format="parquet", destination="directory")
+    )
+    env = {
+        **clean_env(settings.data_dir),
+        "FORAGER_DATABASE_URL": db_url,
+        "FORAGER_FEED_CHUNK_ROWS": "5",  # 200 row groups: a run long enough to cut
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "forager.cli", "feed", "run", str(feed.id)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    tmp = runs.feeds_root(settings) / f".feed-{feed.id}-run-{1:08d}.parquet.tmp"
+    try:
+        for _ in range(1200):  # until the file has some row groups (or the command ended)
+            if process.poll() is not None or (tmp.exists() and tmp.stat().st_size > 4096):
+                break
+            await asyncio.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGKILL, stderr.decode()
+    async with db.reader() as session:
+        cut = await session.scalar(select(FeedRun).where(FeedRun.feed_id == feed.id))
+    assert cut is not None and cut.status == "running" and feed_files(settings) == []
+
+    # Writers go on meanwhile: a row of the cut run's range changes, new rows arrive.
+    await change_price(db, ids[10], "77.00")
+    later = await add_products(db, domain_id, 5000, 5)
+    async with db.session() as session:  # the dead process's lease runs out
+        await session.execute(update(Feed).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+    resumed = await runs.run_now(db, settings, store, feed.id)
+    assert (resumed.id, resumed.status, resumed.attempts) == (cut.id, "succeeded", 2)
+    assert resumed.rows == 999  # its range less the row that changed since
+    following = await runs.run_now(db, settings, store, feed.id)
+    assert following.rows == 6
+
+    files = feed_files(settings)
+    assert len(files) == 2 and not tmp.exists()
+    tables = [pq.read_table(f) for f in files]
+    exported = [i for t in tables for i in t.column("id").to_pylist()]
+    assert len(exported) == len(set(exported)) and sorted(exported) == sorted(ids + later)
+    changed = [r for r in tables[1].to_pylist() if r["id"] == ids[10]]
+    assert changed[0]["price"] == "77.00"
