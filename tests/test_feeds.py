@@ -87,39 +87,42 @@ def feed_files(settings: Settings) -> list[Path]:
     return sorted(p for p in root.rglob("feed-*") if p.is_file())
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 async def test_each_run_exports_what_changed_since_the_last_one(
-    db: Database, settings: Settings, tmp_path: Path, fmt: str
+    db: Database, settings: Settings, tmp_path: Path
 ) -> None:
     store = LocalPageStore(tmp_path / "pages")
     domain_id = await add_domain(db)
     first = await add_products(db, domain_id, 0, 5)
-    feed = await admin.create(
-        db,
-        FeedSpec(
-            name="kettles", kind="products", format=fmt, destination="directory", path="out/kettles"
-        ),
-    )
-    run = await runs.run_now(db, settings, store, feed.id)
-    assert (run.status, run.rows) == ("succeeded", 5)
-    assert run.file == f"out/kettles/feed-{feed.id}-run-{run.id:08d}.{fmt}"
-    rows = read_rows(runs.feeds_root(settings) / run.file, fmt)
-    assert [int(r["id"]) for r in rows] == first
-    assert rows[0]["price"] == "0.99" and rows[0]["product_name"] == "Kettle 0"
+    formats = ("jsonl", "csv", "parquet")
+    feeds = [
+        await admin.create(
+            db,
+            FeedSpec(name=fmt, kind="products", format=fmt, destination="directory", path="out"),
+        )
+        for fmt in formats
+    ]
+    for fmt, feed in zip(formats, feeds, strict=True):
+        run = await runs.run_now(db, settings, store, feed.id)
+        assert (run.status, run.rows) == ("succeeded", 5)
+        assert run.file == f"out/feed-{feed.id}-run-{run.id:08d}.{fmt}"
+        rows = read_rows(runs.feeds_root(settings) / run.file, fmt)
+        assert [int(r["id"]) for r in rows] == first
+        assert rows[0]["price"] == "0.99" and rows[0]["product_name"] == "Kettle 0"
 
     # Nothing new: recorded, no file.
-    empty = await runs.run_now(db, settings, store, feed.id)
+    empty = await runs.run_now(db, settings, store, feeds[0].id)
     assert (empty.status, empty.rows, empty.file) == ("succeeded", 0, None)
 
     second = await add_products(db, domain_id, 5, 2)
     await change_price(db, first[1], "42.00")
-    run = await runs.run_now(db, settings, store, feed.id)
-    assert run.rows == 3
-    rows = read_rows(runs.feeds_root(settings) / run.file, fmt)  # type: ignore[operator]
-    assert sorted(int(r["id"]) for r in rows) == sorted([first[1], *second])
-    assert next(r for r in rows if int(r["id"]) == first[1])["price"] == "42.00"
-    assert len(feed_files(settings)) == 2
-    history, total = await admin.runs(db, feed.id, limit=10, offset=0)
+    for fmt, feed in zip(formats, feeds, strict=True):
+        run = await runs.run_now(db, settings, store, feed.id)
+        assert run.rows == 3
+        rows = read_rows(runs.feeds_root(settings) / run.file, fmt)  # type: ignore[operator]
+        assert sorted(int(r["id"]) for r in rows) == sorted([first[1], *second])
+        assert next(r for r in rows if int(r["id"]) == first[1])["price"] == "42.00"
+    assert len(feed_files(settings)) == 6
+    history, total = await admin.runs(db, feeds[0].id, limit=10, offset=0)
     assert total == 3 and [r.rows for r in history] == [3, 0, 5]
 
 
