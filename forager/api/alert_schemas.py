@@ -31,6 +31,9 @@ AlertKind = Literal[
     "mission_finished",
     "mission_failed",
 ]
+# Rules a task or batch submission made for its completion webhook (issue 35): shown and
+# deletable like any rule, never created through the rules API.
+SentKind = AlertKind | Literal["task_completed", "batch_completed"]
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 APPRISE_URL = r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s\x00-\x1f\x7f]+(?![\s\S])"
 AppriseURL = Annotated[str, Shape(APPRISE_URL, "an Apprise URL like mailto://… or tgram://…", 2000)]
@@ -156,7 +159,7 @@ class AlertRulePublic(BaseModel):
 
     id: int
     name: str
-    kind: AlertKind
+    kind: SentKind
     enabled: bool
     percent: float | None
     threshold: Decimal | None
@@ -195,7 +198,7 @@ class AlertDeliveryPublic(BaseModel):
 
     id: int
     rule_id: int
-    event: AlertKind
+    event: SentKind
     subject_type: str
     subject_id: str
     status: DeliveryStatus

@@ -9,6 +9,7 @@ from forager.db.models.agents import Agent
 from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertRule
 from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
+from forager.db.models.completion import CompletionHook
 from forager.db.models.discovery import CrawlJob
 from forager.db.models.domains import Domain, SelectorMapVersion
 from forager.db.models.feeds import Feed, FeedRun, FeedSequence
@@ -43,6 +44,7 @@ __all__ = [
     "AlertRule",
     "ApiKey",
     "Base",
+    "CompletionHook",
     "CrawlAttempt",
     "CrawlJob",
     "CrawlTask",

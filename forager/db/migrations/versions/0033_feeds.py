@@ -1,4 +1,5 @@
-"""Feeds (issue 35): scheduled exports, their runs, and the change numbers their cursors follow.
+"""Feeds (issue 35): scheduled exports, their runs, and the change numbers their cursors follow;
+completion webhooks of tasks and batches.
 
 ``products.change_seq`` and ``items.change_seq`` are set by triggers at each insert and each
 content change (products: ``updated_at`` moved; items: ``changed_at`` moved). PostgreSQL draws
@@ -123,6 +124,23 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_feed_runs_feed", "feed_runs", ["feed_id", "id"])
+    op.create_table(
+        "completion_hooks",
+        sa.Column("id", _ID, nullable=False),
+        sa.Column("rule_id", _ID, nullable=False),
+        sa.Column("task_id", _ID, nullable=True),
+        sa.Column("batch_name", sa.String(length=255), nullable=True),
+        sa.Column("created_at", _TS(), nullable=False),
+        sa.Column("fired_at", _TS(), nullable=True),
+        sa.CheckConstraint(
+            "(task_id IS NULL) <> (batch_name IS NULL)", name="ck_completion_hooks_subject"
+        ),
+        sa.ForeignKeyConstraint(["rule_id"], ["alert_rules.id"], ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["task_id"], ["crawl_tasks.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_completion_hooks_batch", "completion_hooks", ["batch_name"])
+    op.create_index("ix_completion_hooks_task_id", "completion_hooks", ["task_id"])
     sqlite = op.get_bind().dialect.name == "sqlite"
     for table, moved in _FOLLOWED.items():
         op.add_column(table, sa.Column("change_seq", sa.BigInteger(), nullable=True))
@@ -151,6 +169,9 @@ def downgrade() -> None:
             op.execute(f"DROP FUNCTION IF EXISTS feed_{table}_seq()")
             op.execute(f"DROP SEQUENCE IF EXISTS feed_{table}_seq")
         op.drop_column(table, "change_seq")
+    op.drop_index("ix_completion_hooks_task_id", table_name="completion_hooks")
+    op.drop_index("ix_completion_hooks_batch", table_name="completion_hooks")
+    op.drop_table("completion_hooks")
     op.drop_index("ix_feed_runs_feed", table_name="feed_runs")
     op.drop_table("feed_runs")
     op.drop_index("ix_feeds_due", table_name="feeds")
