@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -28,6 +28,7 @@ from forager.store.backend import open_page_store
 from forager.store.pages import LocalPageStore
 from tests.support.cli import clean_env
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY
+from tests.support.waiting import eventually
 
 
 async def add_domain(db: Database, name: str = "shop.example") -> int:
@@ -316,3 +317,49 @@ async def test_a_run_killed_mid_file_is_resumed_with_no_row_missed_or_repeated(
     assert len(exported) == len(set(exported)) and sorted(exported) == sorted(ids + later)
     changed = [r for r in tables[1].to_pylist() if r["id"] == ids[10]]
     assert changed[0]["price"] == "77.00"
+
+
+async def test_a_row_committed_after_a_later_one_is_not_skipped(
+    db: Database, settings: Settings, tmp_path: Path
+) -> None:
+    """PostgreSQL: writer A draws a change number, writer B a higher one and commits first; the
+    run's high-water mark waits for A, so A's row is in the run instead of behind the cursor."""
+    if db.is_sqlite:
+        pytest.skip("SQLite writers serialize: B cannot commit while A is open")
+    store = LocalPageStore(tmp_path / "pages")
+    domain_id = await add_domain(db)
+    feed = await admin.create(
+        db, FeedSpec(name="c", kind="products", format="jsonl", destination="directory")
+    )
+    async with db.engine.connect() as writer_a:
+        transaction = await writer_a.begin()
+        await writer_a.execute(
+            insert(Product).values(
+                domain_id=domain_id,
+                url="https://shop.example/a",
+                url_hash="a" * 64,
+                product_name="A",
+                parser_name="generic",
+                parser_version="1",
+                content_hash="c",
+            )
+        )
+        [b_id] = await add_products(db, domain_id, 1, 1)  # committed, with a higher number
+        run = asyncio.create_task(runs.run_now(db, settings, store, feed.id))
+
+        async def run_waits_for_a() -> bool | None:
+            async with db.reader() as session:
+                waiting = await session.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()"
+                    )
+                )
+            return True if waiting else None
+
+        await eventually(run_waits_for_a, "the run waiting for writer A", timeout=20)
+        await transaction.commit()
+    done = await run
+    rows = read_rows(runs.feeds_root(settings) / done.file, "jsonl")  # type: ignore[operator]
+    assert sorted(r["product_name"] for r in rows) == ["A", "Kettle 1"]
+    assert b_id in [r["id"] for r in rows]
