@@ -26,7 +26,7 @@ from forager.feeds import admin, runs
 from forager.feeds.admin import FeedSpec
 from forager.store.backend import open_page_store
 from forager.store.pages import LocalPageStore
-from tests.support.cli import clean_env
+from tests.support.cli import clean_env, forager
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY
 from tests.support.waiting import eventually
 
@@ -363,3 +363,22 @@ async def test_a_row_committed_after_a_later_one_is_not_skipped(
     rows = read_rows(runs.feeds_root(settings) / done.file, "jsonl")  # type: ignore[operator]
     assert sorted(r["product_name"] for r in rows) == ["A", "Kettle 1"]
     assert b_id in [r["id"] for r in rows]
+
+
+def test_feeds_from_the_command_line(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    assert forager(tmp_path, cli_env, "db", "upgrade").returncode == 0
+    base = ("feed", "create", "--name", "k", "--kind", "products")
+    made = forager(tmp_path, cli_env, *base, "--format", "csv", "--path", "out")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("1\tk\tproducts\tcsv\tdirectory:out\tevery 3600 s\tenabled")
+    bad = forager(tmp_path, cli_env, *base, "--format", "xml")
+    assert bad.returncode == 1 and "--format: one of jsonl, csv, parquet" in bad.stderr
+    ran = forager(tmp_path, cli_env, "feed", "run", "1")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\t")[1:4] == ["succeeded", "(0, 0]", "0 rows"]
+    assert forager(tmp_path, cli_env, "feed", "runs", "1").stdout == ran.stdout
+    assert "cursor 0" in forager(tmp_path, cli_env, "feed", "list").stdout
+    missing = forager(tmp_path, cli_env, "feed", "run", "9")
+    assert missing.returncode == 1 and "no feed 9" in missing.stderr
+    assert forager(tmp_path, cli_env, "feed", "delete", "1").returncode == 0
+    assert forager(tmp_path, cli_env, "feed", "list").stdout == ""

@@ -37,7 +37,10 @@ class FeedSpec:
 
 
 def check(spec: FeedSpec) -> None:
-    """InvalidRequest naming the field when the spec does not make a feed."""
+    """InvalidRequest naming the field when the spec does not make a feed (a domain is
+    lower-cased, as domains are stored)."""
+    if spec.domain is not None:
+        spec.domain = spec.domain.strip().lower()
     if spec.path and (not _PATH.fullmatch(spec.path) or ".." in spec.path.split("/")):
         raise InvalidRequest(
             "path: folders of letters, digits, '.', '_' and '-' joined by '/'", field="path"
@@ -93,9 +96,10 @@ async def change(db: Database, feed_id: int, changes: dict[str, Any]) -> Feed:
     for name, value in changes.items():
         setattr(spec, name, value)
     check(spec)
+    changed = {name: getattr(spec, name) for name in changes}
     try:
         async with db.session() as session:
-            await session.execute(update(Feed).where(Feed.id == feed_id).values(**changes))
+            await session.execute(update(Feed).where(Feed.id == feed_id).values(**changed))
     except IntegrityError as exc:
         raise Conflict(f"a feed named {spec.name!r} exists") from exc
     return await get(db, feed_id)
