@@ -20,7 +20,7 @@ from sqlalchemy import insert, select, text, update
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import Domain, Feed, FeedRun, PriceHistory, Product
+from forager.db.models import Domain, Feed, FeedRun, Item, PriceHistory, Product
 from forager.db.types import utcnow
 from forager.feeds import admin, runs
 from forager.feeds.admin import FeedSpec
@@ -157,7 +157,9 @@ async def test_a_run_cut_off_after_its_file_is_done_again_under_the_same_name(
     assert sorted(seen) == ids and nxt.rows == 1
 
 
-async def test_price_changes_and_filters(db: Database, settings: Settings, tmp_path: Path) -> None:
+async def test_items_and_price_changes_narrowed_by_their_filters(
+    db: Database, settings: Settings, tmp_path: Path
+) -> None:
     store = LocalPageStore(tmp_path / "pages")
     shop = await add_domain(db)
     other = await add_domain(db, "other.example")
@@ -168,20 +170,67 @@ async def test_price_changes_and_filters(db: Database, settings: Settings, tmp_p
             insert(PriceHistory),
             [{"product_id": p, "price": Decimal("5.5"), "currency": "EUR"} for p in mine + theirs],
         )
-    feed = await admin.create(
+        await session.execute(
+            insert(Item),
+            [
+                {
+                    "domain_id": shop,
+                    "kind": kind,
+                    "item_key": f"{kind}-{n}",
+                    "data": {"title": f"=cmd {n}", "n": n},
+                    "content_hash": "h",
+                    "version": 1,
+                    "search_text": "",
+                    "parser_name": "p",
+                    "parser_version": "1",
+                }
+                for n, kind in enumerate(["ad", "ad", "listing"])
+            ],
+        )
+    prices = await admin.create(
         db,
         FeedSpec(
             name="p",
             kind="price_changes",
             format="csv",
             destination="directory",
-            domain="shop.example",
+            domain="Shop.Example",
         ),
     )
-    run = await runs.run_now(db, settings, store, feed.id)
+    run = await runs.run_now(db, settings, store, prices.id)
     rows = read_rows(runs.feeds_root(settings) / run.file, "csv")  # type: ignore[operator]
     assert sorted(int(r["product_id"]) for r in rows) == mine
     assert rows[0]["price"] == "5.50" and rows[0]["url"].startswith("https://shop.example/")
+
+    for fmt in ("csv", "parquet"):
+        ads = await admin.create(
+            db,
+            FeedSpec(
+                name=f"ads-{fmt}",
+                kind="items",
+                format=fmt,
+                destination="directory",
+                item_kind="ad",
+            ),
+        )
+        run = await runs.run_now(db, settings, store, ads.id)
+        rows = read_rows(runs.feeds_root(settings) / run.file, fmt)  # type: ignore[operator]
+        assert [r["key"] for r in rows] == ["ad-0", "ad-1"]
+        # data as one canonical JSON cell (CSV) or text column (Parquet)
+        assert json.loads(rows[0]["data"]) == {"title": "=cmd 0", "n": 0}
+
+    async with db.session() as session:  # an item's data changes: in the next run only
+        await session.execute(
+            update(Item)
+            .where(Item.item_key == "ad-1")
+            .values(data={"n": 9}, version=2, changed_at=utcnow() + timedelta(seconds=1))
+        )
+        await session.execute(  # seen again, unchanged: not exported again
+            update(Item).where(Item.item_key == "ad-0").values(last_seen_at=utcnow())
+        )
+    run = await runs.run_now(db, settings, store, ads.id)
+    rows = read_rows(runs.feeds_root(settings) / run.file, "parquet")  # type: ignore[operator]
+    assert [(r["key"], r["version"]) for r in rows] == [("ad-1", 2)]
 
 
 async def test_the_store_destination_uploads_to_s3(
@@ -212,23 +261,27 @@ async def test_the_store_destination_uploads_to_s3(
         await store.aclose()
 
 
-async def test_a_feed_spec_is_checked_field_by_field(db: Database) -> None:
+def test_a_feed_spec_is_checked_field_by_field() -> None:
     from forager.errors import InvalidRequest
 
     for changes, field in [
         ({"path": "../etc"}, "path"),
+        ({"path": "/abs"}, "path"),
         ({"interval_seconds": 5}, "interval_seconds"),
         ({"item_kind": "ad"}, "item_kind"),
+        ({"kind": "items", "tag": "sale"}, "tag"),
     ]:
         spec = FeedSpec(name="x", kind="products", format="csv", destination="directory")
         for key, value in changes.items():
             setattr(spec, key, value)
         with pytest.raises(InvalidRequest) as caught:
-            await admin.create(db, spec)
+            admin.check(spec)
         assert caught.value.field == field
-    async with db.reader() as session:
-        assert await session.scalar(select(Feed.id)) is None
-        assert await session.scalar(select(FeedRun.id)) is None
+    fine = FeedSpec(
+        name="x", kind="items", format="csv", destination="store", path="a/b.c", domain="Shop.X"
+    )
+    admin.check(fine)
+    assert fine.domain == "shop.x"
 
 
 async def test_the_api_creates_runs_and_lists_feeds(api: Any) -> None:
