@@ -3,14 +3,23 @@ posted through the signed outbox to a real receiver on loopback after a real cra
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.alerts import completion
 from forager.alerts.deliver import Deliverer
 from forager.alerts.webhook import signature
+from forager.config import Settings
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import AlertDelivery, CrawlTask
+from forager.queue.door import SubmitSpec, submit_urls
 from tests.support.crawling import crawl
 from tests.support.receiver import Receiver
 from tests.support.site import TestSite
@@ -78,10 +87,62 @@ async def test_a_task_and_a_batch_post_their_products_when_they_complete(
 
 
 async def test_a_webhook_the_egress_policy_forbids_is_refused() -> None:
-    from forager.alerts import completion
     from forager.errors import InvalidRequest
 
     for url, policy in [("http://169.254.169.254/latest", "all"), ("http://127.0.0.1:9/", "none")]:
         with pytest.raises(InvalidRequest) as refused:
             await completion.check_url(url, policy)
         assert refused.value.field == "webhook_url"
+
+
+async def test_a_batch_whose_last_two_tasks_end_at_once_fires_once(
+    db: Database, settings: Settings
+) -> None:
+    """PostgreSQL: two transactions each end one of a batch's last two tasks; the first locks the
+    hook and sees the other task still running; the second waits for it, then counts again and
+    fires. Without the lock both would see the other's task running and neither would fire."""
+    if db.is_sqlite:
+        pytest.skip("SQLite writers serialize: the two transactions cannot overlap")
+    outcomes = await submit_urls(
+        db,
+        settings,
+        [SubmitSpec(url=f"https://shop.example/p/{n}", batch_name="bf") for n in range(2)],
+    )
+    first, second = (o.task_id for o in outcomes)
+    await completion.register(
+        db, SecretBox(settings), url="http://127.0.0.1:9/hook", secret=None, batch_name="bf"
+    )
+
+    async def end(session: AsyncSession, task_id: int | None) -> None:
+        await session.execute(
+            update(CrawlTask).where(CrawlTask.id == task_id).values(status="completed")
+        )
+        await completion.events(
+            session,
+            [{"entity_type": "task", "entity_id": str(task_id), "details": {"to": "completed"}}],
+        )
+
+    async with db.session() as one:
+        await end(one, first)
+
+        async def other() -> None:
+            async with db.session() as two:
+                await end(two, second)
+
+        running = asyncio.create_task(other())
+
+        async def waits() -> bool | None:
+            async with db.reader() as session:
+                found = await session.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()"
+                    )
+                )
+            return True if found else None
+
+        await eventually(waits, "the second transaction waiting for the hook", timeout=20)
+    await running
+    async with db.reader() as session:
+        sent = list(await session.scalars(select(AlertDelivery.payload)))
+    assert len(sent) == 1 and sent[0]["batch"]["tasks"] == {"completed": 2}
