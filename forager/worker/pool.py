@@ -285,10 +285,6 @@ class WorkerPool:
         """Send the alert deliveries that are due (webhooks, Apprise), retrying failed ones."""
         await self.alerts.step()
 
-    async def _run_feeds(self) -> None:
-        """Run the feeds that are due (each under a lease: one process at a time)."""
-        await run_due(self.db, self.settings, self.pages, self.worker_id)
-
     async def _download_images(self) -> None:
         """Store the due product images of the domains that download them (usually: none)."""
         await self.images.step()
@@ -297,6 +293,10 @@ class WorkerPool:
         """Celery dispatch: claim due work into the outbox and publish it to RabbitMQ."""
         if self.relay is not None:
             await self.relay.step()
+
+    async def _run_feeds(self) -> None:
+        """Run the feeds that are due (each under a lease: one process at a time)."""
+        await run_due(self.db, self.settings, self.pages, self.worker_id)
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""
