@@ -28,6 +28,8 @@ from tests.support.waiting import eventually
 SECRET = "a-secret-of-the-receiver"
 
 
+# One engine: the PostgreSQL path of the same statements is the concurrency test below.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_task_and_a_batch_post_their_products_when_they_complete(
     api: httpx.AsyncClient, site: TestSite
 ) -> None:

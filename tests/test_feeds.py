@@ -233,6 +233,7 @@ async def test_items_and_price_changes_narrowed_by_their_filters(
     assert [(r["key"], r["version"]) for r in rows] == [("ad-1", 2)]
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the engine is beside the point
 async def test_the_store_destination_uploads_to_s3(
     db: Database, make_settings: Any, s3_server: Any, tmp_path: Path
 ) -> None:
@@ -284,6 +285,7 @@ def test_a_feed_spec_is_checked_field_by_field() -> None:
     assert fine.domain == "shop.x"
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the engine is beside the point
 async def test_the_api_creates_runs_and_lists_feeds(api: Any) -> None:
     runtime = api.app.state.runtime
     await add_products(runtime.db, await add_domain(runtime.db), 0, 2)
