@@ -28,6 +28,7 @@ from forager.api import (
     selector_parsers,
     tasks,
 )
+from forager.api import feeds as feeds_api
 from forager.api import jobs as jobs_api
 from forager.api import missions as missions_api
 from forager.api import monitors as monitors_api
@@ -130,6 +131,7 @@ def create_app(settings: Settings) -> FastAPI:
         monitors_api.errors_router,
         alerts_api.router,
         jobs_api.router,
+        feeds_api.router,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

@@ -51,6 +51,10 @@ job_app = typer.Typer(
     help="Crawl jobs: discover a site's pages from its front door.", no_args_is_help=True
 )
 app.add_typer(job_app, name="job")
+feed_app = typer.Typer(
+    help="Feeds: scheduled exports of what changed since the last run.", no_args_is_help=True
+)
+app.add_typer(feed_app, name="feed")
 
 _state = {"debug": False}
 
@@ -1085,6 +1089,114 @@ def writer_service(
         max_bytes=max_download_mb * 1024 * 1024,
     )
     run(app_, host, port, port_file)
+
+
+def _show_feed(feed: object) -> None:
+    from forager.db.models import Feed
+
+    assert isinstance(feed, Feed)
+    where = f"{feed.destination}:{feed.path or '.'}"
+    state = "enabled" if feed.enabled else "disabled"
+    typer.echo(
+        f"{feed.id}\t{feed.name}\t{feed.kind}\t{feed.format}\t{where}\tevery "
+        f"{feed.interval_seconds} s\t{state}\tcursor {feed.cursor}"
+    )
+
+
+def _show_run(run: object) -> None:
+    from forager.db.models import FeedRun
+
+    assert isinstance(run, FeedRun)
+    typer.echo(
+        f"{run.id}\t{run.status}\t({run.from_seq}, {run.to_seq}]\t{run.rows} rows\t"
+        f"{run.file or '-'}\t{run.error or ''}".rstrip()
+    )
+
+
+@feed_app.command("create")
+def feed_create(
+    name: Annotated[str, typer.Option(help="What the feed is for.")],
+    kind: Annotated[str, typer.Option(help="products, items or price_changes.")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
+    destination: Annotated[str, typer.Option(help="directory or store.")] = "directory",
+    path: Annotated[str, typer.Option(help="Folder under <data_dir>/feeds, or store prefix.")] = "",
+    interval: Annotated[int, typer.Option(help="Seconds between runs (at least 60).")] = 3600,
+    domain: Annotated[str | None, typer.Option(help="Only this domain's rows.")] = None,
+    batch: Annotated[str | None, typer.Option(help="Only rows of this batch's tasks.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only products with this tag.")] = None,
+    item_kind: Annotated[str | None, typer.Option(help="Only items of this kind.")] = None,
+) -> None:
+    """Create a feed; its first run (every row so far) is due at once."""
+    from forager.errors import InvalidRequest
+    from forager.feeds.admin import FeedSpec, create
+
+    choices = {
+        "kind": (kind, ("products", "items", "price_changes")),
+        "format": (fmt, ("jsonl", "csv", "parquet")),
+        "destination": (destination, ("directory", "store")),
+    }
+    for field, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise InvalidRequest(f"--{field}: one of {', '.join(allowed)}", field=field)
+    spec = FeedSpec(
+        name=name,
+        kind=kind,
+        format=fmt,
+        destination=destination,
+        path=path,
+        interval_seconds=interval,
+        domain=domain,
+        batch_name=batch,
+        tag=tag,
+        item_kind=item_kind,
+    )
+    settings = _settings(quiet=True)
+    _show_feed(_with_db(settings, lambda db: create(db, spec)))
+
+
+@feed_app.command("list")
+def feed_list() -> None:
+    """Feeds: id, name, kind, format, destination, interval, state, cursor."""
+    from forager.feeds.admin import list_page
+
+    settings = _settings(quiet=True)
+    for feed in _with_db(settings, lambda db: list_page(db, limit=10_000, offset=0))[0]:
+        _show_feed(feed)
+
+
+@feed_app.command("runs")
+def feed_runs(
+    feed_id: Annotated[int, typer.Argument(help="The feed's id.")],
+    limit: Annotated[int, typer.Option(min=1, help="Newest runs to show.")] = 20,
+) -> None:
+    """The feed's runs, newest first: status, range, rows, file, error."""
+    from forager.feeds.admin import runs
+
+    settings = _settings(quiet=True)
+    for run in _with_db(settings, lambda db: runs(db, feed_id, limit=limit, offset=0))[0]:
+        _show_run(run)
+
+
+@feed_app.command("run")
+def feed_run(feed_id: Annotated[int, typer.Argument(help="The feed's id.")]) -> None:
+    """Run the feed now, due or not (an unfinished run is done first); exit 1 if it failed."""
+    from forager.feeds.runs import run_now
+
+    settings = _settings(quiet=True)
+    run = _with_runtime(settings, lambda rt: run_now(rt.db, rt.settings, rt.parts.pages, feed_id))
+    _show_run(run)
+    if run.status != "succeeded":
+        raise typer.Exit(1)
+
+
+@feed_app.command("delete")
+def feed_delete(feed_id: Annotated[int, typer.Argument(help="The feed's id.")]) -> None:
+    """Delete the feed and its runs' history (the files it wrote stay)."""
+    from forager.feeds.admin import remove
+
+    settings = _settings(quiet=True)
+    _with_db(settings, lambda db: remove(db, feed_id))
+    typer.echo(f"feed {feed_id} deleted")
 
 
 def main() -> None:

@@ -504,6 +504,13 @@ class Settings(BaseSettings):
         description="The same bound in megabytes of snapshot data (seed MAX_QUEUE_SIZE_MB).",
     )
 
+    feed_chunk_rows: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="Rows a feed run reads per database page and writes per Parquet row "
+        "group (issue 35).",
+    )
     # -- network hardening (issue 11): where requests may go, the browser's sandbox --
     alert_poll_seconds: float = Field(
         2.0,

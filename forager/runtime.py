@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
 
-from forager.alerts import detect
+from forager.alerts import completion, detect
 from forager.config import Settings
 from forager.crypto import SecretBox
 from forager.db.engine import Database
@@ -174,6 +174,7 @@ class Runtime:
         parser_registry.entries()  # plugins found at start-up; a broken one is logged, not fatal
         db = await open_database(settings, migrate=migrate, create=create)
         detect.install()  # alert events are detected in the transaction that records them
+        completion.install()  # so are tasks and batches whose completion webhook is due
         runtime = cls(settings, db, Parts.build(db, settings))
         try:
             await runtime.pages.check()  # a missing bucket or a wrong key stops start-up here

@@ -43,6 +43,9 @@ AlertKind = Literal[
     "monitor_stale",
     "monitor_failing",
 ]
+# Rules a task or batch submission made for its completion webhook (issue 35): shown and
+# deletable like any rule, never created through the rules API.
+SentKind = AlertKind | Literal["task_completed", "batch_completed"]
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 APPRISE_URL = r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s\x00-\x1f\x7f]+(?![\s\S])"
 AppriseURL = Annotated[str, Shape(APPRISE_URL, "an Apprise URL like mailto://… or tgram://…", 2000)]
@@ -207,7 +210,7 @@ class AlertRulePublic(BaseModel):
 
     id: int
     name: str
-    kind: AlertKind
+    kind: SentKind
     enabled: bool
     percent: float | None
     threshold: Decimal | None
@@ -250,7 +253,7 @@ class AlertDeliveryPublic(BaseModel):
 
     id: int
     rule_id: int
-    event: AlertKind
+    event: SentKind
     subject_type: str
     subject_id: str
     status: DeliveryStatus

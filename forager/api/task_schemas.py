@@ -102,11 +102,41 @@ class TaskCreate(TaskOptions):
         "headers, cookies and a user agent over the domain's request profile (secret values "
         "stored encrypted, never shown). Part of the task's identity (its url_hash).",
     )
+    webhook_url: CrawlURL | None = Field(
+        None,
+        description="Completion webhook (seed 004): the task's products POSTed each time it "
+        "completes, through the alerts outbox (signed with webhook_secret if given). Refused "
+        "(422) where the egress policy forbids it.",
+        examples=[None],
+    )
+    webhook_secret: str | None = Field(
+        None,
+        min_length=16,
+        max_length=200,
+        description="Signs the completion webhook (X-Forager-Signature, docs/ALERTS.md); stored "
+        "encrypted, never shown.",
+        examples=[None],
+    )
 
 
 class TaskBatchCreate(TaskOptions):
     urls: list[str] = Field(min_length=1, max_length=10_000)
     restart: bool = RESTART_FIELD
+    webhook_url: CrawlURL | None = Field(
+        None,
+        description="Completion webhook (seed 004; needs batch_name): the batch's products "
+        "POSTed once none of its tasks is left to run, through the alerts outbox (signed with "
+        "webhook_secret if given). Refused (422) where the egress policy forbids it.",
+        examples=[None],
+    )
+    webhook_secret: str | None = Field(
+        None,
+        min_length=16,
+        max_length=200,
+        description="Signs the completion webhook (X-Forager-Signature, docs/ALERTS.md); stored "
+        "encrypted, never shown.",
+        examples=[None],
+    )
 
 
 class TaskPublic(BaseModel):

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import select
 
+from forager.alerts import completion
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, ReadSessionDep, RuntimeDep
 from forager.api.event_schemas import EventPublic
@@ -38,7 +39,7 @@ from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.db.queries import get_or_not_found, page, page_and_total
 from forager.db.types import utcnow
 from forager.domains import profile
-from forager.errors import InvalidURL
+from forager.errors import InvalidRequest, InvalidURL
 from forager.products import tags
 from forager.queue import counts, door
 from forager.queue.door import SubmitOutcome, SubmitSpec, submit_urls
@@ -58,6 +59,8 @@ async def submit_task(
 ) -> TaskSubmitted:
     """Submit one URL; a URL that normalizes to a known one returns the existing task (200)."""
     spec = body.spec(body.url, key.name)
+    if body.webhook_url is not None:
+        await completion.check_url(body.webhook_url, runtime.settings.private_targets)
     if body.request is not None:
         given = body.request.model_dump(exclude_unset=True)
         spec = replace(spec, fetch_request=profile.seal_request(given, runtime.box))
@@ -66,6 +69,14 @@ async def submit_task(
         raise InvalidURL(outcome.error or "invalid URL")
     await tags.tag_submitted(runtime.db, [spec], [outcome])
     [(_, hint)] = await _answer_duplicates(runtime, body, [spec], [outcome], key.name)
+    if body.webhook_url is not None:
+        await completion.register(
+            runtime.db,
+            runtime.box,
+            url=body.webhook_url,
+            secret=body.webhook_secret,
+            task_ids=[outcome.task_id],
+        )
     runtime.wake()
     async with runtime.db.reader() as session:
         task = await session.get(CrawlTask, outcome.task_id)
@@ -80,6 +91,19 @@ async def submit_tasks(
 ) -> BatchSubmitted:
     """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
     specs = [body.spec(url, key.name) for url in body.urls]
+    if body.webhook_url is not None:
+        if body.batch_name is None:
+            raise InvalidRequest(
+                "webhook_url: a batch's webhook needs batch_name", field="webhook_url"
+            )
+        await completion.check_url(body.webhook_url, runtime.settings.private_targets)
+        await completion.register(
+            runtime.db,
+            runtime.box,
+            url=body.webhook_url,
+            secret=body.webhook_secret,
+            batch_name=body.batch_name,
+        )
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
     answers = await _answer_duplicates(runtime, body, specs, outcomes, key.name)

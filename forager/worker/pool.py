@@ -23,6 +23,7 @@ from forager.alerts.deliver import Deliverer
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
+from forager.feeds.runs import run_due
 from forager.fetch.base import Fetcher
 from forager.proxies.retest import retest_due
 from forager.queue.door import ClaimedTask, TaskQueue
@@ -149,6 +150,7 @@ class WorkerPool:
             side.append(
                 self._supervise("images", self._download_images, self.settings.image_poll_seconds)
             )
+            side.append(self._supervise("feeds", self._run_feeds, self.settings.scheduler_seconds))
         if self.relay is not None:
             side.append(self._supervise("relay", self._relay, self.settings.poll_seconds))
         if self.parts.listener is not None and not self.celery:
@@ -298,6 +300,10 @@ class WorkerPool:
         """Celery dispatch: claim due work into the outbox and publish it to RabbitMQ."""
         if self.relay is not None:
             await self.relay.step()
+
+    async def _run_feeds(self) -> None:
+        """Run the feeds that are due (each under a lease: one process at a time)."""
+        await run_due(self.db, self.settings, self.pages, self.worker_id)
 
     async def _retest(self) -> None:
         """Re-test proxies their failures disabled; enable the ones that work again."""

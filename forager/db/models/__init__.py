@@ -9,8 +9,10 @@ from forager.db.models.agents import Agent
 from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertEpisode, AlertRule
 from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
+from forager.db.models.completion import CompletionHook
 from forager.db.models.discovery import CrawlJob
 from forager.db.models.domains import Domain, SelectorMapVersion
+from forager.db.models.feeds import Feed, FeedRun, FeedSequence
 from forager.db.models.items import Item, ItemVersion
 from forager.db.models.missions import (
     Ad,
@@ -43,6 +45,7 @@ __all__ = [
     "AlertRule",
     "ApiKey",
     "Base",
+    "CompletionHook",
     "CrawlAttempt",
     "CrawlJob",
     "CrawlTask",
@@ -51,6 +54,9 @@ __all__ = [
     "Domain",
     "DomainProxy",
     "Event",
+    "Feed",
+    "FeedRun",
+    "FeedSequence",
     "Item",
     "ItemVersion",
     "Mission",

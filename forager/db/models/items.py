@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ForeignKey,
     Index,
     Integer,
@@ -52,6 +53,8 @@ class Item(Base):
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Set by a trigger at each insert and data change: what feeds follow (migration 0033).
+    change_seq: Mapped[int | None] = mapped_column(BigInteger, index=True)
 
 
 class ItemVersion(Base):

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     ForeignKey,
     Index,
@@ -64,6 +65,8 @@ class Product(Timestamped, Base):
     field_confidence: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     quality_issues: Mapped[list[Any] | None] = mapped_column(JsonDoc)
     last_crawled_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Set by a trigger at each insert and content change: what feeds follow (migration 0033).
+    change_seq: Mapped[int | None] = mapped_column(BigInteger, index=True)
 
     images: Mapped[list[ProductImage]] = relationship(
         order_by="ProductImage.position", cascade="all, delete-orphan", lazy="raise"
@@ -145,3 +148,5 @@ class PriceHistory(Base):
     availability: Mapped[str | None] = mapped_column(String(255))
     is_available: Mapped[bool | None] = mapped_column(Boolean)
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Set by a trigger at insert: what price-change feeds follow (migration 0033).
+    change_seq: Mapped[int | None] = mapped_column(BigInteger, index=True)
