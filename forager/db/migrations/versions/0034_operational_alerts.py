@@ -6,7 +6,7 @@ moved by compare-and-set). Plain ``ADD COLUMN`` / ``CREATE TABLE`` / ``CREATE IN
 engines: no table copy (SQLite keeps the products' full-text triggers).
 
 Revision ID: 0034
-Revises: 0026
+Revises: 0033
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from alembic import op
 import forager.db.types
 
 revision = "0034"
-down_revision = "0026"
+down_revision = "0033"
 branch_labels = None
 depends_on = None
 
