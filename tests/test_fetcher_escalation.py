@@ -23,6 +23,7 @@ from forager.db.models import Domain, Event, Product
 from forager.db.types import utcnow
 from forager.domains import admin
 from forager.domains import escalation as memory
+from forager.fetch.fetcher_set import for_files
 from forager.parse.scripted import needs_scripts
 from forager.queue.lifecycle import TERMINAL
 from forager.worker.pool import WorkerPool
@@ -78,6 +79,13 @@ def test_pages_rendered_by_scripts_are_told_apart(html: str, evidence: str) -> N
 )
 def test_pages_a_browser_would_not_change_are_not(html: str) -> None:
     assert needs_scripts(html) is None
+
+
+def test_robots_txt_and_images_of_an_auto_domain_use_the_remembered_fetcher() -> None:
+    assert for_files("auto", None) == "http"
+    assert for_files("auto", "impersonate") == "impersonate"
+    assert for_files("auto", "browser") == "impersonate"  # no browser for files
+    assert (for_files("browser", None), for_files("http", "browser")) == ("impersonate", "http")
 
 
 # -- the memory, shared by every process ------------------------------------------------------
