@@ -61,6 +61,7 @@ PRICE = Decimal("12.50")
         ),
         ("<body><p>Hello</p><script>render()</script></body>", "no text"),
     ],
+    ids=["js-price", "js-product", "app-root", "noscript", "app-state", "shell"],
 )
 def test_pages_rendered_by_scripts_are_told_apart(html: str, evidence: str) -> None:
     found = needs_scripts(html)
@@ -76,6 +77,7 @@ def test_pages_rendered_by_scripts_are_told_apart(html: str, evidence: str) -> N
         # A shell, but nothing runs that could fill it: JSON-LD is data, not a script.
         '<body><div id="root"></div><script type="application/ld+json">{}</script></body>',
     ],
+    ids=["product", "article", "captcha", "no-runnable-script"],
 )
 def test_pages_a_browser_would_not_change_are_not(html: str) -> None:
     assert needs_scripts(html) is None
