@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,9 +24,13 @@ from forager.db.models import Domain, Event, Product
 from forager.db.types import utcnow
 from forager.domains import admin
 from forager.domains import escalation as memory
+from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.fetcher_set import for_files
 from forager.parse.scripted import needs_scripts
+from forager.queue.door import ClaimedTask
 from forager.queue.lifecycle import TERMINAL
+from forager.worker.escalation import Escalation
+from forager.worker.parsing import Parsed
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
 from tests.support import pages
@@ -159,6 +164,43 @@ async def test_concurrent_changes_and_probes_are_compare_and_sets(
         None,
         None,
     )
+
+
+class _Pages:
+    """A fetcher and a parse for the climb alone: every fetcher answers, and the parse says
+    the page looks rendered by scripts (below the browser) and has no product either way."""
+
+    def __init__(self) -> None:
+        self.fetched: list[str] = []
+
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        self.fetched.append(request.fetcher)
+        return FetchResponse(request.url, 200, {}, b"<html></html>", 1)
+
+    async def aclose(self) -> None:
+        return None
+
+    async def parse(self, task: Any, response: FetchResponse, *, script_check: bool) -> Parsed:
+        return Parsed(scripted="a price slot with no amount" if script_check else None)
+
+
+async def test_a_climb_for_scripts_is_remembered_only_when_the_browser_finds_the_product(
+    db: Database, settings: Settings
+) -> None:
+    domain_id = await _auto_domain(db, settings, "shop.test", "https://shop.test")
+    pages = _Pages()
+    climb = Escalation(db, settings, pages, pages.parse)
+    task = ClaimedTask(
+        id=1, url="https://shop.test/p/1", url_hash="h", status="crawling",
+        domain_id=domain_id, domain_name="shop.test", parser_name="generic", user_agent="ua",
+        crawl_delay_seconds=0, retry_count=0, max_retries=3, html_path=None,
+        is_recurring=False, crawl_frequency_seconds=86400, fetcher="auto",
+    )  # fmt: skip
+    _, parsed = await climb.climb(task, FetchRequest(task.url, "ua", fetcher="auto"))
+    assert pages.fetched == ["http", "browser"]  # it climbed, in the same try
+    assert parsed.record is None  # the browser's page: no product there either
+    assert (await memory.remembered(db, domain_id)).rung == "http"  # so nothing is remembered
+    assert await _events(db, domain_id) == []
 
 
 # -- the climb, on real servers ---------------------------------------------------------------
