@@ -178,6 +178,14 @@ class Settings(BaseSettings):
         30.0, gt=0, description="Timeout for the whole fetch (all redirects, whole body)."
     )
     max_redirects: int = Field(5, ge=0, le=30, description="Redirects followed per fetch.")
+    fetcher_probe_seconds: float = Field(
+        3600.0,
+        ge=1,
+        le=30 * 86400,
+        description="A domain whose `auto` fetcher moved up to impersonate or browser tries "
+        "the cheapest fetcher again this long after the last change or probe "
+        "(docs/FETCHING.md, Fetcher escalation).",
+    )
     max_body_bytes: int = Field(
         10 * 1024 * 1024,
         ge=1024,

@@ -385,13 +385,20 @@ def test_edit_a_domain_disable_a_proxy_and_filter_events(admin: Any, server: Ser
     assert domain["ignore_robots"] is False
     line.get_by_label("Ignore robots.txt for 127.0.0.1").check()
     line.get_by_label("Proxy strategy of 127.0.0.1").select_option("random")
+    line.get_by_label("Fetcher of 127.0.0.1").select_option("auto")
     line.get_by_role("button", name="Save").click()
     # The save itself, not a toast: an earlier test's "saved" toast may still be on screen.
     saved = server.wait(f"/api/domains/{domain['id']}", lambda d: d["max_concurrent_requests"] == 3)
     assert (saved["crawl_delay_seconds"], saved["max_concurrent_requests"]) == (0.5, 3)
     assert (saved["ignore_robots"], saved["proxy_strategy"]) == (True, "random")
     expect(line.get_by_label("Ignore robots.txt for 127.0.0.1")).to_be_checked()  # reloaded
-    restore = {"ignore_robots": False, "proxy_strategy": domain["proxy_strategy"]}
+    assert saved["fetcher"] == "auto"  # what auto remembers is shown: nothing learnt yet
+    expect(line.get_by_test_id("auto-fetcher")).to_have_attribute("data-fetcher", "http")
+    restore = {
+        "ignore_robots": False,
+        "proxy_strategy": domain["proxy_strategy"],
+        "fetcher": domain["fetcher"],
+    }
     assert server.api.patch(f"/api/domains/{domain['id']}", json=restore).status_code == 200
 
     created = server.api.post("/api/proxies/bulk", json={"lines": "http://127.0.0.1:7/"}).json()

@@ -92,10 +92,12 @@ class _Editable(JsonBody):
     default_crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
     user_agent: str | None = Field(None, min_length=1, max_length=255)
     is_active: bool | None = None
-    fetcher: Literal["http", "impersonate", "browser"] | None = Field(
+    fetcher: Literal["http", "impersonate", "browser", "auto"] | None = Field(
         None,
         description="How pages are fetched: http (httpx), impersonate (curl_cffi with a "
-        "browser TLS/HTTP2 fingerprint) or browser (Chromium, renders JavaScript).",
+        "browser TLS/HTTP2 fingerprint), browser (Chromium, renders JavaScript), or auto: the "
+        "cheapest of these that works, moving up on blocks, challenges and pages rendered by "
+        "scripts, remembered per domain (auto_fetcher*). Setting it forgets what auto learnt.",
     )
     wait_for_selector: Selector | None = Field(
         None,
@@ -203,7 +205,18 @@ class DomainPublic(BaseModel):
     default_crawl_frequency_seconds: int
     is_active: bool
     user_agent: str
-    fetcher: str = Field(description="http, impersonate or browser.")
+    fetcher: str = Field(description="http, impersonate, browser or auto.")
+    # Fetcher escalation (issue 33): what auto remembers; null until it moved off http.
+    auto_fetcher: str | None = Field(
+        None, description="auto: the fetcher that last worked (null: http, the cheapest)."
+    )
+    auto_fetcher_reason: str | None = Field(
+        None, description="auto: why it moved there (what the cheaper fetchers met)."
+    )
+    auto_fetcher_changed_at: datetime | None = None
+    auto_fetcher_probe_at: datetime | None = Field(
+        None, description="auto: when the cheapest fetcher is tried again (null: none due)."
+    )
     wait_for_selector: str | None = None
     proxy_strategy: str = Field("lru", description="lru, random or exclusive.")
     use_global_pool: bool = False

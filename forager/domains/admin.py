@@ -18,7 +18,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
 from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
-from forager.domains import profile, robots
+from forager.domains import escalation, profile, robots
 from forager.errors import Conflict
 from forager.parse.registry import parser_name_for_host
 from forager.queue import door
@@ -146,6 +146,8 @@ async def update(
         changed = sorted(k for k, v in values.items() if getattr(domain, k) != v)
         for key in changed:
             setattr(domain, key, values[key])
+        if "fetcher" in changed:
+            escalation.forget(domain)
         if changed:
             await session.flush()
             audit.record(session, "domain", [domain_id], "updated", {"fields": changed})

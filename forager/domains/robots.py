@@ -48,6 +48,7 @@ from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
 from forager.errors import FetchError, HTTPStatusError, NotFound, effect
 from forager.fetch.base import Fetcher, FetchRequest
+from forager.fetch.fetcher_set import for_files
 from forager.proxies.selection import (
     DomainPolicy,
     NoProxyAvailable,
@@ -81,7 +82,7 @@ class RobotsFetch:
 
 async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> RobotsFetch:
     url = f"{domain.base_url.rstrip('/')}/robots.txt"
-    kind = "impersonate" if domain.fetcher == "browser" else domain.fetcher
+    kind = for_files(domain.fetcher, domain.auto_fetcher)
     request = FetchRequest(
         url, domain.user_agent, proxy_url, fetcher=kind, truncate_at=ROBOTS_MAX_BYTES
     )

@@ -12,6 +12,18 @@ from forager.errors import FetchError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
 
 FETCHER_KINDS = ("http", "impersonate", "browser")
+# A domain's ``fetcher`` may also be ``auto``: the worker picks one of FETCHER_KINDS per fetch,
+# cheapest first (``forager.worker.escalation``); a request always names a real one.
+AUTO = "auto"
+DOMAIN_FETCHERS = (*FETCHER_KINDS, AUTO)
+
+
+def for_files(fetcher: str, rung: str | None = None) -> str:
+    """The fetcher for what is not a page (robots.txt, an image) of a domain using ``fetcher``:
+    no browser (its TLS fingerprint through ``impersonate``), and for ``auto`` the remembered
+    ``rung`` (None: http)."""
+    kind = (rung or "http") if fetcher == AUTO else fetcher
+    return "impersonate" if kind == "browser" else kind
 
 
 def build_fetcher(kind: str, settings: Settings) -> Fetcher:

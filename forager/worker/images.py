@@ -37,6 +37,7 @@ from forager.db.models import Domain
 from forager.db.types import utcnow
 from forager.errors import FetchError, PageStoreError, effect
 from forager.fetch.base import Fetcher, FetchRequest
+from forager.fetch.fetcher_set import for_files
 from forager.politeness.gate import open_after, take
 from forager.politeness.throttle import effective_delay
 from forager.products import images
@@ -217,7 +218,7 @@ class ImageDownloader:
             proxy.url if proxy else None,
             headers={"Accept": ACCEPT},
             on_sent=reopen,
-            fetcher="impersonate" if domain.fetcher == "browser" else domain.fetcher,
+            fetcher=for_files(domain.fetcher, domain.auto_fetcher),
             max_bytes=self.settings.image_max_bytes,
             submitted_url=image.product_url,
         )

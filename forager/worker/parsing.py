@@ -43,6 +43,7 @@ from forager.parse.base import ProductRecord
 from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
+from forager.parse.scripted import needs_scripts
 from forager.parse.selectors import cached_map
 from forager.queue.urls import Link
 from forager.store.packs import Appender, PackCursor
@@ -78,6 +79,9 @@ class ParseJob:
     follow_only: bool = False
     sitemap: bool = False  # the page is a sitemap (read from ``body``: it may be gzip)
     robots_sitemaps: tuple[str, ...] = ()  # a start page's host's robots.txt Sitemap: lines
+    # Fetched without a browser for an ``auto`` domain: when no product (or no price) is found,
+    # say whether the page looks filled in by its scripts (``Parsed.scripted``).
+    script_check: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,7 @@ class Parsed:
     data: dict[str, Any] | None = None  # what a monitor read from its page
     links: tuple[Link, ...] = ()  # a crawl job's links taken from the page
     links_refused: int = 0  # the page's other links (out of scope, traps, no rule)
+    scripted: str | None = None  # why the product looks rendered by scripts (``script_check``)
 
 
 def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
@@ -140,10 +145,20 @@ def extract(job: ParseJob, text: str) -> Parsed:
             return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
         if job.follow_only:
             return Parsed(links=tuple(links), links_refused=refused)
-        return dataclasses.replace(_parse(job, text), links=tuple(links), links_refused=refused)
+        parsed = _script_checked(job, text, _parse(job, text))
+        return dataclasses.replace(parsed, links=tuple(links), links_refused=refused)
     if job.follow_only:  # a job's listing or sitemap parsed again: no product to look for
         return Parsed()
-    return _parse(job, text)
+    return _script_checked(job, text, _parse(job, text))
+
+
+def _script_checked(job: ParseJob, text: str, parsed: Parsed) -> Parsed:
+    """``parsed``, with why a browser would show more when it has no product or no price."""
+    if not job.script_check or (parsed.error is not None and parsed.error[0] != "parse"):
+        return parsed
+    if parsed.record is not None and parsed.record.price is not None:
+        return parsed
+    return dataclasses.replace(parsed, scripted=needs_scripts(text))
 
 
 def _parse(job: ParseJob, text: str) -> Parsed:

@@ -27,6 +27,7 @@ from forager.domains.profile import open_profile
 from forager.domains.robots import Verdict
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
+from forager.fetch.fetcher_set import AUTO
 from forager.items.persist import ItemBatch
 from forager.parse.base import ProductRecord
 from forager.parse.registry import UnknownParser, get_parser
@@ -43,6 +44,7 @@ from forager.queue.door import (
 )
 from forager.queue.lifecycle import LEASED, TaskStatus
 from forager.store.pages import PageStore
+from forager.worker.escalation import Escalation
 from forager.worker.parsing import Parsed, ParseJob, ParsePool
 from forager.worker.policy import FetchPolicy
 from forager.worker.writer import Finish, GroupWriter
@@ -100,6 +102,7 @@ class Pipeline:
         self.policy = FetchPolicy(
             db, queue.settings, box, worker_id, fetcher=robots_fetcher or fetcher
         )
+        self.escalation = Escalation(db, queue.settings, fetcher, self.parse_fetched)
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""
@@ -185,11 +188,15 @@ class Pipeline:
             fetcher=task.fetcher,
             wait_for_selector=task.wait_for_selector,
         )
+        parsed: Parsed | None = None
         try:
-            response = await self.fetcher.fetch(request)
+            if task.fetcher == AUTO:  # the cheapest fetcher that works, parsed (issue 33)
+                response, parsed = await self.escalation.climb(task, request)
+            else:
+                response = await self.fetcher.fetch(request)
         except FetchError as exc:
             return await self._fetch_failed(task, proxy, started, exc, gate)
-        return await self._store_and_parse(task, proxy, started, response, gate)
+        return await self._store_and_parse(task, proxy, started, response, gate, parsed)
 
     async def _robots_refused(self, task: ClaimedTask, verdict: Verdict) -> str | None:
         """Disallowed: fail ``robots_denied``. Unreachable robots.txt (RFC 9309: nothing may be
@@ -254,14 +261,11 @@ class Pipeline:
 
     # -- store, parse, finish -----------------------------------------------------------------
 
-    async def _store_and_parse(
-        self,
-        task: ClaimedTask,
-        proxy: ProxyChoice | None,
-        started: datetime,
-        response: FetchResponse,
-        gate: _Gate,
-    ) -> str | None:
+    async def parse_fetched(
+        self, task: ClaimedTask, response: FetchResponse, *, script_check: bool = False
+    ) -> Parsed:
+        """The fetched page stored and parsed by a parse process (``script_check``: say whether
+        a page without a product looks rendered by scripts, ``Parsed.scripted``)."""
         follow = task.job_id is not None and task.job_action in ("follow", "sitemap")
         policy = await self.link_policies.get(task.job_id) if follow and task.job_id else None
         sitemaps: tuple[str, ...] = ()
@@ -279,8 +283,22 @@ class Pipeline:
             follow_only=follow,
             sitemap=task.job_action == "sitemap",
             robots_sitemaps=sitemaps,
+            script_check=script_check,
         )
-        parsed = await self.parser.parse(job)
+        return await self.parser.parse(job)
+
+    async def _store_and_parse(
+        self,
+        task: ClaimedTask,
+        proxy: ProxyChoice | None,
+        started: datetime,
+        response: FetchResponse,
+        gate: _Gate,
+        parsed: Parsed | None = None,
+    ) -> str | None:
+        """Finish a fetched page: parsed here, unless the caller did (``parse_fetched``)."""
+        if parsed is None:
+            parsed = await self.parse_fetched(task, response)
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
             kind, message = parsed.ban
             ban = FetchError(message, error_type=kind, status_code=response.status_code)

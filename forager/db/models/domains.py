@@ -75,6 +75,13 @@ class Domain(Timestamped, Base):
     # Request profile (migration 0026): headers, cookies sent with every fetch, secret values
     # sealed by the SecretBox (``forager.domains.profile``); None when there is none.
     request_profile: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    # Fetcher escalation (migration 0029, docs/FETCHING.md): with fetcher "auto", the fetcher
+    # that last worked (None: http, the cheapest), why, since when, and when a cheaper one is
+    # tried again; every process reads and compare-and-sets these (``forager.worker.escalation``).
+    auto_fetcher: Mapped[str | None] = mapped_column(String(20))
+    auto_fetcher_reason: Mapped[str | None] = mapped_column(String(500))
+    auto_fetcher_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    auto_fetcher_probe_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class SelectorMapVersion(Base):

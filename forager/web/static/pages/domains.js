@@ -5,8 +5,20 @@ import {
   toast,
 } from "../lib.js";
 
-const FETCHERS = ["http", "impersonate", "browser"];
+const FETCHERS = ["http", "impersonate", "browser", "auto"];
 const STRATEGIES = ["lru", "random", "exclusive"];
+
+// What "auto" remembers (docs/FETCHING.md): the fetcher that last worked, why, the next probe.
+function autoFetcher(domain) {
+  if (domain.fetcher !== "auto") return null;
+  const current = domain.auto_fetcher || "http";
+  return h("div", { class: "muted", "data-testid": "auto-fetcher", "data-fetcher": current,
+    title: domain.auto_fetcher_reason || "" },
+  `uses ${current}`, domain.auto_fetcher_reason ? `: ${domain.auto_fetcher_reason}` : "",
+  domain.auto_fetcher_changed_at ? [" (since ", time(domain.auto_fetcher_changed_at), ")"] : "",
+  domain.auto_fetcher_probe_at ? [", tries http again ", time(domain.auto_fetcher_probe_at)]
+    : "");
+}
 
 function editRow(domain, reload, wait) {
   const admin = isAdmin();
@@ -65,7 +77,8 @@ function editRow(domain, reload, wait) {
     h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
       domain.domain_name), wait ? h("div", { class: "muted", "data-testid": "domain-wait",
       "data-reason": wait.reason }, wait.message) : null),
-    h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser), h("td", {}, fetcher),
+    h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser),
+    h("td", {}, fetcher, autoFetcher(domain)),
     h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, images), h("td", {}, strategy),
     h("td", { class: "hide-narrow url" }, domain.robots_txt_url || "—", " ",
       admin ? h("button", { type: "button", onclick: robots }, "Refresh") : null),
