@@ -624,6 +624,24 @@ def pages_prune(
         raise _fail(f"{pruned.failed} pages could not be deleted from the store (see the log)")
 
 
+@app.command("prune")
+def prune_rows(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+    ] = False,
+) -> None:
+    """Delete rows past retention now (events, attempts, price repeats, monitor snapshots,
+    alert deliveries), in bounded batches; prints the rows per table."""
+    from forager.retention.prune import prune
+
+    settings = _settings()
+    pruned = _with_db(settings, lambda db: prune(db, settings, dry_run=dry_run))
+    verb = "would delete" if dry_run else "deleted"
+    for table, rows in pruned.rows.items():
+        typer.echo(f"{table}: {verb} {rows} rows")
+    typer.echo(f"total: {verb} {pruned.total} rows")
+
+
 @apikey_app.command("create")
 def apikey_create(
     name: Annotated[str, typer.Option(help="Who or what uses the key.")],
