@@ -4,12 +4,14 @@ dry run counts exactly what the real run deletes; ``forager prune`` prints per-t
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+import httpx
+from sqlalchemy import func, select, text, update
 
 from forager.config import Settings
 from forager.db.engine import Database
@@ -27,6 +29,7 @@ from forager.db.models import (
 )
 from forager.db.types import utcnow
 from forager.retention.prune import prune
+from forager.runtime import Runtime
 from tests.conftest import SettingsFactory
 from tests.support.cli import forager
 from tests.support.crawling import submit
@@ -235,3 +238,24 @@ def test_cli_prune_prints_each_table(cli_env: dict[str, str], tmp_path: Path) ->
     assert "alert_deliveries: would delete 0 rows" in dry.stdout
     done = forager(tmp_path, cli_env, "prune")
     assert "total: deleted 0 rows" in done.stdout
+
+
+async def test_metrics_show_rows_and_bytes_per_table(api: httpx.AsyncClient) -> None:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    db = runtime.db
+    async with db.session() as session:
+        session.add_all(Event(entity_type="t", entity_id="1", event="x") for _ in range(40))
+    async with db.session() as session:
+        if not db.is_sqlite:  # the estimate comes from ANALYZE (all rows, for a small table)
+            await session.execute(text("ANALYZE events"))
+        n = await session.scalar(select(func.count()).select_from(Event))
+    text_ = (await api.get("/metrics")).text
+    assert f'forager_table_rows{{table="events"}} {n}\n' in text_
+    size = re.search(r'forager_table_bytes\{table="events"\} (\d+)\n', text_)
+    assert size is not None and int(size[1]) > 0
+    assert 'forager_table_rows{table="price_history"} 0\n' in text_
+    async with db.session() as session:
+        session.add(Event(entity_type="t", entity_id="1", event="x"))
+    # Cached: the next scrape within the minute does not read every table again.
+    again = (await api.get("/metrics")).text
+    assert f'forager_table_rows{{table="events"}} {n}\n' in again
