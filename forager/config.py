@@ -244,6 +244,20 @@ class Settings(BaseSettings):
         description="Pages the `browser` fetcher renders at once in one process; other "
         "browser fetches wait (not counted in their timeout).",
     )
+    browser_navigation_timeout_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="The seed's NAVIGATION_TIMEOUT_SECONDS: a monitor poll's navigation is "
+        "bounded by FORAGER_MONITOR_PAGE_TIMEOUT_SECONDS with the rest of the page, so a value "
+        "no shorter than that is honoured as it is, and a shorter one is refused at start-up.",
+    )
+    browser_selector_timeout_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="Longest a `browser` fetch waits for its domain's `wait_for_selector`, "
+        "within the fetch's own timeout; 0: the fetch's timeout alone (the seed's "
+        "SELECTOR_TIMEOUT_SECONDS).",
+    )
     max_request_bytes: int = Field(
         5 * 1024 * 1024,
         ge=1024,
@@ -718,6 +732,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 "FORAGER_MONITOR_RETRY_BASE_SECONDS must not exceed "
                 "FORAGER_MONITOR_RETRY_MAX_SECONDS"
+            )
+        navigation = self.browser_navigation_timeout_seconds
+        if navigation is not None and navigation < self.monitor_page_timeout_seconds:
+            raise ValueError(
+                "FORAGER_BROWSER_NAVIGATION_TIMEOUT_SECONDS (the seed's "
+                "NAVIGATION_TIMEOUT_SECONDS) must not be below "
+                "FORAGER_MONITOR_PAGE_TIMEOUT_SECONDS (the seed's "
+                "PAGE_TIMEOUT_SECONDS): a browser's navigation is bounded by the page timeout only"
             )
         if self.monitor_claim_seconds * 2 > self.monitor_lease_seconds:
             raise ValueError(

@@ -3,11 +3,15 @@ only); the scraper-resilience seed's environment names work or stop the start na
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from forager.config import load_settings
+from forager.errors import ConfigError
+from forager.monitors.runner import poll_timeout
 from forager.parse import registry
 from forager.parse.base import ProductRecord
 from forager.queue.door import SubmitSpec, submit_urls
@@ -74,3 +78,59 @@ def test_a_long_trace_keeps_its_head_and_tail() -> None:
     assert len(kept) == TRACE_LIMIT
     assert kept.startswith("Traceback") and kept.endswith("ValueError: x\n") and "(cut)" in kept
     assert bounded_trace("short") == "short"
+
+
+# -- the scraper-resilience seed's environment names ----------------------------------------
+
+
+def test_seed_names_map_to_forager_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "DB_CONNECTION_POOL_SIZE": "7",
+        "DB_CONNECTION_TIMEOUT_SECONDS": "12",
+        "SELECTOR_TIMEOUT_SECONDS": "5",
+        "NAVIGATION_TIMEOUT_SECONDS": "45",
+        "PAGE_TIMEOUT_SECONDS": "40",
+        "BROWSER_HEADLESS": "true",
+        "ENABLE_PROMETHEUS_METRICS": "1",
+        "ENABLE_ADAPTIVE_POLLING": "yes",
+        "ENABLE_MATCH_STATE_DETECTION": "true",
+        "ENABLE_ADAPTIVE_TIMEOUTS": "true",
+    }.items():
+        monkeypatch.setenv(f"FORAGER_{name}", value)
+    s = load_settings()
+    assert (s.db_pool_size, s.db_pool_timeout_seconds) == (7, 12)
+    assert (s.browser_selector_timeout_seconds, s.browser_navigation_timeout_seconds) == (5, 45)
+    assert poll_timeout(100, s) == 5.0  # adaptive: the floor, not the page timeout
+    monkeypatch.setenv("FORAGER_ENABLE_ADAPTIVE_TIMEOUTS", "false")
+    fixed = load_settings()
+    assert poll_timeout(100, fixed) == poll_timeout(None, fixed) == 40.0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("BROWSER_HEADLESS", "false", "FORAGER_BROWSER_HEADLESS=false is not supported"),
+        ("ENABLE_PROMETHEUS_METRICS", "0", "FORAGER_ENABLE_PROMETHEUS_METRICS=false"),
+        ("ENABLE_ADAPTIVE_POLLING", "off", "FORAGER_ENABLE_ADAPTIVE_POLLING=false"),
+        ("ENABLE_MATCH_STATE_DETECTION", "no", "FORAGER_ENABLE_MATCH_STATE_DETECTION=false"),
+        ("ENABLE_ADAPTIVE_TIMEOUTS", "maybe", "FORAGER_ENABLE_ADAPTIVE_TIMEOUTS: must be true"),
+        ("NAVIGATION_TIMEOUT_SECONDS", "10", "NAVIGATION_TIMEOUT_SECONDS\\) must not be below"),
+        ("DB_CONNECTION_POOL_SIZE", "0", "FORAGER_DB_POOL_SIZE"),
+    ],
+)
+def test_what_cannot_be_honoured_stops_the_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(f"FORAGER_{name}", value)
+    with pytest.raises(ConfigError, match=says):
+        load_settings()
+
+
+def test_the_seed_files_switches_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "forager.yaml"
+    monkeypatch.setenv("FORAGER_CONFIG_FILE", str(path))
+    path.write_text("scraper:\n  browser:\n    headless: true\n    timeouts: {selector: 3}\n")
+    assert load_settings().browser_selector_timeout_seconds == 3
+    path.write_text("scraper:\n  browser:\n    headless: false\n")
+    with pytest.raises(ConfigError, match="FORAGER_BROWSER_HEADLESS=false is not supported"):
+        load_settings()
