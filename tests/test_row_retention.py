@@ -29,10 +29,10 @@ from forager.db.models import (
 )
 from forager.db.types import utcnow
 from forager.retention.prune import prune
-from forager.runtime import Runtime
+from forager.runtime import Runtime, open_database
 from tests.conftest import SettingsFactory
 from tests.support.cli import forager
-from tests.support.crawling import submit
+from tests.support.crawling import run_pool_until, submit
 
 OLD, NEW = 100.0, 0.01  # ages in days (every default limit is at most 90 days)
 PRICES = [("10.00", True), ("10.00", True), ("12.00", True), ("12.00", False), ("12.00", False)]
@@ -171,8 +171,6 @@ async def test_prune_keeps_what_is_needed_in_small_batches(
     make_settings: SettingsFactory,
 ) -> None:
     settings = make_settings(retention_batch_rows=10, monitor_snapshot_keep_last=4)
-    from forager.runtime import open_database
-
     db = await open_database(settings)
     try:
         keep = await _seed(db, settings)
@@ -211,8 +209,6 @@ async def test_count_limits_and_off_switches(make_settings: SettingsFactory) -> 
         monitor_snapshot_keep_last=0,
         alert_delivery_retention_days=0,
     )
-    from forager.runtime import open_database
-
     db = await open_database(settings)
     try:
         keep = await _seed(db, settings)
@@ -259,3 +255,25 @@ async def test_metrics_show_rows_and_bytes_per_table(api: httpx.AsyncClient) -> 
     # Cached: the next scrape within the minute does not read every table again.
     again = (await api.get("/metrics")).text
     assert f'forager_table_rows{{table="events"}} {n}\n' in again
+
+
+async def test_the_scheduler_prunes_one_interval_after_start(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(retention_interval_seconds=0.3)
+    db = await open_database(settings)
+    try:
+        old = utcnow() - timedelta(days=OLD)
+        async with db.session() as session:
+            session.add_all(
+                Event(entity_type="t", entity_id="1", event="x", created_at=old) for _ in range(3)
+            )
+
+        async def pruned() -> bool | None:
+            async with db.reader() as session:
+                left = await session.scalar(select(func.count()).select_from(Event))
+            return True if left == 0 else None
+
+        assert await run_pool_until(db, settings, pruned, concurrency=1)
+    finally:
+        await db.dispose()
