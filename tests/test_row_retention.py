@@ -137,6 +137,10 @@ async def _seed(db: Database, settings: Settings) -> dict[str, Any]:
 
         old_sent = delivery("delivered", OLD)
         kept_deliveries = [delivery("pending", OLD), delivery("delivered", NEW)]
+        # Another subject's only (so newest) delivery: old, but it says the alert's state.
+        lone = delivery("failed", OLD)
+        lone.subject_id = "2"
+        kept_deliveries.append(lone)
         session.add_all([old_sent, *kept_deliveries])
         await session.flush()
         session.add(AlertAttempt(delivery_id=old_sent.id, duration_ms=3, status_code=200))

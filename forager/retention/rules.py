@@ -13,8 +13,9 @@ rest by primary key. What protects what:
   list price, currency, availability, stock) may go; a change point never does, nor a
   product's newest row. Deleting repeats never turns another row into a change point.
 - ``monitor_snapshots``: a monitor's newest snapshot (what its next poll compares against).
-- ``alert_deliveries``: a ``pending`` delivery (the outbox still owes it); a delivery's
-  attempts go with it (foreign key cascade).
+- ``alert_deliveries``: a ``pending`` delivery (the outbox still owes it) and the newest
+  delivery of each rule and subject (whether that alert is firing or cleared now: an open
+  alert's episode stays); a delivery's attempts go with it (foreign key cascade).
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class AgeOrCount:
             return (m.id, m.entity_type, m.entity_id)
         if m is CrawlAttempt:
             return (m.id, m.task_id)
+        if m is AlertDelivery:
+            return (m.id, m.rule_id, m.subject_type, m.subject_id)
         return (m.id,)
 
     async def protected(self, session: AsyncSession, rows: Sequence[Any]) -> set[int]:
@@ -145,7 +148,22 @@ class AgeOrCount:
         if self.model is CrawlAttempt:
             live = await _live_tasks(session, {row.task_id for row in rows})
             return {row.id for row in rows if row.task_id in live}
+        if self.model is AlertDelivery:
+            return await _newest_deliveries(session, rows)
         return set()
+
+
+async def _newest_deliveries(session: AsyncSession, rows: Sequence[Any]) -> set[int]:
+    """The newest delivery of each rule and subject among ``rows``'s: what says whether that
+    alert is firing or cleared now."""
+    d = AlertDelivery
+    subjects = {(r.rule_id, r.subject_type, r.subject_id) for r in rows}
+    newest = await session.scalars(
+        select(func.max(d.id))
+        .where(tuple_(d.rule_id, d.subject_type, d.subject_id).in_(subjects))
+        .group_by(d.rule_id, d.subject_type, d.subject_id)
+    )
+    return set(newest)
 
 
 async def _live_tasks(session: AsyncSession, ids: set[int]) -> set[int]:
