@@ -22,7 +22,7 @@ from sqlalchemy import delete
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
-from forager.retention.rules import AgeOrCount, PriceRepeats, Snapshots, rules, table_of
+from forager.retention.rules import Rule, rules, table_of
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ async def prune(
 
 async def _prune_table(
     db: Database,
-    rule: AgeOrCount | PriceRepeats | Snapshots,
+    rule: Rule,
     batch: int,
     now: datetime,
     dry_run: bool,

@@ -20,8 +20,8 @@ rest by primary key. What protects what:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from sqlalchemy.orm import aliased
 from forager.config import Settings
 from forager.db.models import (
     AlertDelivery,
+    Base,
     CrawlAttempt,
     CrawlTask,
     Event,
@@ -48,7 +49,8 @@ _PRICE_COLUMNS = ("price", "original_price", "currency", "availability", "is_ava
 
 
 class Rule(Protocol):
-    """One table's retention: candidates in id order, then the ones still protected."""
+    """One table's retention: ``bound`` first (it also fixes the run's limits), then
+    candidates in id order, then the ones still protected."""
 
     table: str
 
@@ -72,85 +74,76 @@ async def _max_id(session: AsyncSession, column: Any) -> int:
     return await session.scalar(select(func.max(column))) or 0
 
 
-async def _count_floor(session: AsyncSession, column: Any, keep: int) -> int | None:
-    """The smallest id among the newest ``keep`` rows (None: fewer rows than that)."""
-    return await session.scalar(select(column).order_by(column.desc()).offset(keep - 1).limit(1))
+Guard = Callable[[AsyncSession, Sequence[Any]], Awaitable[set[int]]]
 
 
-@dataclass(frozen=True, slots=True)
+async def _unguarded(_session: AsyncSession, _rows: Sequence[Any]) -> set[int]:
+    return set()
+
+
+@dataclass(slots=True)
 class AgeOrCount:
-    """A table pruned by age and/or a table-wide count, protected by ``guard``."""
+    """A table pruned by age and/or a table-wide count; ``guard`` names the rows that stay."""
 
     table: str
     model: Any
-    stamp: Any  # the age column
+    stamp: Any  # the age column (indexed)
     days: float
     max_rows: int
+    columns: tuple[Any, ...] = ()  # what ``guard`` reads of each candidate, after its id
+    guard: Guard = _unguarded
     only: tuple[ColumnElement[bool], ...] = ()  # rows outside these are never candidates
+    _past: list[ColumnElement[bool]] = field(default_factory=list)  # this run's limits
 
     @property
     def on(self) -> bool:
         return bool(self.days or self.max_rows)
 
     async def bound(self, session: AsyncSession, now: datetime) -> int:
+        """Also fixes this run's limits: the age's cut-off, the count's lowest kept id."""
         pk = self.model.id
         bound = 0
+        self._past = []
         if self.days:
+            cutoff = now - timedelta(days=self.days)
+            self._past.append(self.stamp < cutoff)
             # The id of the newest row past the age, read through the age column's index (ids
             # follow time closely; a straggler past this is found by the next run).
-            newest_old = await session.scalar(
-                select(pk)
-                .where(self.stamp < now - timedelta(days=self.days))
-                .order_by(self.stamp.desc())
-                .limit(1)
+            bound = (
+                await session.scalar(
+                    select(pk).where(self.stamp < cutoff).order_by(self.stamp.desc()).limit(1)
+                )
+                or 0
             )
-            bound = newest_old or 0
         if self.max_rows:
-            floor = await _count_floor(session, pk, self.max_rows)
-            bound = max(bound, (floor or 1) - 1)
+            floor = await session.scalar(
+                select(pk).order_by(pk.desc()).offset(self.max_rows - 1).limit(1)
+            )
+            if floor is not None:
+                self._past.append(pk < floor)
+                bound = max(bound, floor - 1)
         return bound
 
     async def candidates(
         self, session: AsyncSession, ids: tuple[int, int], limit: int, now: datetime
     ) -> Sequence[Any]:
         pk = self.model.id
-        past: list[ColumnElement[bool]] = []
-        if self.days:
-            past.append(self.stamp < now - timedelta(days=self.days))
-        if self.max_rows:
-            floor = await _count_floor(session, pk, self.max_rows)
-            if floor is not None:
-                past.append(pk < floor)
-        if not past:
-            return []
         return (
             await session.execute(
-                select(*self.columns())
-                .where(pk > ids[0], pk <= ids[1], or_(*past), *self.only)
+                select(pk, *self.columns)
+                .where(pk > ids[0], pk <= ids[1], or_(*self._past), *self.only)
                 .order_by(pk)
                 .limit(limit)
             )
         ).all()
 
-    def columns(self) -> tuple[Any, ...]:
-        m = self.model
-        if m is Event:
-            return (m.id, m.entity_type, m.entity_id)
-        if m is CrawlAttempt:
-            return (m.id, m.task_id)
-        if m is AlertDelivery:
-            return (m.id, m.rule_id, m.subject_type, m.subject_id)
-        return (m.id,)
-
     async def protected(self, session: AsyncSession, rows: Sequence[Any]) -> set[int]:
-        if self.model is Event:
-            return await _live_events(session, rows)
-        if self.model is CrawlAttempt:
-            live = await _live_tasks(session, {row.task_id for row in rows})
-            return {row.id for row in rows if row.task_id in live}
-        if self.model is AlertDelivery:
-            return await _newest_deliveries(session, rows)
-        return set()
+        return await self.guard(session, rows)
+
+
+async def _live_attempts(session: AsyncSession, rows: Sequence[Any]) -> set[int]:
+    live = await _live_tasks(session, {row.task_id for row in rows})
+    return {row.id for row in rows if row.task_id in live}
 
 
 async def _newest_deliveries(session: AsyncSession, rows: Sequence[Any]) -> set[int]:
@@ -191,7 +184,7 @@ async def _live_events(session: AsyncSession, rows: Sequence[Any]) -> set[int]:
     return {r.id for r in rows if (r.entity_type, r.entity_id) in live}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PriceRepeats:
     """Price history rows older than ``days`` that repeat the row before them."""
 
@@ -255,31 +248,28 @@ class PriceRepeats:
         return set()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Snapshots:
     """Monitor snapshots past an age or each monitor's newest ``keep_last``."""
 
     days: float
     keep_last: int
     table: str = "monitor_snapshots"
+    _past: list[ColumnElement[bool]] = field(default_factory=list)  # this run's limits
 
     @property
     def on(self) -> bool:
         return bool(self.days or self.keep_last)
 
     async def bound(self, session: AsyncSession, now: datetime) -> int:
-        return await _max_id(session, MonitorSnapshot.id)
-
-    async def candidates(
-        self, session: AsyncSession, ids: tuple[int, int], limit: int, now: datetime
-    ) -> Sequence[Any]:
+        """Also fixes this run's limits: the age's cut-off, each monitor's newest keep_last."""
         s = MonitorSnapshot
-        past: list[ColumnElement[bool]] = []
+        self._past = []
         if self.days:
-            past.append(s.observed_at < now - timedelta(days=self.days))
+            self._past.append(s.observed_at < now - timedelta(days=self.days))
         if self.keep_last:
-            # Per monitor (the monitors table is small): the cut-off of its newest keep_last,
-            # read through the (monitor_id, observed_at) index.
+            # Per monitor (the monitors table is small), through the (monitor_id, observed_at)
+            # index: where its newest keep_last begin.
             for monitor_id in await session.scalars(select(Monitor.id)):
                 mine = s.monitor_id == monitor_id
                 cut = (
@@ -292,13 +282,17 @@ class Snapshots:
                     )
                 ).first()
                 if cut is not None:
-                    past.append(and_(mine, tuple_(s.observed_at, s.id) < tuple_(*cut)))
-        if not past:
-            return []
+                    self._past.append(and_(mine, tuple_(s.observed_at, s.id) < tuple_(*cut)))
+        return await _max_id(session, s.id) if self._past else 0
+
+    async def candidates(
+        self, session: AsyncSession, ids: tuple[int, int], limit: int, now: datetime
+    ) -> Sequence[Any]:
+        s = MonitorSnapshot
         return (
             await session.execute(
                 select(s.id, s.monitor_id)
-                .where(s.id > ids[0], s.id <= ids[1], or_(*past))
+                .where(s.id > ids[0], s.id <= ids[1], or_(*self._past))
                 .order_by(s.id)
                 .limit(limit)
             )
@@ -319,13 +313,19 @@ class Snapshots:
         return newest
 
 
-def rules(settings: Settings) -> list[AgeOrCount | PriceRepeats | Snapshots]:
+def rules(settings: Settings) -> list[Rule]:
     """Every table's rule, in the order they are pruned; a rule whose limits are all 0 is
     left out."""
     s = settings
     every: list[AgeOrCount | PriceRepeats | Snapshots] = [
         AgeOrCount(
-            "events", Event, Event.created_at, s.event_retention_days, s.event_retention_max_rows
+            "events",
+            Event,
+            Event.created_at,
+            s.event_retention_days,
+            s.event_retention_max_rows,
+            columns=(Event.entity_type, Event.entity_id),
+            guard=_live_events,
         ),
         AgeOrCount(
             "crawl_attempts",
@@ -333,6 +333,8 @@ def rules(settings: Settings) -> list[AgeOrCount | PriceRepeats | Snapshots]:
             CrawlAttempt.started_at,
             s.attempt_retention_days,
             s.attempt_retention_max_rows,
+            columns=(CrawlAttempt.task_id,),
+            guard=_live_attempts,
             only=(CrawlAttempt.page_path.is_(None),),
         ),
         PriceRepeats(s.price_history_retention_days),
@@ -343,6 +345,8 @@ def rules(settings: Settings) -> list[AgeOrCount | PriceRepeats | Snapshots]:
             AlertDelivery.created_at,
             s.alert_delivery_retention_days,
             0,
+            columns=(AlertDelivery.rule_id, AlertDelivery.subject_type, AlertDelivery.subject_id),
+            guard=_newest_deliveries,
             only=(AlertDelivery.status != "pending",),
         ),
         # HOOK (issue 35, feeds): the feeds helper's ``feed_runs`` table goes here, e.g.
@@ -352,7 +356,5 @@ def rules(settings: Settings) -> list[AgeOrCount | PriceRepeats | Snapshots]:
     return [rule for rule in every if rule.on]
 
 
-def table_of(rule: AgeOrCount | PriceRepeats | Snapshots) -> Table:
-    from forager.db.models import Base
-
+def table_of(rule: Rule) -> Table:
     return Base.metadata.tables[rule.table]
