@@ -38,7 +38,7 @@ SEED_FILE_KEYS: dict[str, str | None] = {
     "scraper.browser.timeouts.navigation": "browser_navigation_timeout_seconds",
     "scraper.browser.timeouts.selector": "browser_selector_timeout_seconds",
     "scraper.browser.headless": None,  # a switch: see SEED_SWITCHES
-    "scraper.monitoring.prometheus.enabled": None,
+    "scraper.monitoring.prometheus.enabled": None,  # a switch: see SEED_SWITCHES
     "scraper.monitoring.prometheus.port": "prometheus_port",
     "scraper.monitoring.health_check.enabled": "health_check_enabled",
     "scraper.monitoring.logging.level": "log_level",
