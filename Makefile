@@ -79,6 +79,7 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.dashboard
 	$(RUN)/python -m bench.dispatch_latency
 	$(RUN)/python -m bench.missions
+	$(RUN)/python -m bench.prune_under_load
 
 # Parser accuracy against ../shared/pages/truth.json, then the Zyte benchmark's P/R/F1 on
 # zyte-bench-train (dev and held-out halves) beside the other systems (skips without the pages).

@@ -468,6 +468,44 @@ def db_upgrade() -> None:
     typer.echo(f"database at revision {revision} ({_db_label(settings)})")
 
 
+@db_app.command("downgrade")
+def db_downgrade(
+    revision: Annotated[
+        str | None,
+        typer.Argument(help="The revision to go back to (e.g. 0025), or base (an empty database)."),
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Go back this many revisions instead.")
+    ] = None,
+) -> None:
+    """Take the schema back to an older revision (to run an older Forager on it); `serve` and
+    the workers upgrade it again on start."""
+    if (revision is None) == (steps is None):
+        raise _fail("give either a REVISION or --steps N")
+    target = revision if revision is not None else f"-{steps}"
+    from alembic.util import CommandError
+
+    from forager.db.migrate import current_revision, downgrade
+    from forager.runtime import open_database
+
+    settings = _settings()
+
+    async def _run() -> str | None:
+        # Not upgraded first, and a database that does not exist is refused, not created.
+        db = await open_database(settings, migrate=False, create=False)
+        try:
+            await downgrade(db, target)
+            return await current_revision(db)
+        finally:
+            await db.dispose()
+
+    try:
+        now = asyncio.run(_run())
+    except CommandError as exc:
+        raise _fail(f"cannot downgrade to {target!r}: {exc}") from None
+    typer.echo(f"database at revision {now or 'base'} ({_db_label(settings)})")
+
+
 @app.command()
 def submit(
     file: Annotated[
@@ -626,6 +664,24 @@ def pages_prune(
     typer.echo(f"{verb} {pruned.pages} stored pages ({pruned.bytes} bytes)")
     if pruned.failed:
         raise _fail(f"{pruned.failed} pages could not be deleted from the store (see the log)")
+
+
+@app.command("prune")
+def prune_rows(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count what would be deleted.")
+    ] = False,
+) -> None:
+    """Delete rows past retention now (events, attempts, price repeats, monitor snapshots,
+    alert deliveries), in bounded batches; prints the rows per table."""
+    from forager.retention.prune import prune
+
+    settings = _settings()
+    pruned = _with_db(settings, lambda db: prune(db, settings, dry_run=dry_run))
+    verb = "would delete" if dry_run else "deleted"
+    for table, rows in pruned.rows.items():
+        typer.echo(f"{table}: {verb} {rows} rows")
+    typer.echo(f"total: {verb} {pruned.total} rows")
 
 
 @apikey_app.command("create")

@@ -86,6 +86,55 @@ class Settings(BaseSettings):
     s3_timeout_seconds: float = Field(
         30.0, gt=0, description="Timeout of one S3 request (connect, send the page, answer)."
     )
+    # -- row retention (issue 35, forager.retention; docs/CONFIGURATION.md) --
+    retention_interval_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the scheduler prunes rows past retention (the first run one "
+        "interval after start).",
+    )
+    retention_batch_rows: int = Field(
+        1000,
+        ge=10,
+        le=100_000,
+        description="Rows deleted per transaction by row retention (short locks on PostgreSQL).",
+    )
+    event_retention_days: float = Field(
+        90.0, ge=0, description="Audit events older than this are deleted (0: no age limit)."
+    )
+    event_retention_max_rows: int = Field(
+        0, ge=0, description="Keep at most the newest N audit events (0: no count limit)."
+    )
+    attempt_retention_days: float = Field(
+        30.0,
+        ge=0,
+        description="Crawl attempts older than this are deleted (0: no age limit); one that "
+        "still points at a stored page waits for page retention.",
+    )
+    attempt_retention_max_rows: int = Field(
+        0, ge=0, description="Keep at most the newest N crawl attempts (0: no count limit)."
+    )
+    price_history_retention_days: float = Field(
+        30.0,
+        ge=0,
+        description="Price history rows older than this that repeat the row before them are "
+        "deleted; a change of price, list price, currency or stock is never deleted (0: off).",
+    )
+    monitor_snapshot_retention_days: float = Field(
+        90.0,
+        ge=0,
+        description="Monitor snapshots older than this are deleted (0: no age limit); a "
+        "monitor's newest snapshot is never deleted.",
+    )
+    monitor_snapshot_keep_last: int = Field(
+        1000, ge=0, description="Keep at most the newest N snapshots per monitor (0: no limit)."
+    )
+    alert_delivery_retention_days: float = Field(
+        30.0,
+        ge=0,
+        description="Delivered and failed alert deliveries (and their attempts) older than "
+        "this are deleted; pending ones never (0: off).",
+    )
     image_max_bytes: int = Field(
         5 * 1024 * 1024,
         ge=1024,
@@ -202,6 +251,20 @@ class Settings(BaseSettings):
         le=256,
         description="Pages the `browser` fetcher renders at once in one process; other "
         "browser fetches wait (not counted in their timeout).",
+    )
+    browser_navigation_timeout_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="The seed's NAVIGATION_TIMEOUT_SECONDS: a monitor poll's navigation is "
+        "bounded by FORAGER_MONITOR_PAGE_TIMEOUT_SECONDS with the rest of the page, so a value "
+        "no shorter than that is honoured as it is, and a shorter one is refused at start-up.",
+    )
+    browser_selector_timeout_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="Longest a `browser` fetch waits for its domain's `wait_for_selector`, "
+        "within the fetch's own timeout; 0: the fetch's timeout alone (the seed's "
+        "SELECTOR_TIMEOUT_SECONDS).",
     )
     max_request_bytes: int = Field(
         5 * 1024 * 1024,
@@ -692,6 +755,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 "FORAGER_MONITOR_RETRY_BASE_SECONDS must not exceed "
                 "FORAGER_MONITOR_RETRY_MAX_SECONDS"
+            )
+        navigation = self.browser_navigation_timeout_seconds
+        if navigation is not None and navigation < self.monitor_page_timeout_seconds:
+            raise ValueError(
+                "FORAGER_BROWSER_NAVIGATION_TIMEOUT_SECONDS (the seed's "
+                "NAVIGATION_TIMEOUT_SECONDS) must not be below "
+                "FORAGER_MONITOR_PAGE_TIMEOUT_SECONDS (the seed's "
+                "PAGE_TIMEOUT_SECONDS): a browser's navigation is bounded by the page timeout only"
             )
         if self.monitor_claim_seconds * 2 > self.monitor_lease_seconds:
             raise ValueError(

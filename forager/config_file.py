@@ -35,10 +35,10 @@ SEED_FILE_KEYS: dict[str, str | None] = {
     "scraper.resilience.retry.base_delay": "monitor_retry_base_seconds",
     "scraper.resilience.retry.max_delay": "monitor_retry_max_seconds",
     "scraper.browser.timeouts.page": "monitor_page_timeout_seconds",
-    "scraper.browser.timeouts.navigation": None,
-    "scraper.browser.timeouts.selector": None,
-    "scraper.browser.headless": None,
-    "scraper.monitoring.prometheus.enabled": None,
+    "scraper.browser.timeouts.navigation": "browser_navigation_timeout_seconds",
+    "scraper.browser.timeouts.selector": "browser_selector_timeout_seconds",
+    "scraper.browser.headless": None,  # a switch: see SEED_SWITCHES
+    "scraper.monitoring.prometheus.enabled": None,  # a switch: see SEED_SWITCHES
     "scraper.monitoring.prometheus.port": "prometheus_port",
     "scraper.monitoring.health_check.enabled": "health_check_enabled",
     "scraper.monitoring.logging.level": "log_level",
@@ -60,7 +60,58 @@ SEED_ENV_NAMES: dict[str, str] = {
     "RETRY_BASE_DELAY_SECONDS": "monitor_retry_base_seconds",
     "RETRY_MAX_DELAY_SECONDS": "monitor_retry_max_seconds",
     "PAGE_TIMEOUT_SECONDS": "monitor_page_timeout_seconds",
+    "NAVIGATION_TIMEOUT_SECONDS": "browser_navigation_timeout_seconds",
+    "SELECTOR_TIMEOUT_SECONDS": "browser_selector_timeout_seconds",
+    "DB_CONNECTION_POOL_SIZE": "db_pool_size",
+    "DB_CONNECTION_TIMEOUT_SECONDS": "db_pool_timeout_seconds",
 }
+# The seed's on/off switches for what Forager always does: ``true`` asks for exactly that and
+# is accepted; ``false`` stops the start, naming the variable and what to do instead. One
+# works both ways: ENABLE_ADAPTIVE_TIMEOUTS=false gives every monitor poll the whole page
+# timeout (its adaptive floor raised to a day: ``poll_timeout`` caps it at the page timeout).
+SEED_SWITCHES: dict[str, tuple[str | None, str]] = {
+    # name (after FORAGER_) -> (its YAML key, why false cannot be honoured)
+    "BROWSER_HEADLESS": (
+        "scraper.browser.headless",
+        "Forager runs Chromium headless only (it runs unattended, sandboxed)",
+    ),
+    "ENABLE_PROMETHEUS_METRICS": (
+        "scraper.monitoring.prometheus.enabled",
+        "/metrics is always served (FORAGER_PROMETHEUS_PORT moves it to a port of its own)",
+    ),
+    "ENABLE_ADAPTIVE_POLLING": (
+        None,
+        "a monitor's interval is adaptive within its bounds; for a fixed one give it equal "
+        "min_interval_seconds and max_interval_seconds",
+    ),
+    "ENABLE_MATCH_STATE_DETECTION": (
+        None,
+        "monitors always detect changes (a snapshot per change, diffed field by field)",
+    ),
+}
+NO_ADAPTIVE_TIMEOUTS = {"monitor_min_timeout_seconds": 86400.0}
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _switch(name: str, raw: object) -> bool:
+    """The seed switch ``name``'s value as a bool; anything else is refused naming it."""
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{name}: must be true or false (got {raw!r})")
+
+
+def _check_switch(name: str, raw: object) -> dict[str, Any]:
+    """What switch ``name`` set to ``raw`` asks of the settings (refused when it cannot be)."""
+    on = _switch(name, raw)
+    if name == "FORAGER_ENABLE_ADAPTIVE_TIMEOUTS":
+        return {} if on else dict(NO_ADAPTIVE_TIMEOUTS)
+    if not on:
+        short = name.removeprefix("FORAGER_")
+        raise ConfigError(f"{name}=false is not supported: {SEED_SWITCHES[short][1]}")
+    return {}
 
 
 def _flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -90,7 +141,10 @@ def read_file(path: Path, fields: set[str]) -> dict[str, Any]:
         raise ConfigError(f"{where}: must be a mapping of keys to values")
     values: dict[str, Any] = {}
     for key, value in _flatten(doc).items():
-        if key in SEED_FILE_KEYS:
+        switch = next((n for n, (k, _) in SEED_SWITCHES.items() if k == key), None)
+        if switch is not None:
+            values |= _check_switch(f"FORAGER_{switch}", value) if value is not None else {}
+        elif key in SEED_FILE_KEYS:
             target = SEED_FILE_KEYS[key]
             if target == "log_format":
                 value = "json" if value is True else "text" if value is False else value
@@ -123,4 +177,11 @@ class SeedSources(PydanticBaseSettingsSource):
             raw = os.environ.get(f"FORAGER_{name}")
             if raw is not None and f"FORAGER_{target.upper()}" not in os.environ:
                 values[target] = raw
+        for name in [*SEED_SWITCHES, "ENABLE_ADAPTIVE_TIMEOUTS"]:
+            raw = os.environ.get(f"FORAGER_{name}")
+            if raw is not None:
+                found = _check_switch(f"FORAGER_{name}", raw)
+                values |= {
+                    k: v for k, v in found.items() if f"FORAGER_{k.upper()}" not in os.environ
+                }
         return values

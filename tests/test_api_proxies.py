@@ -296,17 +296,22 @@ async def test_test_endpoint_fetches_through_the_proxy(
             )
         )["id"]
         bad_id = (await _create(api, proxy_url="127.0.0.1", proxy_port=bad.port))["id"]
+        untested = (await api.get(f"/api/proxies/{good_id}")).json()
+        assert (untested["last_test_at"], untested["last_test_ok"]) == (None, None)
 
         response = await api.post(f"/api/proxies/{good_id}/test", json={"url": url})
         assert response.status_code == 200, response.text
         result = response.json()
         assert (result["ok"], result["status_code"], result["error_type"]) == (True, 200, None)
         assert good.requests == [url]
+        tested = (await api.get(f"/api/proxies/{good_id}")).json()
+        assert tested["last_test_ok"] is True and tested["last_test_at"] is not None
 
         failed = await api.post(f"/api/proxies/{bad_id}/test", json={"url": url})
         assert failed.json()["ok"] is False
         assert failed.json()["error_type"] == "proxy"
         assert bad.rejected >= 1
+        assert (await api.get(f"/api/proxies/{bad_id}")).json()["last_test_ok"] is False
 
         # Wrong credentials: a 407 from the proxy is the proxy's failure, and no secret leaks.
         await api.patch(f"/api/proxies/{good_id}", json={"proxy_password": "wrong-" + PASSWORD})
@@ -462,6 +467,8 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
         shown = (await api.get(path)).json()
         stored = await _stored(api, created["id"])
         assert shown["is_active"] is False and stored.retest_at is not None
+        shown_at = stored.last_test_at
+        assert shown_at is not None and shown["last_test_ok"] is False
         assert shown["disabled_reason"] == (
             f"failed {limit} times in a row; re-test at {_utc(stored.retest_at)}"
         )
@@ -484,6 +491,8 @@ async def test_disabled_reason_says_why_and_when_it_is_retested(
             return stored if stored.retest_count == 1 else None
 
         stored = await eventually(retested, "the failed re-test to be counted")
+        assert stored.last_test_ok is False and stored.last_test_at is not None
+        assert stored.last_test_at > shown_at
         listed = (await api.get("/api/proxies", params={"is_active": False})).json()["items"]
         assert [p["disabled_reason"] for p in listed] == [
             f"failed {limit} times in a row, then 1 failed re-test; "

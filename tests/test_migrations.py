@@ -1,10 +1,12 @@
-"""Migrations: an empty database upgrades to a schema that matches the models, on both engines."""
+"""Migrations: an empty database upgrades to a schema that matches the models and every
+downgrade takes it back to empty, on both engines; `forager db downgrade`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.exc import DBAPIError
 
@@ -16,9 +18,12 @@ from forager.db.migrate import current_revision, head_revision, schema_drift, up
 from forager.db.models import Base
 from forager.errors import ConfigError
 from forager.runtime import open_database
+from tests.support.cli import forager
 
 
 async def test_upgrade_from_empty_matches_models(db_url: str, tmp_path: Path) -> None:
+    """Up from empty (twice: the second a no-op) to the models' schema, down to empty one
+    migration at a time, and up again."""
     db = Database(db_url)
     try:
         # The PostgreSQL fixture database is a migrated clone; start it from empty.
@@ -32,6 +37,21 @@ async def test_upgrade_from_empty_matches_models(db_url: str, tmp_path: Path) ->
         async with db.engine.connect() as conn:
             tables = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
         assert set(Base.metadata.tables) <= tables
+        # Seed 001's rollback: every migration's downgrade in turn, newest first, down to an
+        # empty database, then up to head again.
+        steps = [
+            r.revision
+            for r in ScriptDirectory.from_config(migrate.alembic_config()).walk_revisions()
+        ]
+        left_at: list[str | None] = []
+        await migrate.downgrade(db, "base", on_step=left_at.append)
+        assert left_at == [*steps[1:], None]
+        assert await current_revision(db) is None
+        async with db.engine.connect() as conn:
+            left = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+        assert left <= {"alembic_version"}, left
+        await upgrade(db)
+        assert await current_revision(db) == head_revision()
     finally:
         await db.dispose()
 
@@ -110,3 +130,16 @@ async def test_a_database_at_the_newest_revision_opens_without_alembic(
         assert not await revisions.at_head(new)  # no version table yet
     finally:
         await new.dispose()
+
+
+def test_cli_db_downgrade(cli_env: dict[str, str], tmp_path: Path) -> None:
+    missing = forager(tmp_path, cli_env, "db", "downgrade", "--steps", "1")
+    assert missing.returncode != 0 and "forager db upgrade" in missing.stderr
+    forager(tmp_path, cli_env, "db", "upgrade")
+    below = [
+        r.revision for r in ScriptDirectory.from_config(migrate.alembic_config()).walk_revisions()
+    ][1]
+    done = forager(tmp_path, cli_env, "db", "downgrade", "--steps", "1")
+    assert done.returncode == 0 and f"database at revision {below} " in done.stdout
+    bad = forager(tmp_path, cli_env, "db", "downgrade", "nonsense")
+    assert bad.returncode != 0 and "cannot downgrade to 'nonsense'" in bad.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from forager.api.deps import ReadSessionDep, RuntimeDep
 from forager.config import Settings
 from forager.db import breakers
+from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlJob, CrawlTask, Domain, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
@@ -33,12 +35,15 @@ from forager.monitors import admin as monitors
 from forager.monitors.window import LATENCY_BUCKETS
 from forager.products import images
 from forager.queue import counts
+from forager.retention.sizes import table_sizes
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["monitoring"])
 
 # Fetch latency buckets in seconds (Prometheus' default ladder, stretched to 30 s timeouts).
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ATTEMPTS_TTL_SECONDS = 15.0
+TABLES_TTL_SECONDS = 60.0
 
 
 def _label(value: object) -> str:
@@ -89,6 +94,7 @@ async def metrics(
     lines += await _breaker_lines(session, runtime.settings)
     lines += await _monitor_lines(session, runtime.settings)
     lines += await _job_lines(session)
+    lines += await _table_lines(request, runtime.db)
     return PlainTextResponse(
         "\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8"
     )
@@ -166,6 +172,60 @@ async def _attempt_lines(session: AsyncSession) -> list[str]:
             f"forager_fetch_duration_seconds_count {total}",
         ],
     )
+
+
+class _TableCache:
+    """The tables' rows and bytes: read once, then refreshed in the background when older than
+    ``TABLES_TTL_SECONDS`` (a scrape is answered with the previous figures meanwhile)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] | None = None
+        self.at = 0.0
+        self.refreshing: asyncio.Task[None] | None = None
+
+    async def refresh(self, db: Database) -> None:
+        async with db.reader() as session:
+            sizes = await table_sizes(session)
+        self.lines = [
+            *_family(
+                "forager_table_rows",
+                "gauge",
+                "Rows per table (PostgreSQL: the planner's estimate; SQLite: counted).",
+                (f'forager_table_rows{{table="{_label(t.table)}"}} {t.rows}' for t in sizes),
+            ),
+            *_family(
+                "forager_table_bytes",
+                "gauge",
+                "Bytes per table with its indexes (PostgreSQL: pg_total_relation_size; SQLite: "
+                "dbstat pages).",
+                (
+                    f'forager_table_bytes{{table="{_label(t.table)}"}} {t.bytes}'
+                    for t in sizes
+                    if t.bytes is not None
+                ),
+            ),
+        ]
+        self.at = time.monotonic()
+
+    async def refresh_quietly(self, db: Database) -> None:
+        try:
+            await self.refresh(db)
+        except Exception:  # the previous figures stay; the next scrape tries again
+            log.warning("could not read the tables' sizes", exc_info=True)
+            self.at = time.monotonic()
+
+
+async def _table_lines(request: Request, db: Database) -> list[str]:
+    cache: _TableCache | None = getattr(request.app.state, "metrics_tables", None)
+    if cache is None:
+        cache = request.app.state.metrics_tables = _TableCache()
+    if cache.lines is None:
+        await cache.refresh(db)
+    elif time.monotonic() - cache.at > TABLES_TTL_SECONDS and (
+        cache.refreshing is None or cache.refreshing.done()
+    ):
+        cache.refreshing = asyncio.create_task(cache.refresh_quietly(db))
+    return cache.lines or []
 
 
 _BREAKER_CODES = {breakers.CLOSED: 0, breakers.OPEN: 1, breakers.HALF_OPEN: 2}

@@ -169,6 +169,14 @@ class ProxyPublic(BaseModel):
     retest_at: datetime | None = Field(
         None, description="When the background re-test tries this disabled proxy; null if never."
     )
+    last_test_at: datetime | None = Field(
+        None,
+        description="When the proxy was last tested (POST /api/proxies/{id}/test or the "
+        "background re-test of a disabled proxy); null if never.",
+    )
+    last_test_ok: bool | None = Field(
+        None, description="Whether that last test passed; null if never tested."
+    )
     disabled_reason: str | None = Field(
         None,
         description="Why the proxy is out of rotation; null while it is enabled.",

@@ -341,6 +341,11 @@ class AttemptPublic(BaseModel):
 
 
 class TaskDetail(TaskPublic):
+    error_trace: str | None = Field(
+        None,
+        description="The stack trace of an `internal` failure (up to 16,000 characters: its "
+        "head and tail), shown to admin keys only: always null for a read-only key.",
+    )
     attempts: list[AttemptPublic] = Field(description="The newest attempts, oldest first.")
     attempts_total: int = Field(description="All attempts; page with /api/tasks/{id}/attempts.")
     events: list[EventPublic] = Field(description="The newest events, oldest first.")

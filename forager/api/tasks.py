@@ -274,7 +274,7 @@ def _events_of(task_id: int) -> Any:
 
 
 @router.get("/{task_id:int}", operation_id="get_task", responses=_NO_TASK)
-async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
+async def get_task(task_id: EntityId, session: ReadSessionDep, key: ApiKeyDep) -> TaskDetail:
     """One task with its newest attempts and events (``…_total`` says how many there are;
     ``/attempts`` and ``/events`` page through all of them)."""
     task = await _task_or_404(session, task_id)
@@ -286,6 +286,7 @@ async def get_task(task_id: EntityId, session: ReadSessionDep) -> TaskDetail:
     )
     return TaskDetail(
         **TaskPublic.model_validate(task).model_dump(),
+        error_trace=task.error_trace if key.role == "admin" else None,
         attempts=[AttemptPublic.model_validate(a) for a in reversed(attempts)],
         attempts_total=attempts_total,
         events=[EventPublic.model_validate(e) for e in reversed(events)],

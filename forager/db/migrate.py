@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,25 @@ async def upgrade(db: Database) -> None:
 
     async with db.engine.begin() as conn:
         await conn.run_sync(_upgrade)
+
+
+async def downgrade(
+    db: Database, target: str, on_step: Callable[[str | None], None] | None = None
+) -> None:
+    """Take the schema back to revision ``target`` (``base``: empty; ``-1``: one step), running
+    each newer migration's downgrade in turn, in one transaction; ``on_step`` is told the
+    revision each step left."""
+
+    def _downgrade(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})"))
+        cfg = alembic_config(connection)
+        if on_step is not None:
+            cfg.attributes["on_version_apply"] = lambda **kw: on_step(next(iter(kw["heads"]), None))
+        command.downgrade(cfg, target)
+
+    async with db.engine.begin() as conn:
+        await conn.run_sync(_downgrade)
 
 
 async def current_revision(db: Database) -> str | None:

@@ -600,14 +600,18 @@ class BrowserFetcher(CredentialSafeFetcher):
             raise TooLarge(f"Content-Length {declared} exceeds the {s.max_body_bytes} byte limit")
         selector = request.wait_for_selector
         if selector:
+            wait_ms = remaining_ms()  # the selector's own limit (seed SELECTOR_TIMEOUT_SECONDS)
+            if s.browser_selector_timeout_seconds:
+                wait_ms = min(wait_ms, s.browser_selector_timeout_seconds * 1000)
             try:
                 await watch.guard(
-                    page.wait_for_selector(selector, state="attached", timeout=remaining_ms())
+                    page.wait_for_selector(selector, state="attached", timeout=wait_ms)
                 )
             except PlaywrightTimeout as exc:
                 watch.check()
+                limit = s.browser_selector_timeout_seconds or s.fetch_timeout_seconds
                 raise FetchTimeout(
-                    f"selector {selector!r} did not appear within {s.fetch_timeout_seconds:g} s"
+                    f"selector {selector!r} did not appear within {limit:g} s"
                 ) from exc
             except PlaywrightError as exc:
                 watch.check()

@@ -12,7 +12,7 @@ from datetime import UTC
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import case, delete, func, select
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -21,6 +21,7 @@ from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Proxy
 from forager.db.queries import get_or_not_found
+from forager.db.types import utcnow
 from forager.errors import Conflict, EgressDenied, FetchError, InvalidRequest
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.egress import Resolver
@@ -248,6 +249,12 @@ async def probe_proxy(
     probe = await _probe(fetcher, settings, via, url)
     async with db.session() as session:
         await get_proxy(session, proxy_id)  # deleted meanwhile: 404 rather than a silent no-op
+        await session.execute(
+            update(Proxy)
+            .where(Proxy.id == proxy_id)
+            .values(last_test_at=utcnow(), last_test_ok=probe.ok)
+            .execution_options(synchronize_session=False)
+        )
         await health.record_verdict(
             session,
             proxy_id,

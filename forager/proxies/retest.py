@@ -112,7 +112,7 @@ async def retest_due(
             await session.execute(
                 update(Proxy)
                 .where(Proxy.id == proxy.id, Proxy.is_active.is_(False))
-                .values(**values)
+                .values(**values, last_test_at=now, last_test_ok=verdict(error) == "ok")
                 .execution_options(synchronize_session=False)
             )
             audit.record(session, "proxy", [proxy.id], event, details)

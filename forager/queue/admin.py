@@ -118,6 +118,7 @@ async def restart(
         "scheduled_at": scheduled_at or utcnow(),
         "error_type": None,
         "error_message": None,
+        "error_trace": None,
         "started_at": None,
         "completed_at": None,
         "next_crawl_at": None,
@@ -143,7 +144,12 @@ async def restart_parsing(
             f"cannot restart parsing of task {task_id}: it has no stored page to parse",
             current_status=task.status,
         )
-    values: dict[str, Any] = {"error_type": None, "error_message": None, "completed_at": None}
+    values: dict[str, Any] = {
+        "error_type": None,
+        "error_message": None,
+        "error_trace": None,
+        "completed_at": None,
+    }
     if reset_retry_count:
         values["retry_count"] = 0
     return await _apply(db, task_id, RESTART_PARSING, by, **values)
@@ -272,6 +278,7 @@ async def restart_failed(
                 retry_count=0,
                 error_type=None,
                 error_message=None,
+                error_trace=None,
                 started_at=None,
                 completed_at=None,
                 next_crawl_at=None,
@@ -385,6 +392,7 @@ async def restart_parsing_bulk(
                 retry_count=0,
                 error_type=None,
                 error_message=None,
+                error_trace=None,
                 completed_at=None,
                 updated_at=utcnow(),
                 **_NOT_LEASED,

@@ -204,6 +204,21 @@ class Ending:
     fetch_attempt: FetchAttempt | None = None
     parse_page: str | None = None
     quality_issues: Sequence[str] = ()
+    trace: str | None = None  # an internal failure's stack trace (kept on the task, bounded)
+
+
+# An internal failure's stack trace is kept up to this many characters: its first lines (where
+# the work started) and its last ones (where it failed), the middle cut out.
+TRACE_LIMIT = 16_000
+
+
+def bounded_trace(trace: str) -> str:
+    """``trace`` cut to ``TRACE_LIMIT`` characters, keeping its head and its tail."""
+    if len(trace) <= TRACE_LIMIT:
+        return trace
+    cut = "\n… (cut) …\n"
+    head = TRACE_LIMIT // 4
+    return trace[:head] + cut + trace[-(TRACE_LIMIT - head - len(cut)) :]
 
 
 def _next_crawl(task: ClaimedTask, now: datetime) -> datetime | None:
@@ -225,6 +240,7 @@ _ENDING_VALUES: tuple[tuple[str, Any], ...] = (
     ("b_keep_started", Boolean),
     ("b_error_type", String),
     ("b_error_message", Text),
+    ("b_error_trace", Text),
     ("b_http_status_code", Integer),
     ("b_html_path", String),
     ("b_response_time_ms", Integer),
@@ -250,6 +266,7 @@ def _settle(row: Any, now: Any) -> Any:
             started_at=case((row.b_keep_started, _TASKS.c.started_at), else_=None),
             error_type=row.b_error_type,
             error_message=row.b_error_message,
+            error_trace=row.b_error_trace,
             http_status_code=row.b_http_status_code,
             html_path=func.coalesce(row.b_html_path, _TASKS.c.html_path),
             response_time_ms=func.coalesce(row.b_response_time_ms, _TASKS.c.response_time_ms),
@@ -352,6 +369,7 @@ def _ending_row(
         "b_keep_started": True,
         "b_error_type": None,
         "b_error_message": None,
+        "b_error_trace": None,
         "b_http_status_code": status_code,
         "b_html_path": page_key,
         "b_response_time_ms": elapsed_ms,
@@ -364,6 +382,8 @@ def _ending_row(
         return row, S.COMPLETED, {"to": S.COMPLETED, **details}
     error_type, message, http_status = ending.error
     row |= {"b_error_type": error_type, "b_error_message": message[:2000]}
+    if error_type == "internal" and ending.trace:
+        row["b_error_trace"] = bounded_trace(ending.trace)
     if ending.fetched is None:
         row["b_http_status_code"] = http_status
     if effect(error_type).retry and task.retry_count < task.max_retries:

@@ -24,6 +24,7 @@ import gzip
 import importlib
 import logging
 import os
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -97,6 +98,7 @@ class Parsed:
     record: ProductRecord | None = None
     items: tuple[CheckedItem, ...] = ()
     error: tuple[str, str] | None = None  # error_type, message
+    trace: str | None = None  # a parser bug's stack trace (kept on the task, bounded)
     fields: tuple[dict[str, Any], dict[str, str]] | None = None  # a preview: values, errors
     data: dict[str, Any] | None = None  # what a monitor read from its page
     links: tuple[Link, ...] = ()  # a crawl job's links taken from the page
@@ -179,7 +181,8 @@ def _parse(job: ParseJob, text: str) -> Parsed:
     except ForagerError as exc:
         return Parsed(error=("internal", exc.message))
     except Exception as exc:  # a parser bug: the task fails, the process lives on
-        return Parsed(error=("internal", f"{type(exc).__name__}: {exc}"))
+        message = f"{type(exc).__name__}: {exc}"
+        return Parsed(error=("internal", message), trace=traceback.format_exc())
     return Parsed(record=record, items=tuple(items))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import traceback
 from datetime import datetime
 
 from sqlalchemy import select
@@ -114,7 +115,8 @@ class Pipeline:
             raise
         except Exception as exc:  # a bug, a database outage: keep the task, not the worker
             log.exception("task %s: unexpected error", task.id)
-            return await self._fail(task, "internal", f"{type(exc).__name__}: {exc}")
+            message = f"{type(exc).__name__}: {exc}"
+            return await self._fail(task, "internal", message, trace=traceback.format_exc())
 
     async def run_fetched(
         self,
@@ -138,7 +140,8 @@ class Pipeline:
             raise
         except Exception as exc:  # a bug, a database outage: keep the task, not the hub
             log.exception("task %s: unexpected error", task.id)
-            return await self._fail(task, "internal", f"{type(exc).__name__}: {exc}")
+            message = f"{type(exc).__name__}: {exc}"
+            return await self._fail(task, "internal", message, trace=traceback.format_exc())
 
     async def allowed_by_robots(self, task: ClaimedTask) -> bool:
         """The robots.txt check of the fetch phase, for a task about to go to an agent.
@@ -330,6 +333,7 @@ class Pipeline:
             via=FETCHED_VIA,
             fetched=fetched,
             fetch_attempt=attempt,
+            trace=parsed.trace,
         )
         item = Finish(
             ending,
@@ -374,7 +378,14 @@ class Pipeline:
         )
         parsed = await self.parser.parse(job)
         error = (*parsed.error, None) if parsed.error else None
-        ending = Ending(task, self.worker_id, [S.PARSING], error=error, parse_page=task.html_path)
+        ending = Ending(
+            task,
+            self.worker_id,
+            [S.PARSING],
+            error=error,
+            parse_page=task.html_path,
+            trace=parsed.trace,
+        )
         return await self.writer.finish(
             Finish(
                 ending,
@@ -384,9 +395,17 @@ class Pipeline:
         )
 
     async def _fail(
-        self, task: ClaimedTask, error_type: str, message: str, *, open_gate: bool = False
+        self,
+        task: ClaimedTask,
+        error_type: str,
+        message: str,
+        *,
+        open_gate: bool = False,
+        trace: str | None = None,
     ) -> str | None:
-        ending = Ending(task, self.worker_id, LEASED, error=(error_type, message, None))
+        ending = Ending(
+            task, self.worker_id, LEASED, error=(error_type, message, None), trace=trace
+        )
         return await self.writer.finish(
             Finish(ending, open_gate=open_gate and task.crawl_delay_seconds > 0)
         )

@@ -28,6 +28,7 @@ from forager.fetch.base import Fetcher
 from forager.proxies.retest import retest_due
 from forager.queue.door import ClaimedTask, TaskQueue
 from forager.queue.lifecycle import TERMINAL
+from forager.retention.prune import prune as prune_rows
 from forager.store.pages import PageStore
 from forager.store.retention import Retention, prune
 from forager.worker import presence
@@ -121,6 +122,7 @@ class WorkerPool:
         # Self-supervision (issue 15): why this process stopped to start afresh, if it did.
         self.recycle_reason: str | None = None
         self._started = time.monotonic()
+        self._rows_pruning = False  # row retention's first step only arms it
 
     def wake(self) -> None:
         """New work may be claimable now (a submit, a finished job)."""
@@ -144,6 +146,8 @@ class WorkerPool:
             if self.settings.page_retention_on:
                 every = self.settings.page_retention_interval_seconds
                 side.append(self._supervise("page-retention", self._prune_pages, every))
+            every = self.settings.retention_interval_seconds
+            side.append(self._supervise("row-retention", self._prune_rows, every))
             side.append(self._supervise("alerts", self._deliver, self.settings.alert_poll_seconds))
             every = self.settings.alert_evaluate_seconds
             side.append(self._supervise("alert-rules", self._evaluate_alerts, every))
@@ -318,6 +322,14 @@ class WorkerPool:
         pruned = await prune(self.db, self.pages, rules, should_stop=self._stopping)
         if pruned.pages:
             log.info("retention deleted %d stored pages (%d bytes)", pruned.pages, pruned.bytes)
+
+    async def _prune_rows(self) -> None:
+        """Delete rows past retention (events, attempts …), one interval after start first:
+        a pool's start stays light, and a short-lived one never prunes."""
+        if not self._rows_pruning:
+            self._rows_pruning = True
+            return
+        await prune_rows(self.db, self.settings, should_stop=self._stopping)
 
     def _stopping(self) -> bool:
         return self.claiming.stopping or self._side_stop.is_set()

@@ -19,6 +19,8 @@ def _run(connection: Connection) -> None:
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
         include_object=include_object,
+        # A caller may follow each step (``migrate.downgrade``'s ``on_step``).
+        on_version_apply=config.attributes.get("on_version_apply", ()),
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -50,6 +50,9 @@ class Proxy(Timestamped, Base):
     # Set when health disabled the proxy: the background re-test is due then (backoff).
     retest_at: Mapped[datetime | None] = mapped_column(UTCDateTime, index=True)
     retest_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The last test fetch (API or background re-test) and whether it passed (seed 003 §3.4).
+    last_test_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_test_ok: Mapped[bool | None] = mapped_column(Boolean)
     breaker_state: Mapped[str] = mapped_column(String(10), default="closed")
     breaker_failures: Mapped[int] = mapped_column(Integer, default=0)
     breaker_successes: Mapped[int] = mapped_column(Integer, default=0)

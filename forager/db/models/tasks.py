@@ -49,6 +49,8 @@ class CrawlTask(Timestamped, Base):
     max_retries: Mapped[int] = mapped_column(Integer, default=3)
     error_type: Mapped[str | None] = mapped_column(String(20))
     error_message: Mapped[str | None] = mapped_column(Text)
+    # An internal failure's stack trace, bounded (migration 0032); the API shows it to admins.
+    error_trace: Mapped[str | None] = mapped_column(Text)
     is_recurring: Mapped[bool] = mapped_column(Boolean, default=False)
     crawl_frequency_seconds: Mapped[int] = mapped_column(Integer, default=86400)
     next_crawl_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -10,7 +10,7 @@ Existing rows are numbered once here. Plain ADD COLUMN and CREATE TABLE: no tabl
 SQLite migration that copies ``products`` or ``items`` must create these triggers again).
 
 Revision ID: 0033
-Revises: 0029
+Revises: 0032
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import forager.db.types
 # ruff: noqa: S608
 
 revision = "0033"
-down_revision = "0029"
+down_revision = "0032"
 branch_labels = None
 depends_on = None
 
