@@ -135,6 +135,12 @@ class Settings(BaseSettings):
         description="Delivered and failed alert deliveries (and their attempts) older than "
         "this are deleted; pending ones never (0: off).",
     )
+    feed_run_retention_days: float = Field(
+        90.0,
+        ge=0,
+        description="Succeeded feed runs older than this are deleted from a feed's history; "
+        "running and failed runs and each feed's newest run never (0: off).",
+    )
     image_max_bytes: int = Field(
         5 * 1024 * 1024,
         ge=1024,

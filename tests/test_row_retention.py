@@ -22,6 +22,8 @@ from forager.db.models import (
     CrawlAttempt,
     CrawlTask,
     Event,
+    Feed,
+    FeedRun,
     Monitor,
     MonitorSnapshot,
     PriceHistory,
@@ -145,6 +147,33 @@ async def _seed(db: Database, settings: Settings) -> dict[str, Any]:
         await session.flush()
         session.add(AlertAttempt(delivery_id=old_sent.id, duration_ms=3, status_code=200))
         await session.flush()
+
+        # Feed runs: an old succeeded run goes; an old failed one (it is done again) and each
+        # feed's newest run (here old and succeeded, of a second feed) stay.
+        feeds = [
+            Feed(
+                name=f"f{n}",
+                kind="products",
+                format="jsonl",
+                destination="directory",
+                interval_seconds=60,
+            )
+            for n in range(2)
+        ]
+        session.add_all(feeds)
+        await session.flush()
+
+        def run(feed: Feed, status: str, age: float) -> FeedRun:
+            return FeedRun(
+                feed_id=feed.id, status=status, from_seq=0, to_seq=1, started_at=ago(age)
+            )
+
+        old_run = run(feeds[0], "succeeded", OLD)
+        kept_runs = [run(feeds[0], "failed", OLD), run(feeds[0], "succeeded", NEW)]
+        kept_runs.append(run(feeds[1], "succeeded", OLD))
+        session.add_all([old_run, *kept_runs])
+        await session.flush()
+        keep["feed_runs"] = {r.id for r in kept_runs}
         keep["events"] = {e.id for e in kept_events} | submitted
         keep["crawl_attempts"] = {a.id for a in kept_attempts}
         keep["price_history"] = {history[i].id for i in (0, 2, 3, 4)}
@@ -161,6 +190,7 @@ TABLES = {
     "price_history": PriceHistory,
     "monitor_snapshots": MonitorSnapshot,
     "alert_deliveries": AlertDelivery,
+    "feed_runs": FeedRun,
 }
 
 
@@ -191,6 +221,7 @@ async def test_prune_keeps_what_is_needed_in_small_batches(
                 "price_history": 1,  # the repeat of 10.00 in stock; the newest repeat stays
                 "monitor_snapshots": 5 + 2 + 2,
                 "alert_deliveries": 1,
+                "feed_runs": 1,
             }
         )
         after = await _ids(db)
@@ -212,6 +243,7 @@ async def test_count_limits_and_off_switches(make_settings: SettingsFactory) -> 
         monitor_snapshot_retention_days=0,
         monitor_snapshot_keep_last=0,
         alert_delivery_retention_days=0,
+        feed_run_retention_days=0,
     )
     db = await open_database(settings)
     try:

@@ -16,6 +16,8 @@ rest by primary key. What protects what:
 - ``alert_deliveries``: a ``pending`` delivery (the outbox still owes it) and the newest
   delivery of each rule and subject (whether that alert is firing or cleared now: an open
   alert's episode stays); a delivery's attempts go with it (foreign key cascade).
+- ``feed_runs``: only a succeeded run goes (a running or failed one still owes its range and is
+  done again under its file name), never a feed's newest run.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from forager.db.models import (
     CrawlAttempt,
     CrawlTask,
     Event,
+    FeedRun,
     Mission,
     Monitor,
     MonitorSnapshot,
@@ -155,6 +158,16 @@ async def _newest_deliveries(session: AsyncSession, rows: Sequence[Any]) -> set[
         select(func.max(d.id))
         .where(tuple_(d.rule_id, d.subject_type, d.subject_id).in_(subjects))
         .group_by(d.rule_id, d.subject_type, d.subject_id)
+    )
+    return set(newest)
+
+
+async def _newest_feed_runs(session: AsyncSession, rows: Sequence[Any]) -> set[int]:
+    """Each feed's newest run among ``rows``'s feeds: what its history shows last."""
+    newest = await session.scalars(
+        select(func.max(FeedRun.id))
+        .where(FeedRun.feed_id.in_({row.feed_id for row in rows}))
+        .group_by(FeedRun.feed_id)
     )
     return set(newest)
 
@@ -349,9 +362,16 @@ def rules(settings: Settings) -> list[Rule]:
             guard=_newest_deliveries,
             only=(AlertDelivery.status != "pending",),
         ),
-        # HOOK (issue 35, feeds): the feeds helper's ``feed_runs`` table goes here, e.g.
-        # AgeOrCount("feed_runs", FeedRun, FeedRun.started_at, s.feed_run_retention_days, 0,
-        # only=(FeedRun.status != "running",)) — keep each feed's newest run (its cursor).
+        AgeOrCount(
+            "feed_runs",
+            FeedRun,
+            FeedRun.started_at,
+            s.feed_run_retention_days,
+            0,
+            columns=(FeedRun.feed_id,),
+            guard=_newest_feed_runs,
+            only=(FeedRun.status == "succeeded",),
+        ),
     ]
     return [rule for rule in every if rule.on]
 
