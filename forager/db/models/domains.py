@@ -75,6 +75,9 @@ class Domain(Timestamped, Base):
     # Request profile (migration 0026): headers, cookies sent with every fetch, secret values
     # sealed by the SecretBox (``forager.domains.profile``); None when there is none.
     request_profile: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+    # Agent routing (migration 0030): any | agents_preferred | agents_only — who may claim its
+    # tasks (``forager.queue.claim``; docs/AGENTS.md).
+    routing: Mapped[str] = mapped_column(String(20), default="any", server_default="any")
 
 
 class SelectorMapVersion(Base):
