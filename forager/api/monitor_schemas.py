@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from forager.api.wire import CrawlURL, JsonBody, Shape, choice_of
-from forager.monitors.extract import CSS_SELECTOR, FIELD_NAME, JSON_PATH, MAX_FIELDS
+from forager.monitors.extract import CSS_SELECTOR, FIELD_NAME, MAX_FIELDS
+from forager.parse.jsonpath import JSON_PATH
 from forager.parse.registry import parser_names
 
 FetcherName = Literal["http", "impersonate", "browser"]
