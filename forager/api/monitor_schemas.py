@@ -145,8 +145,14 @@ class MonitorPublic(BaseModel):
     current_interval_seconds: float
     enabled: bool
     status: MonitorStatus = Field(
-        description="paused, stopped (no process runs it), active, "
+        description="paused (by an operator, or held by its domain's policy: see held_reason), "
+        "stopped (no process runs it), active, "
         "stale (no successful poll for FORAGER_MONITOR_STALENESS_SECONDS) or error."
+    )
+    held_reason: str | None = Field(
+        None,
+        description="Why its domain's policy holds it back now (domain_inactive, robots, "
+        "no_proxy, concurrency, crawl_delay: then words); null while it polls.",
     )
     health_status: HealthName
     running: bool = Field(description="A live process holds its lease.")

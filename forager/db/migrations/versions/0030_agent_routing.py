@@ -1,7 +1,9 @@
-"""Agent routing (issue 33): a domain's tasks may go to agents only, or to agents first.
+"""Agent routing and monitors under their domain's policy (issue 33).
 
-``domains.routing`` is ``any`` (default), ``agents_preferred`` or ``agents_only``. Plain
-``ADD COLUMN`` with a server default on both engines: no table copy.
+``domains.routing`` is ``any`` (default), ``agents_preferred`` or ``agents_only``: who may
+claim the domain's tasks. ``monitors.held_reason`` says why a monitor does not poll now (its
+domain switched off, robots.txt, no proxy, the domain's turn). Plain ``ADD COLUMN`` on both
+engines: no table copy.
 
 Revision ID: 0030
 Revises: 0026
@@ -23,7 +25,9 @@ def upgrade() -> None:
         "domains",
         sa.Column("routing", sa.String(length=20), nullable=False, server_default="any"),
     )
+    op.add_column("monitors", sa.Column("held_reason", sa.String(length=300), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("monitors", "held_reason")
     op.drop_column("domains", "routing")
