@@ -5,7 +5,6 @@ claimed by workers and wait, with the reason shown, while no agent is connected;
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -153,12 +152,16 @@ def _no_process_left() -> Iterator[None]:
 
 @pytest.mark.usefixtures("_no_process_left")
 async def test_an_agents_only_domain_is_served_by_a_real_agent_process_alone(
-    make_settings: SettingsFactory, site: TestSite, tmp_path: Path
+    make_settings: SettingsFactory, db_url: str, site: TestSite, tmp_path: Path
 ) -> None:
     """Built-in workers run and crawl an ordinary domain; the ``agents_only`` one (fetched with
     ``impersonate``) waits with ``no_agent`` until a ``forager agent run`` process connects, and
     then every one of its fetches is the agent's."""
-    settings = make_settings(serve_workers=2, agent_heartbeat_seconds=0.5)
+    if db_url.startswith("sqlite"):
+        # The test-time budget: the claim's routing rule runs on both engines above; the
+        # processes run on PostgreSQL, the engine of multi-process deployments.
+        pytest.skip("the agent process round trip runs on PostgreSQL")
+    settings = make_settings(serve_workers=1, agent_heartbeat_seconds=0.5)
     only, plain = "127.0.0.4", "127.0.0.5"
     async with app_server(settings) as (url, app):
         db: Database = app.state.runtime.db
@@ -177,12 +180,10 @@ async def test_an_agents_only_domain_is_served_by_a_real_agent_process_alone(
                 assert response.status_code == 201, response.text
                 assert response.json()["routing"] == extra.get("routing", "any")
             only_ids = await submit(
-                db, settings, *[site.url(f"/product/{n}", host=only) for n in range(3)]
+                db, settings, *[site.url(f"/product/{n}", host=only) for n in range(2)]
             )
             only_ids += await submit(db, settings, site.url("/echo-headers", host=only))
-            plain_ids = await submit(
-                db, settings, *[site.url(f"/product/{n}", host=plain) for n in range(3)]
-            )
+            plain_ids = await submit(db, settings, site.url("/product/1", host=plain))
 
             async def done(ids: list[int]) -> bool:
                 # Ended: the JSON of /echo-headers is no product page, so its task fails.
@@ -197,7 +198,7 @@ async def test_an_agents_only_domain_is_served_by_a_real_agent_process_alone(
                 return found[0] if found and found[0]["reason"] == "no_agent" else None
 
             wait = await eventually(waiting_for_an_agent, "the agents-only domain's wait")
-            assert wait["pending"] == 4 and "agents only" in wait["message"]
+            assert wait["pending"] == 3 and "agents only" in wait["message"]
             assert not site.requests(host=only)  # no worker went near it
 
             fetchers = ("--fetcher", "http", "--fetcher", "impersonate")
@@ -209,8 +210,8 @@ async def test_an_agents_only_domain_is_served_by_a_real_agent_process_alone(
                     timeout=60,
                     context=lambda: all_logs(agent),
                 )
-            finally:  # off the event loop: the server in it records the agent's last results
-                await asyncio.to_thread(agent.stop)
+            finally:  # the server in this event loop records the agent's last results
+                assert await agent.astop() == 0
         statuses = {t.id: t.status for t in (await tasks_by_id(db, only_ids + plain_ids)).values()}
         async with db.reader() as session:
             rows = await session.execute(
@@ -219,9 +220,12 @@ async def test_an_agents_only_domain_is_served_by_a_real_agent_process_alone(
                 )
             )
             fetched_by: dict[int, str] = {row.task_id: row.worker_id for row in rows}
-    assert [statuses[t] for t in only_ids + plain_ids] == ["completed"] * 3 + ["failed"] + [
-        "completed"
-    ] * 3
+    assert [statuses[t] for t in only_ids + plain_ids] == [
+        "completed",
+        "completed",
+        "failed",
+        "completed",
+    ]
     assert all(fetched_by[t].startswith("agent:") for t in only_ids), fetched_by
     assert not any(fetched_by[t].startswith("agent:") for t in plain_ids), fetched_by
     # The agent fetched with the domain's fetcher: curl_cffi's Chrome sends its client hints.
