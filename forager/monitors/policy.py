@@ -35,8 +35,10 @@ from forager.proxies.selection import DomainPolicy, NoProxyAvailable, ProxyChoic
 from forager.queue.lifecycle import FETCHING
 from forager.worker.policy import FetchPolicy
 
-# How long a held monitor waits at least before it looks again (it also waits its interval).
+# How long a held monitor waits at most before it looks again (else its interval).
 _HOLD_SECONDS = 5.0
+# The longest a poll waits for the domain's turn before it is held back (``crawl_delay``).
+_TURN_WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,26 +131,35 @@ class MonitorPolicy:
 
     async def _take_turn(self, domain: Domain, delay: float) -> Hold | None:
         """The domain's concurrency and crawl delay: its in-flight tasks leave room, and the
-        gate is taken (closed until the request is sent, reopened ``delay`` later)."""
-        async with self.db.session() as session:
+        gate is taken (closed until the request is sent, reopened ``delay`` later), waiting
+        for it up to ``_TURN_WAIT_SECONDS`` as an image download does."""
+        async with self.db.reader() as session:
             in_flight = await session.scalar(
                 select(func.count())
                 .select_from(CrawlTask)
                 .where(CrawlTask.domain_id == domain.id, CrawlTask.status.in_(FETCHING))
             )
-            if (in_flight or 0) >= domain.max_concurrent_requests:
-                return Hold(
-                    f"concurrency: {in_flight} requests of the domain in flight "
-                    f"(max_concurrent_requests {domain.max_concurrent_requests})",
-                    0,
-                )
-            if delay <= 0:
-                return None
-            opens = await take(session, domain.id, self.settings.monitor_page_timeout_seconds)
-        if opens is None:
+        if (in_flight or 0) >= domain.max_concurrent_requests:
+            return Hold(
+                f"concurrency: {in_flight} requests of the domain in flight "
+                f"(max_concurrent_requests {domain.max_concurrent_requests})",
+                0,
+            )
+        if delay <= 0:
             return None
-        wait = max(0.0, (opens - utcnow()).total_seconds())
-        return Hold(f"crawl_delay: the domain's next request may leave in {wait:.1f} s", wait)
+        waited = 0.0
+        while True:
+            async with self.db.session() as session:
+                opens = await take(session, domain.id, self.settings.monitor_page_timeout_seconds)
+            if opens is None:
+                return None
+            pause = max(0.01, (opens - utcnow()).total_seconds())
+            if waited + pause > _TURN_WAIT_SECONDS:
+                return Hold(
+                    f"crawl_delay: the domain's next request leaves in {pause:.1f} s", pause
+                )
+            waited += pause
+            await asyncio.sleep(pause)
 
     async def sent(self, turn: Turn) -> None:
         """The request is on the wire (or will not leave): the domain's gate reopens after its
