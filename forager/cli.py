@@ -963,6 +963,17 @@ def agent_run(
             "submitted (only a task's own host; redirects into them are refused), all, none.",
         ),
     ] = "submitted",
+    fetcher: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Fetch with only these (repeatable: http, impersonate, browser). Default: "
+            "http and impersonate, and browser when Chromium is at --chromium-path.",
+        ),
+    ] = None,
+    chromium_path: Annotated[
+        Path,
+        typer.Option(envvar="FORAGER_CHROMIUM_PATH", help="This machine's Chromium."),
+    ] = Path("/usr/bin/chromium"),
 ) -> None:
     """Run a home-network agent: connect out to the server and fetch the tasks it pushes."""
     import logging
@@ -985,6 +996,8 @@ def agent_run(
             ip_echo_url=ip_echo_url,
             shutdown_seconds=shutdown_seconds,
             private_targets=private_targets,
+            fetchers=fetcher,
+            chromium_path=chromium_path,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc

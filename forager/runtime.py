@@ -244,7 +244,7 @@ class Runtime:
 
         parts = self.parts
         self.monitors = MonitorRunner(
-            self.db, self.settings, parts.fetchers, parts.parser, owner=owner
+            self.db, self.settings, parts.fetchers, parts.parser, owner=owner, box=parts.box
         )
         return self.monitors
 

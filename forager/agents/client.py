@@ -12,8 +12,10 @@ import contextlib
 import ipaddress
 import json
 import logging
+import os
 import random
 import zlib
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,12 +28,23 @@ from forager.config import Settings
 from forager.errors import FetchError, ForagerError, HTTPStatusError
 from forager.fetch.base import FetchRequest, FetchResponse
 from forager.fetch.egress import PRIVATE_TARGETS
+from forager.fetch.fetcher_set import FETCHER_KINDS, FetcherSet
 from forager.fetch.http import HttpFetcher
 
 log = logging.getLogger("forager.agent")
 
 BACKOFF_START = 1.0
 BACKOFF_MAX = 30.0
+DEFAULT_CHROMIUM = Path("/usr/bin/chromium")
+
+
+def available_fetchers(chromium_path: Path = DEFAULT_CHROMIUM) -> list[str]:
+    """What this machine can fetch with: ``http`` and ``impersonate`` always (both are
+    libcurl, in the package), ``browser`` when Chromium is installed at ``chromium_path``."""
+    kinds = ["http", "impersonate"]
+    if chromium_path.is_file() and os.access(chromium_path, os.X_OK):
+        kinds.append("browser")
+    return kinds
 
 
 class AgentRefused(ForagerError):
@@ -53,6 +66,8 @@ class AgentClient:
         shutdown_seconds: float = 30.0,
         backoff_max: float = BACKOFF_MAX,
         private_targets: str = "submitted",
+        fetchers: list[str] | None = None,
+        chromium_path: Path = DEFAULT_CHROMIUM,
     ) -> None:
         self.url = protocol.ws_url(server)
         self._token = token
@@ -66,6 +81,13 @@ class AgentClient:
             raise ValueError(f"private targets must be one of {', '.join(PRIVATE_TARGETS)}")
         # The egress policy on the agent's own network: its owner's choice, never the server's.
         self.private_targets = private_targets
+        # The fetchers advertised in the hello: the server sends only tasks of domains
+        # fetched with one of them (docs/AGENTS.md "Routing").
+        self.chromium_path = chromium_path
+        self.fetchers = list(fetchers) if fetchers else available_fetchers(chromium_path)
+        unknown = sorted(set(self.fetchers) - set(FETCHER_KINDS))
+        if unknown:
+            raise ValueError(f"unknown fetcher {unknown[0]!r} (known: {', '.join(FETCHER_KINDS)})")
         self.completed = 0
         self._stopping = asyncio.Event()
         self._send_lock = asyncio.Lock()
@@ -128,7 +150,7 @@ class AgentClient:
                 agent_version=__version__,
                 capabilities={
                     "concurrency": self.concurrency,
-                    "fetchers": ["http"],
+                    "fetchers": self.fetchers,
                     "compression": ["gzip"],
                     "allow_domains": sorted(self.allow) if self.allow else None,
                 },
@@ -148,12 +170,15 @@ class AgentClient:
             welcome.get("name"),
             welcome.get("status"),
         )
-        fetcher = HttpFetcher(
+        # One fetcher of each kind the task asks for, built on first use (Chromium starts
+        # only when a browser task comes).
+        fetcher = FetcherSet(
             self._settings(
                 max_body_bytes=int(welcome["max_body_bytes"]),
                 fetch_timeout_seconds=float(welcome["fetch_timeout_seconds"]),
                 connect_timeout_seconds=float(welcome["connect_timeout_seconds"]),
                 max_redirects=int(welcome["max_redirects"]),
+                chromium_path=self.chromium_path,
             )
         )
         side = [
@@ -199,7 +224,7 @@ class AgentClient:
             acked.cancel()
         await ws.close(protocol.CLOSE_NORMAL, "agent stopping")
 
-    async def _read(self, ws: ClientConnection, fetcher: HttpFetcher) -> None:
+    async def _read(self, ws: ClientConnection, fetcher: FetcherSet) -> None:
         async for raw in ws:
             if isinstance(raw, bytes):
                 continue  # the server sends no binary frames
@@ -218,11 +243,18 @@ class AgentClient:
             elif kind == "error":
                 log.warning("server says: %s", msg.get("message"))
 
-    def _on_task(self, ws: ClientConnection, fetcher: HttpFetcher, msg: dict[str, Any]) -> None:
+    def _on_task(self, ws: ClientConnection, fetcher: FetcherSet, msg: dict[str, Any]) -> None:
         task_id = int(msg["task_id"])
         host = (urlsplit(msg["url"]).hostname or "").lower()
-        if self._stopping.is_set() or (self.allow is not None and host not in self.allow):
-            reason = "stopping" if self._stopping.is_set() else f"{host} is not on the allow-list"
+        kind = msg.get("fetcher", "http")  # older servers send none: plain HTTP
+        reason = None
+        if self._stopping.is_set():
+            reason = "stopping"
+        elif self.allow is not None and host not in self.allow:
+            reason = f"{host} is not on the allow-list"
+        elif kind not in self.fetchers:
+            reason = f"this agent does not fetch with {str(kind)[:20]!r}"
+        if reason is not None:
             log.info("task %s: returned (%s)", task_id, reason)
             job = self._send(ws, protocol.message("return", task_id=task_id, reason=reason))
             asyncio.create_task(job)  # noqa: RUF006 - short, and the connection outlives it
@@ -231,7 +263,7 @@ class AgentClient:
         self._jobs[task_id] = asyncio.create_task(self._job(ws, fetcher, task_id, msg))
 
     async def _job(
-        self, ws: ClientConnection, fetcher: HttpFetcher, task_id: int, msg: dict[str, Any]
+        self, ws: ClientConnection, fetcher: FetcherSet, task_id: int, msg: dict[str, Any]
     ) -> None:
         try:
 
@@ -247,6 +279,8 @@ class AgentClient:
                 body=msg["body"].encode() if isinstance(msg.get("body"), str) else None,
                 body_type=msg.get("body_type") if isinstance(msg.get("body_type"), str) else None,
                 on_sent=sent,
+                fetcher=msg.get("fetcher", "http"),
+                wait_for_selector=_text(msg.get("wait_for_selector")),
             )
             try:
                 response = await fetcher.fetch(request)
@@ -371,6 +405,10 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
         return f"closed by the server ({exc.rcvd.code} {exc.rcvd.reason})".replace(" )", ")")
     return str(exc) or type(exc).__name__
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _strings(value: Any) -> dict[str, str]:

@@ -34,8 +34,10 @@ class Dispatcher:
         self.settings = settings
         self.queue = queue
         self.box = box  # opens the request profiles' secrets for the agent's fetch
-        # Until then, idle plain-HTTP agents skip claiming: the last claim found nothing due.
+        # Until then, idle agents whose fetchers are among these skip claiming: an
+        # unrestricted agent's last claim found nothing due.
         self._nothing_until = 0.0
+        self._nothing_for: frozenset[str] = frozenset()
 
     def something_new(self) -> None:
         """Work may be claimable: every agent claims at its next look."""
@@ -48,7 +50,7 @@ class Dispatcher:
             room=conn.free,
             may_claim=lambda free: free > 0 and not self._skip(conn),
             claim=lambda free: self.queue.claim(
-                conn.owner, free, domains=conn.domains, fetchers=conn.fetchers
+                conn.owner, free, domains=conn.domains, fetchers=conn.fetchers, by_agent=True
             ),
             hand_out=lambda task: self._assign(conn, task),
             nothing_due=lambda: self._nothing_due(conn),
@@ -56,14 +58,15 @@ class Dispatcher:
         conn.feeder = asyncio.create_task(conn.claiming.run(), name=f"agent {conn.name} feed")
 
     def _skip(self, conn: Connection) -> bool:
-        # An agent that can fetch more than plain HTTP may find work the others cannot.
-        return time.monotonic() < self._nothing_until and set(conn.fetchers) <= {"http"}
+        # An agent that can fetch with more kinds may find work the others cannot.
+        return time.monotonic() < self._nothing_until and set(conn.fetchers) <= self._nothing_for
 
     async def _nothing_due(self, conn: Connection) -> None:
-        if conn.domains is None and conn.fetchers == ["http"]:
-            # Nothing for an unrestricted agent: nothing for the others either, so they skip
-            # their claims until the next wake-up or poll.
+        if conn.domains is None:
+            # Nothing for an unrestricted agent: nothing for those that fetch with fewer
+            # kinds either, so they skip their claims until the next wake-up or poll.
             self._nothing_until = time.monotonic() + self.settings.poll_seconds
+            self._nothing_for = frozenset(conn.fetchers)
 
     async def _assign(self, conn: Connection, task: ClaimedTask) -> int:
         if conn.dropped:
@@ -100,6 +103,9 @@ class Dispatcher:
             url=task.url,
             user_agent=shopper.user_agent or task.user_agent,
             domain=task.domain_name,
+            # One of the fetchers the agent advertised (the claim's filter): its domain's.
+            fetcher=task.fetcher,
+            wait_for_selector=task.wait_for_selector,
             # The request profile in clear: the agent sends it and never logs it.
             headers=shopper.headers,
             cookies=shopper.cookies,

@@ -138,6 +138,13 @@ class _Editable(JsonBody):
         "fetchers and agents), replacing the stored ones; {} clears them. Secret values are "
         "stored encrypted and never shown.",
     )
+    # Agent routing (issue 33; docs/AGENTS.md "Routing").
+    routing: Literal["any", "agents_preferred", "agents_only"] | None = Field(
+        None,
+        description="Who fetches its tasks: any (agents and workers), agents_only (home-network "
+        "agents only; tasks wait while none is connected) or agents_preferred (agents; "
+        "workers too while no agent is connected).",
+    )
 
     @field_validator("*")
     @classmethod
@@ -229,6 +236,9 @@ class DomainPublic(BaseModel):
     )
     request_profile: RequestProfilePublic | None = Field(
         None, description="Headers and cookies sent with every fetch; secret ones without value."
+    )
+    routing: Literal["any", "agents_preferred", "agents_only"] = Field(
+        "any", description="Who fetches its tasks: any, agents_preferred or agents_only."
     )
     breaker_state: Literal["closed", "open", "half_open"] = Field(
         "closed", description="Circuit breaker (the stored state)."

@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from forager.api.wire import CrawlURL, JsonBody, Shape, choice_of
-from forager.monitors.extract import CSS_SELECTOR, FIELD_NAME, JSON_PATH, MAX_FIELDS
+from forager.monitors.extract import CSS_SELECTOR, FIELD_NAME, MAX_FIELDS
+from forager.parse.jsonpath import JSON_PATH
 from forager.parse.registry import parser_names
 
 FetcherName = Literal["http", "impersonate", "browser"]
@@ -144,8 +145,14 @@ class MonitorPublic(BaseModel):
     current_interval_seconds: float
     enabled: bool
     status: MonitorStatus = Field(
-        description="paused, stopped (no process runs it), active, "
+        description="paused (by an operator, or held by its domain's policy: see held_reason), "
+        "stopped (no process runs it), active, "
         "stale (no successful poll for FORAGER_MONITOR_STALENESS_SECONDS) or error."
+    )
+    held_reason: str | None = Field(
+        None,
+        description="Why its domain's policy holds it back now (domain_inactive, robots, "
+        "no_proxy, concurrency, crawl_delay: then words); null while it polls.",
     )
     health_status: HealthName
     running: bool = Field(description="A live process holds its lease.")

@@ -62,6 +62,8 @@ def public(monitor: Monitor, settings: Settings, now: datetime) -> MonitorPublic
     )
     if not monitor.enabled:
         status = "paused"
+    elif running and monitor.held_reason is not None:
+        status = "paused"  # held back by its domain's policy (monitors.policy): held_reason
     elif not running:
         status = "stopped"
     elif health == FAILING:

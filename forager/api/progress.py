@@ -154,6 +154,7 @@ async def domain_waits(
             workers_in_flight=sum(w.in_flight for w in workers),
             agents_connected=connected,
             agents_known=sum(agents.values()),
+            routing=domain.routing,
         )
         wait = why(facts, now)
         out.append(

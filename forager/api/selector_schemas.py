@@ -11,6 +11,7 @@ from forager.api.wire import MAX_JSON_ID, JsonBody
 from forager.domains.comparison import MAX_PAGES, Verdict
 from forager.parse.base import EXTRACTED_FIELDS
 from forager.parse.items import KIND
+from forager.parse.jsonpath import JSON_PATH
 from forager.parse.selectors import FALLBACK, ITEM_FIELD, ITEMS, MAX_ITEM_FIELDS, MAX_ITEM_SPECS
 
 # Whether a selector parses is its grammar's to say (no JSON Schema states CSS or XPath): each
@@ -24,7 +25,8 @@ _XPATH = {
 
 _RULE = {
     "type": "object",
-    "description": 'Exactly one of "css", "xpath", "jsonld"; optional "attr" (css only), '
+    "description": 'Exactly one of "css", "xpath", "jsonld", "json" (a dotted path into a '
+    'JSON response, e.g. "data.product.price"); optional "attr" (css only), '
     '"all" (every match) and "post" (steps: strip, lower, price, number, present, '
     '{"join": sep}, {"regex": RE2 pattern}). A selector, JSON-LD path or regex its engine '
     "cannot run is refused (422 naming it).",
@@ -32,6 +34,7 @@ _RULE = {
         "css": _CSS,
         "xpath": _XPATH,
         "jsonld": {"type": "string", "minLength": 1, "maxLength": 500},
+        "json": {"type": "string", "pattern": JSON_PATH, "maxLength": 500},
         "attr": {"type": "string", "minLength": 1, "maxLength": 100},
         "all": {"type": "boolean"},
         "post": {"type": "array", "maxItems": 8, "items": {}},
@@ -40,9 +43,9 @@ _RULE = {
 }
 _ITEM_RULE = {
     **_RULE,
-    "description": 'Read inside the block: "css" or "xpath" as the block (an XPath starting '
-    'with "."), or neither to read the block itself; optional "attr", "all" and "post" as in '
-    "a product rule.",
+    "description": 'Read inside the block: "css", "xpath" or "json" as the block (an XPath '
+    'starting with "."), or neither to read the block itself; optional "attr", "all" and '
+    '"post" as in a product rule.',
     "properties": {k: v for k, v in _RULE["properties"].items() if k != "jsonld"},  # type: ignore[attr-defined]
 }
 _ITEMS_SCHEMA = {
@@ -63,6 +66,7 @@ _ITEMS_SCHEMA = {
                 "properties": {
                     "css": _CSS,
                     "xpath": _XPATH,
+                    "json": {"type": "string", "pattern": JSON_PATH, "maxLength": 500},
                 },
                 "additionalProperties": False,
             },

@@ -124,6 +124,7 @@ async def _switch(db: Database, monitor_id: int, *, enable: bool) -> Monitor:
                 .values(
                     enabled=enable,
                     status="stopped" if enable else "paused",
+                    held_reason=None,
                     lease_owner=None,
                     lease_expires_at=None,
                 )

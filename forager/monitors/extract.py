@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from forager.parse.jsonpath import JSON_PATH
 from forager.parse.registry import parser_names
 
 SELECTOR_TYPES = ("css", "json")
@@ -23,7 +24,6 @@ MAX_FIELDS = 50
 # :first-child / :last-child / :nth-child(n) / :nth-of-type(n), joined by " " or " > ",
 # then optionally "@attr" to read an attribute instead of the text.
 FIELD_NAME = r"^[A-Za-z][A-Za-z0-9_]{0,63}(?![\s\S])"
-JSON_PATH = r"^[A-Za-z0-9_\-]{1,100}(?:\.[A-Za-z0-9_\-]{1,100}){0,19}(?![\s\S])"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_-]{0,62}"
 _SUFFIX = (
     rf"(?:#{_IDENT}|\.{_IDENT}|\[{_IDENT}(?:=\"[^\"\\@\x00-\x1f\x7f]{{0,100}}\")?\]"

@@ -24,6 +24,7 @@ import psutil
 from sqlalchemy.exc import SQLAlchemyError
 
 from forager.config import Settings
+from forager.crypto import SecretBox
 from forager.db import breakers
 from forager.db.engine import Database
 from forager.db.models import Monitor
@@ -34,6 +35,7 @@ from forager.monitors import admin, writes
 from forager.monitors.context import ScraperContext, health_of
 from forager.monitors.extract import content_hash
 from forager.monitors.pending import PendingSnapshot, SnapshotQueue
+from forager.monitors.policy import Hold, MonitorPolicy, Turn
 from forager.monitors.window import LATENCY_BUCKETS, PollWindows, bucket_of
 from forager.worker.parsing import ParseJob, ParsePool
 
@@ -129,6 +131,9 @@ class MonitorLoop:
         self.state_field = monitor.state_field
         self.end_states = set(monitor.end_states or ())
         self.state = monitor.last_state
+        # Set while the domain's policy holds it back (``monitors.policy``): the wait until
+        # it asks again, instead of its interval.
+        self.held: float | None = None
 
     def _context(self, previous: ScraperContext | None) -> ScraperContext:
         # A new run starts fresh (seed: scraper_id, start_time, its own staleness and error
@@ -157,13 +162,13 @@ class MonitorLoop:
                     )
                     await self._close_browser()
                     await self._restart("memory_hard")
-                else:
+                elif self.held is None:  # a held monitor is not stale: it waits on purpose
                     reason = self.context.restart_reason(now)
                     if reason is not None:
                         await self._restart(reason)
                 await self._cycle()
                 await self._maybe_sample()
-                await self._sleep(self.interval)
+                await self._sleep(self.interval if self.held is None else self.held)
             await self._sample("stop")
             log.info("monitor %d: run %s stopped", self.id, self.context.scraper_id)
         except LeaseLost:
@@ -229,12 +234,32 @@ class MonitorLoop:
         )
         return state != breakers.OPEN
 
-    async def _poll(self) -> tuple[dict[str, Any], int]:
-        request = FetchRequest(
-            url=self.url, user_agent=self.settings.user_agent, fetcher=self.fetcher
-        )
-        async with asyncio.timeout(self.timeout):
-            response = await self._fetcher().fetch(request)
+    async def _turn(self) -> Turn | Hold:
+        """What the domain's policy says about polling now (no policy: go, as Forager)."""
+        policy = self.runner.policy
+        if policy is None:
+            return Turn(FetchRequest(self.url, self.settings.user_agent, fetcher=self.fetcher))
+        return await policy.turn(self.id, self.url, self.fetcher)
+
+    async def _hold(self, hold: Hold) -> None:
+        wait = MonitorPolicy.wait_of(hold, self.interval)
+        if self.held is None:
+            log.info("monitor %d: held back (%s)", self.id, hold.reason)
+        self.held = wait
+        if not await writes.record_hold(self.db, self.owner, self.id, hold.reason, wait):
+            raise LeaseLost
+
+    async def _poll(self, turn: Turn) -> tuple[dict[str, Any], int]:
+        policy = self.runner.policy
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self._fetcher().fetch(turn.request)
+        except Exception as exc:
+            if policy is not None:
+                await policy.failed(turn, exc)
+            raise
+        if policy is not None:
+            await policy.succeeded(turn, response.elapsed_ms)
         # Read in a parse process under its budget (FORAGER_PARSE_TIMEOUT_SECONDS), like a
         # task's page: a page that makes the parser spin fails this poll ``parse`` and costs
         # that process (killed and replaced), never this event loop or a thread of it.
@@ -269,8 +294,13 @@ class MonitorLoop:
                 if not await writes.record_rejection(self.db, self.owner, self.id, self.interval):
                     raise LeaseLost
                 return
+            turn = await self._turn()
+            if isinstance(turn, Hold):
+                await self._hold(turn)
+                return
+            self.held = None
             try:
-                data, latency_ms = await self._poll()
+                data, latency_ms = await self._poll(turn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -464,7 +494,8 @@ class MonitorLoop:
 
 class MonitorRunner:
     """Leases monitors and runs up to ``slots`` of them in this process until ``stop()``;
-    their pages are fetched by ``fetchers`` and read by ``parser``, the process's own."""
+    their pages are fetched by ``fetchers`` and read by ``parser``, the process's own, under
+    their domain's policy (``box`` given: ``monitors.policy``)."""
 
     def __init__(
         self,
@@ -475,9 +506,13 @@ class MonitorRunner:
         *,
         owner: str,
         slots: int | None = None,
+        box: SecretBox | None = None,
     ) -> None:
         self.db, self.settings, self.fetchers, self.parser = db, settings, fetchers, parser
         self.owner = owner
+        # The domains' policy over every poll (``monitors.policy``); it needs the secret box
+        # (request profiles, proxy credentials): a runner made without one polls without it.
+        self.policy = MonitorPolicy(db, settings, box, fetchers, owner) if box is not None else None
         self.slots = settings.monitor_slots if slots is None else slots
         self.loops: dict[int, tuple[MonitorLoop, asyncio.Task[None]]] = {}
         # Snapshots waiting to be written, bounded (seed MAX_QUEUE_SIZE / MAX_QUEUE_SIZE_MB).

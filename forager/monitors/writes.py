@@ -206,6 +206,7 @@ async def record_success(
         "next_poll_at": now + timedelta(seconds=interval),
         "health_status": health,
         "status": "active",
+        "held_reason": None,
         "memory_bytes": memory_bytes,
         "cpu_percent": cpu_percent,
         "content_hash": digest,
@@ -376,6 +377,7 @@ async def record_failure(
             next_poll_at=now + timedelta(seconds=interval),
             health_status=health,
             status="error" if health == "failing" else "active",
+            held_reason=None,
             **breakers.outcome_values(Monitor, settings, now, ok=False),
         )
         if row is None:
@@ -410,6 +412,22 @@ async def record_rejection(db: Database, owner: str, monitor_id: int, interval: 
             breaker_rejections=Monitor.breaker_rejections + 1,
             current_interval_seconds=interval,
             next_poll_at=now + timedelta(seconds=interval),
+        )
+        return row is not None
+
+
+async def record_hold(db: Database, owner: str, monitor_id: int, reason: str, wait: float) -> bool:
+    """A poll its domain's policy holds back (``monitors.policy``): ``paused`` with the reason,
+    nothing fetched, nothing counted. False: lease lost."""
+    now = utcnow()
+    async with db.session() as session:
+        row = await _leased_update(
+            session,
+            owner,
+            monitor_id,
+            status="paused",
+            held_reason=reason[:300],
+            next_poll_at=now + timedelta(seconds=wait),
         )
         return row is not None
 

@@ -16,20 +16,8 @@ from selectolax.lexbor import LexborHTMLParser
 
 from forager.errors import ParseError
 from forager.parse.items import result_json
+from forager.parse.jsonpath import value_at
 from forager.parse.registry import get_parser
-
-
-def _json_value(doc: Any, path: str) -> Any:
-    for part in path.split("."):
-        if isinstance(doc, dict):
-            doc = doc.get(part)
-        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
-            doc = doc[int(part)]
-        else:
-            return None
-        if doc is None:
-            return None
-    return doc
 
 
 def read(
@@ -44,7 +32,7 @@ def read(
             doc = json.loads(body)
         except ValueError as exc:
             raise ParseError(f"the page is not JSON: {exc}") from None
-        return {name: _json_value(doc, path) for name, path in fields.items()}
+        return {name: value_at(doc, path) for name, path in fields.items()}
     tree = LexborHTMLParser(body)
     data: dict[str, Any] = {}
     for name, selector in fields.items():

@@ -1,9 +1,11 @@
-"""The rules of selector maps: one field's rule compiled (CSS, XPath, JSON-LD path, steps) and
-read from a page or from inside one block of it (docs/PARSERS.md); ``forager.parse.selectors``
-builds maps of them."""
+"""The rules of selector maps: one field's rule compiled (CSS, XPath, JSON-LD path, JSON path,
+steps) and read from a page or from inside one block of it (docs/PARSERS.md);
+``forager.parse.selectors`` builds maps of them. A ``json`` rule reads a JSON response (an API's
+answer, e.g. to a POST task) with the monitors' paths (``forager.parse.jsonpath``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,13 +20,17 @@ from selectolax.lexbor import LexborHTMLParser
 from forager.errors import InvalidRequest
 from forager.parse.base import EXTRACTED_FIELDS
 from forager.parse.identifiers import gtin
+from forager.parse.jsonpath import JSON_PATH, value_at
 from forager.parse.prices import detect_currency, parse_price
 from forager.parse.structured import absolute_url, clean, has_type, json_ld_blocks, walk_json
 
 MAX_STEPS = 8
 MAX_EXPR = 500
 STEPS = ("strip", "lower", "price", "number", "present", "join", "regex")
-_KINDS = ("css", "xpath", "jsonld")
+_KINDS = ("css", "xpath", "jsonld", "json")
+_JSON_PATH = re.compile(JSON_PATH)
+_NOT_JSON = object()  # a page whose body does not parse as JSON: every json rule finds nothing
+_JSON_VALUES = (dict, list, str, int, float, bool)  # a block of a JSON list
 _DECIMALS = frozenset({"price", "original_price", "rating"})
 _JSONLD = re.compile(
     r"^(?:([A-Za-z]{1,50}):)?([A-Za-z0-9@_\-]{1,100}(?:\.[A-Za-z0-9@_\-]{1,100}){0,19})$"
@@ -48,7 +54,7 @@ class Rule:
     attr: str | None
     all: bool
     steps: tuple[Callable[[Value], Value], ...]
-    target: Any  # a CSS string, a compiled XPath, or (type, path parts)
+    target: Any  # a CSS string, a compiled XPath, (type, path parts) or a JSON path
 
 
 class Page:
@@ -59,6 +65,8 @@ class Page:
         self._lexbor: LexborHTMLParser | None = None
         self._lxml: Any = None
         self._jsonld: list[Any] | None = None
+        self._json: Any = None
+        self._json_read = False
 
     @property
     def lexbor(self) -> LexborHTMLParser:
@@ -66,12 +74,25 @@ class Page:
             self._lexbor = LexborHTMLParser(self.html)
         return self._lexbor
 
+    @property
+    def json(self) -> Any:
+        """The body as JSON (``_NOT_JSON`` when it is not), parsed once."""
+        if not self._json_read:
+            self._json_read = True
+            try:
+                self._json = json.loads(self.html)
+            except ValueError:
+                self._json = _NOT_JSON
+        return self._json
+
     def find(self, rule: Rule) -> Value:
-        if rule.kind == "css":
+        if rule.kind == "json":
+            got: list[str | None] = list(_json_scalars(self.json, rule.target))
+        elif rule.kind == "css":
             nodes = (
                 self.lexbor.css(rule.target) if rule.all else [self.lexbor.css_first(rule.target)]
             )
-            got: list[str | None] = [_node_value(n, rule.attr) for n in nodes if n is not None]
+            got = [_node_value(n, rule.attr) for n in nodes if n is not None]
         elif rule.kind == "xpath":
             got = [_xpath_value(v) for v in _as_list(rule.target(self.lxml))]
         else:
@@ -87,14 +108,22 @@ class Page:
         return self._lxml
 
     def blocks(self, rule: Rule) -> list[Any]:
-        """The nodes an item extractor's ``each`` matches (lexbor nodes or lxml elements)."""
+        """The nodes an item extractor's ``each`` matches (lexbor nodes, lxml elements, or the
+        JSON values of the list at a ``json`` path)."""
+        if rule.kind == "json":
+            found = _json_at(self.json, rule.target)
+            return found if isinstance(found, list) else [] if found is None else [found]
         if rule.kind == "css":
             return list(self.lexbor.css(rule.target))
         return [e for e in _as_list(rule.target(self.lxml)) if isinstance(e, etree._Element)]
 
     def find_in(self, block: Any, rule: Rule) -> Value:
         """A rule's value read inside ``block`` (or from the block itself)."""
-        if isinstance(block, etree._Element):
+        got: list[str | None]
+        if rule.kind == "json" or (rule.kind == SELF and isinstance(block, _JSON_VALUES)):
+            inside = block if rule.kind == SELF else _json_at(block, rule.target)
+            got = list(_json_scalars(inside, None))
+        elif isinstance(block, etree._Element):
             nodes = [block] if rule.kind == SELF else _as_list(rule.target(block))
             got = [_xpath_value(v) for v in nodes]
         else:
@@ -136,6 +165,24 @@ def _xpath_value(value: Any) -> str | None:
     if isinstance(value, float):
         return None if value != value else format(Decimal(str(value)).normalize(), "f")
     return clean(str(value))
+
+
+def _json_at(doc: Any, path: str) -> Any:
+    return None if doc is _NOT_JSON else value_at(doc, path)
+
+
+def _json_scalars(doc: Any, path: str | None) -> list[str]:
+    """The text of the value at ``path`` (a list of scalars: each of them; numbers as JSON
+    writes them, so ``19.9`` stays exact)."""
+    value = doc if path is None else _json_at(doc, path)
+    if value is _NOT_JSON:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return [
+        ("true" if v else "") if isinstance(v, bool) else v if isinstance(v, str) else json.dumps(v)
+        for v in items
+        if v is not None and not isinstance(v, dict | list)
+    ]
 
 
 def _jsonld_values(docs: list[Any], wanted: str | None, parts: tuple[str, ...]) -> list[str]:
@@ -318,6 +365,14 @@ def compile_target(kind: str, expr: str, where: str) -> Any:
             return etree.XPath(expr, smart_strings=False)
         except (etree.XPathError, ValueError) as exc:  # ValueError: control characters
             raise InvalidRequest(f"{where}: {expr!r} is not an XPath: {exc}", field=where) from None
+    if kind == "json":
+        if not _JSON_PATH.match(expr):
+            raise InvalidRequest(
+                f"{where}: {expr!r} is not a JSON path (key.key.0.key: dotted keys, numbers "
+                "index lists)",
+                field=where,
+            )
+        return expr
     match = _JSONLD.match(expr)
     if match is None:
         raise InvalidRequest(
@@ -327,8 +382,8 @@ def compile_target(kind: str, expr: str, where: str) -> Any:
 
 
 def compile_rule(name: str, raw: Any, *, item_of: str | None = None) -> Rule:
-    """A product field's rule; with ``item_of`` (the block's kind), an item field's: css or
-    xpath as the block is, read inside it, or neither (the block itself)."""
+    """A product field's rule; with ``item_of`` (the block's kind), an item field's: css,
+    xpath or json as the block is, read inside it, or neither (the block itself)."""
     if item_of is None and name not in EXTRACTED_FIELDS:
         raise InvalidRequest(
             f"{name}: not a product field (one of {', '.join(EXTRACTED_FIELDS)}, or items)",
@@ -349,7 +404,7 @@ def compile_rule(name: str, raw: Any, *, item_of: str | None = None) -> Rule:
             field=name,
         )
     elif len(kinds) != 1:
-        raise InvalidRequest(f"{name}: give exactly one of css, xpath and jsonld", field=name)
+        raise InvalidRequest(f"{name}: give exactly one of css, xpath, jsonld and json", field=name)
     else:
         kind, expr = kinds[0], raw[kinds[0]]
     where = f"{name}.{kind}"

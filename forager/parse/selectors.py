@@ -225,10 +225,11 @@ def _item_spec(index: int, raw: Any) -> ItemSpec:
             f"{where}.kind: a name like ad or listing ({KIND})", field=f"{where}.kind"
         )
     each = raw.get("each")
-    kinds = [k for k in ("css", "xpath") if isinstance(each, dict) and k in each]
+    kinds = [k for k in ("css", "xpath", "json") if isinstance(each, dict) and k in each]
     if not isinstance(each, dict) or len(kinds) != 1 or len(each) != 1:
         raise InvalidRequest(
-            f'{where}.each: the blocks, one item each: {{"css": "…"}} or {{"xpath": "…"}}',
+            f'{where}.each: the blocks, one item each: {{"css": "…"}}, {{"xpath": "…"}} or '
+            '{"json": "…"} (a list in a JSON response)',
             field=f"{where}.each",
         )
     expr = each[kinds[0]]

@@ -6,7 +6,8 @@ limits, in the order they are checked (the first that holds is the one in force)
 
 - ``idle``: nothing pending.
 - ``inactive``: the domain is switched off.
-- ``no_worker`` / ``no_agent``: nothing is running that claims tasks.
+- ``no_worker`` / ``no_agent``: nothing is running that claims tasks (for a domain routed
+  ``agents_only``: no agent is connected, whatever workers run).
 - ``breaker_open``: the domain's circuit breaker is open after failures; no claim until it
   half-opens.
 - ``no_proxy``: the domain must go through a proxy and none may be used.
@@ -65,6 +66,7 @@ class DomainFacts:
     workers_in_flight: int
     agents_connected: int
     agents_known: int  # agents not revoked, connected or not
+    routing: str = "any"  # any | agents_preferred | agents_only (forager.queue.routing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,13 @@ def why(facts: DomainFacts, now: datetime) -> Wait:
     pending = _pending(facts)
     if not facts.is_active:
         return Wait("inactive", f"domain switched off (activate it to crawl); {pending}", 0.0)
+    if facts.routing == "agents_only" and facts.agents_connected == 0:
+        return Wait(
+            "no_agent",
+            f"fetched by agents only and none of the {facts.agents_known} agents is connected "
+            f"(workers never take it); {pending}",
+            0.0,
+        )
     if facts.workers == 0 and facts.agents_connected == 0:
         if facts.agents_known:
             return Wait(
@@ -157,7 +166,10 @@ def why(facts: DomainFacts, now: datetime) -> Wait:
             f"{name} {_seconds(delay)} per domain → at most {_rate(1 / delay)}; {pending}",
             1 / delay,
         )
-    if facts.workers and facts.workers_in_flight >= facts.worker_slots:
+    by_workers = facts.routing == "any" or (
+        facts.routing == "agents_preferred" and facts.agents_connected == 0
+    )
+    if by_workers and facts.workers and facts.workers_in_flight >= facts.worker_slots:
         return Wait(
             "workers_busy",
             f"all {facts.worker_slots} worker slots are busy (more workers go faster); {pending}",

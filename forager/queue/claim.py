@@ -31,6 +31,7 @@ from forager.politeness import gate
 from forager.politeness.throttle import effective_delay
 from forager.queue.adaptive import Adaptive
 from forager.queue.lifecycle import FETCHING, TaskStatus
+from forager.queue.routing import claimable
 from forager.queue.tasks import ClaimedTask
 
 S = TaskStatus
@@ -139,8 +140,12 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
     )
 
 
-def _gate_open(now: datetime, settings: Settings) -> list[Any]:
-    return [Domain.is_active.is_(True), *gate.admits(settings, now)]
+def _gate_open(now: datetime, settings: Settings, by_agent: bool = False) -> list[Any]:
+    return [
+        Domain.is_active.is_(True),
+        *gate.admits(settings, now),
+        *claimable(settings, now, by_agent=by_agent),
+    ]
 
 
 async def candidate_domains(
@@ -149,8 +154,11 @@ async def candidate_domains(
     now: datetime,
     only: Sequence[str] | None = None,
     fetchers: Sequence[str] | None = None,
+    *,
+    by_agent: bool = False,
 ) -> list[int]:
-    """Domains with due work whose gate is open, best task first."""
+    """Domains with due work whose gate is open, best task first; only those whose
+    ``routing`` lets this claimer in (``queue/routing.py``: ``by_agent`` for an agent)."""
     best_task = (
         select(CrawlTask.id)
         .where(
@@ -166,7 +174,7 @@ async def candidate_domains(
     ready = (
         select(Domain.id.label("domain_id"), best_task.label("task_id"))
         .where(
-            *_gate_open(now, settings),
+            *_gate_open(now, settings, by_agent),
             *([Domain.domain_name.in_(list(only))] if only is not None else []),
             *([Domain.fetcher.in_(list(fetchers))] if fetchers is not None else []),
         )
@@ -191,12 +199,14 @@ async def claim_from_domain(
     lease_until: datetime,
     *,
     start: bool = False,
+    by_agent: bool = False,
 ) -> list[ClaimedTask]:
-    """Lease up to ``limit`` of one domain's due tasks, within its politeness budget."""
+    """Lease up to ``limit`` of one domain's due tasks, within its politeness budget (and
+    its routing: ``by_agent`` for an agent's claim)."""
     domain = (
         await session.execute(
             select(*DOMAIN_COLUMNS)
-            .where(Domain.id == domain_id, *_gate_open(now, settings))
+            .where(Domain.id == domain_id, *_gate_open(now, settings, by_agent))
             .with_for_update(skip_locked=True, of=Domain)
         )
     ).one_or_none()

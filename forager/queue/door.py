@@ -8,7 +8,8 @@ CLI and the domains' service — and the records they take and return (``Claimed
 read or compute and may be imported directly: ``lifecycle`` (statuses), ``urls``
 (``normalize_url``), ``counts`` (task counts) and ``adaptive`` (the recrawl frequency's
 arithmetic and signals). Every other module here is the queue's own business: ``claim.py``
-(leasing due work), ``discovered.py`` (a crawl job's links as tasks), ``moves.py`` (named
+(leasing due work), ``routing.py`` (who may claim a domain's tasks: agents, workers),
+``discovered.py`` (a crawl job's links as tasks), ``moves.py`` (named
 compare-and-set moves, ``settle`` for many at once), ``attempts.py`` (``crawl_attempts`` rows and
 their outcomes), ``scheduler.py`` (expired leases, due recrawls), ``dispatch.py`` (Celery's
 outbox), ``submit.py``, ``admin.py`` and ``announce.py`` (``NEW_WORK``: the channel
@@ -109,18 +110,21 @@ class TaskQueue:
         domains: Sequence[str] | None = None,
         fetchers: Sequence[str] | None = None,
         start: bool = False,
+        by_agent: bool = False,
     ) -> list[ClaimedTask]:
         """Lease up to ``limit`` due pending tasks, honouring every domain's politeness.
 
         ``domains`` restricts the claim to those domain names (an agent's allow-list),
         ``fetchers`` to domains fetched with one of those kinds (what an agent can do);
-        ``start`` moves them on to ``crawling`` at once.
+        ``start`` moves them on to ``crawling`` at once. ``by_agent`` says an agent claims:
+        only then are ``agents_only`` domains (and ``agents_preferred`` ones while an agent
+        is connected) claimable (``queue/routing.py``).
         """
         now = utcnow()
         claimed: list[ClaimedTask] = []
         async with self.db.session() as session:
             for domain_id in await claiming.candidate_domains(
-                session, self.settings, now, domains, fetchers
+                session, self.settings, now, domains, fetchers, by_agent=by_agent
             ):
                 if len(claimed) >= limit:
                     break
@@ -133,6 +137,7 @@ class TaskQueue:
                     limit - len(claimed),
                     self._lease_until(now),
                     start=start,
+                    by_agent=by_agent,
                 )
         return claimed
 

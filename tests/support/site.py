@@ -342,6 +342,30 @@ async def lookup(request: Request) -> Response:
     return _product_response(request, int(str(n)))
 
 
+async def product_api(request: Request) -> Response:
+    """A shop's JSON API answering POST only: the product numbered by the JSON body's ``n``
+    (price, stock) and two related ones, as JSON; 400 for anything else."""
+    try:
+        n = (await request.json()).get("n")
+    except ValueError:
+        n = None
+    if not isinstance(n, int) or n < 0:
+        return JSONResponse({"error": "no n"}, status_code=400)
+    state = _state(request)
+
+    def entry(m: int) -> dict[str, Any]:
+        price, available = state.price(m)
+        amount = {"amount": float(price), "currency": "USD"}
+        return {
+            "sku": f"SKU-{m}",
+            "title": f"Test Product {m}",
+            "price": amount,
+            "stock": available,
+        }
+
+    return JSONResponse({"data": {"product": entry(n), "related": [entry(n + 1), entry(n + 2)]}})
+
+
 async def js_price(request: Request) -> Response:
     n: int = request.path_params["n"]
     price, _ = _state(request).price(n)
@@ -643,6 +667,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/product/{n:int}", product),
         Route("/shop/{n:int}", locale_shop),
         Route("/lookup", lookup, methods=["POST"]),
+        Route("/api/product", product_api, methods=["POST"]),
         Route("/with-script", with_script),
         Route("/js-price/{n:int}", js_price),
         Route("/js-product/{n:int}", js_product),

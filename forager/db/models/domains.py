@@ -82,6 +82,9 @@ class Domain(Timestamped, Base):
     auto_fetcher_reason: Mapped[str | None] = mapped_column(String(500))
     auto_fetcher_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     auto_fetcher_probe_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Agent routing (migration 0030): any | agents_preferred | agents_only — who may claim its
+    # tasks (``forager.queue.claim``; docs/AGENTS.md).
+    routing: Mapped[str] = mapped_column(String(20), default="any", server_default="any")
 
 
 class SelectorMapVersion(Base):

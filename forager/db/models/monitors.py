@@ -104,6 +104,9 @@ class Monitor(Timestamped, Base):
     poll_windows: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
     memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     cpu_percent: Mapped[float | None] = mapped_column(Float)
+    # Why it does not poll now (migration 0030, forager.monitors.policy): its domain switched
+    # off, robots.txt, no proxy, the domain's turn; None once a poll goes out.
+    held_reason: Mapped[str | None] = mapped_column(String(300))
 
 
 class MonitorSnapshot(Base):
