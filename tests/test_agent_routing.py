@@ -93,6 +93,24 @@ async def test_workers_never_claim_agents_only_and_claim_preferred_while_no_agen
     assert _claimed_routings(agent_claim, ids) == {"agents_preferred", "agents_only"}
 
 
+async def test_an_auto_domain_goes_to_agents_with_the_fetcher_auto_remembers(
+    db: Database, settings: Settings
+) -> None:
+    """An ``auto`` domain is fetched by an agent with the fetcher auto last remembered (http
+    until the workers learn otherwise): an agent without it does not claim the task."""
+    queue = TaskQueue(db, settings)
+    [task_id] = await submit(db, settings, "http://auto.test/p")
+    await _route(db, "auto.test", "agents_only", fetcher="auto")
+    [claimed] = await queue.claim("agent:1:a", 10, fetchers=["http"], by_agent=True)
+    assert (claimed.id, claimed.fetcher, claimed.rung) == (task_id, "auto", None)
+    assert await queue.release(task_id, "agent:1:a")
+
+    await _route(db, "auto.test", "agents_only", fetcher="auto", auto_fetcher="browser")
+    assert await queue.claim("agent:1:a", 10, fetchers=["http", "impersonate"], by_agent=True) == []
+    [claimed] = await queue.claim("agent:2:b", 10, fetchers=["http", "browser"], by_agent=True)
+    assert claimed.rung == "browser"
+
+
 def _facts(**values: Any) -> DomainFacts:
     base: dict[str, Any] = {
         "domain": "only.test",

@@ -18,6 +18,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.domains.profile import open_profile
+from forager.fetch.fetcher_set import AUTO
 from forager.queue.door import ClaimedTask, TaskQueue
 from forager.worker.claiming import ClaimLoop
 
@@ -103,8 +104,9 @@ class Dispatcher:
             url=task.url,
             user_agent=shopper.user_agent or task.user_agent,
             domain=task.domain_name,
-            # One of the fetchers the agent advertised (the claim's filter): its domain's.
-            fetcher=task.fetcher,
+            # One of the fetchers the agent advertised (the claim's filter): its domain's, or
+            # for an auto domain the one auto remembers.
+            fetcher=(task.rung or "http") if task.fetcher == AUTO else task.fetcher,
             wait_for_selector=task.wait_for_selector,
             # The request profile in clear: the agent sends it and never logs it.
             headers=shopper.headers,

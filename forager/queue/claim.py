@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
 from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorMapVersion
+from forager.fetch.fetcher_set import AUTO
 from forager.parse.selectors import SELECTOR
 from forager.politeness import gate
 from forager.politeness.throttle import effective_delay
@@ -80,6 +81,7 @@ DOMAIN_COLUMNS = (
     Domain.throttle_delay_seconds,
     Domain.max_concurrent_requests,
     Domain.fetcher,
+    Domain.auto_fetcher,
     Domain.wait_for_selector,
     Domain.ignore_robots,
     Domain.robots_txt_last_fetched,
@@ -126,6 +128,7 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         is_recurring=row.is_recurring,
         crawl_frequency_seconds=frequency,
         fetcher=domain.fetcher,
+        rung=domain.auto_fetcher,
         wait_for_selector=domain.wait_for_selector,
         uses_proxies=bool(domain.uses_proxies),
         ignore_robots=bool(domain.ignore_robots),
@@ -146,6 +149,16 @@ def _gate_open(now: datetime, settings: Settings, by_agent: bool = False) -> lis
         *gate.admits(settings, now),
         *claimable(settings, now, by_agent=by_agent),
     ]
+
+
+def _fetched_with(fetchers: Sequence[str]) -> ColumnElement[bool]:
+    """Domains an agent with ``fetchers`` can fetch: its pinned fetcher is one of them, or it
+    is ``auto`` and the fetcher auto remembers (None: http) is."""
+    kinds = list(fetchers)
+    return or_(
+        Domain.fetcher.in_(kinds),
+        and_(Domain.fetcher == AUTO, func.coalesce(Domain.auto_fetcher, "http").in_(kinds)),
+    )
 
 
 async def candidate_domains(
@@ -176,7 +189,7 @@ async def candidate_domains(
         .where(
             *_gate_open(now, settings, by_agent),
             *([Domain.domain_name.in_(list(only))] if only is not None else []),
-            *([Domain.fetcher.in_(list(fetchers))] if fetchers is not None else []),
+            *([_fetched_with(fetchers)] if fetchers is not None else []),
         )
         .subquery()
     )

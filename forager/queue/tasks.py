@@ -30,6 +30,9 @@ class ClaimedTask:
     crawl_frequency_seconds: int
     # The domain's fetch settings at claim time (one read per claimed domain, not per task).
     fetcher: str = "http"
+    # With fetcher "auto": the fetcher auto last remembered for the domain (None: http). An
+    # agent fetches an auto domain's task with it (agents do not climb).
+    rung: str | None = None
     wait_for_selector: str | None = None
     # False when the domain has no mapped proxy, no global pool and no country: go direct
     # without asking the proxy tables (most domains; DESIGN.md "Fetch policy").
