@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -10,11 +11,11 @@ from typing import Any
 from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
-from forager.db.models import CrawlJob
+from forager.db.models import CrawlJob, CrawlTask
 from forager.db.types import utcnow
-from forager.discovery.rules import Rule, check_rule
+from forager.discovery.rules import LinkPolicy, Rule, check_rule
 from forager.discovery.scope import SCOPES, scope_hosts
-from forager.errors import InvalidRequest, InvalidURL
+from forager.errors import InvalidRequest, InvalidURL, NotFound
 from forager.queue.door import Discovery, TaskQueue
 from forager.queue.urls import Link, NormalizedURL, normalize_url
 
@@ -119,3 +120,40 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         fresh = await session.get(CrawlJob, job.id)
         assert fresh is not None
         return fresh
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPage:
+    task_id: int
+    url: str
+    html_path: str
+
+
+async def preview_policy(
+    db: Database, spec: JobSpec, task_id: int
+) -> tuple[LinkPolicy, StoredPage]:
+    """The link policy ``spec`` would give its pages (checked as a job's start is), and the
+    stored page of task ``task_id`` to preview it on; the page's host is one of the start hosts.
+    """
+    async with db.reader() as session:
+        task = await session.get(CrawlTask, task_id)
+        if task is None:
+            raise NotFound(f"task {task_id} does not exist")
+        if task.html_path is None:
+            raise NotFound(f"task {task_id} has no stored page")
+        page = StoredPage(task.id, task.url, task.html_path)
+    checked = dataclasses.replace(
+        spec, name=spec.name or "preview", start_urls=(*spec.start_urls, page.url)
+    )
+    starts, sitemaps, rules = check(checked)
+    hosts = scope_hosts(spec.scope, [u.host for u in (*starts, *sitemaps)], list(spec.hosts))
+    policy = LinkPolicy(
+        job_id=0,
+        scope=spec.scope,
+        hosts=tuple(hosts),
+        rules=tuple(rules),
+        follow_nofollow=spec.follow_nofollow,
+        max_query_params=spec.max_query_params,
+        max_url_length=spec.max_url_length,
+    )
+    return policy, page

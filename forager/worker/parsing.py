@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
-from forager.discovery.links import extract_links, robots_sitemap_links, sitemap_links
+from forager.discovery.links import (
+    LinkFate,
+    extract_links,
+    link_fates,
+    robots_sitemap_links,
+    sitemap_links,
+)
 from forager.discovery.rules import LinkPolicy
 from forager.discovery.sitemaps import SitemapError
 from forager.errors import ForagerError, ParseError
@@ -64,7 +70,7 @@ class ParseJob:
     fetched: bool = True
     # The domain's selector map when its parser is "selector": (domain id, version, fields).
     selector: tuple[int, int, dict[str, Any]] | None = None
-    preview: bool = False  # give every field's value and error instead of a record
+    preview: bool = False  # every field's value and error (or link's fate) instead of a record
     # A local page store's directory: the child appends the fetched page to ``pack`` in it
     # (named by the pool, see ``forager.store.packs``) instead of sending it back.
     store: Path | None = None
@@ -97,6 +103,7 @@ class Parsed:
     data: dict[str, Any] | None = None  # what a monitor read from its page
     links: tuple[Link, ...] = ()  # a crawl job's links taken from the page
     links_refused: int = 0  # the page's other links (out of scope, traps, no rule)
+    link_fates: tuple[LinkFate, ...] = ()  # a rule preview: every link and what came of it
 
 
 def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
@@ -125,6 +132,11 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
 def extract(job: ParseJob, text: str) -> Parsed:
     """Second stage: the record and items (and a crawl job's links), or the error that says
     why there are none."""
+    if job.links is not None and job.preview:  # a rule preview on a stored page
+        try:
+            return Parsed(link_fates=tuple(link_fates(text, job.url, job.links)))
+        except Exception as exc:  # a bug in link extraction: the preview fails, the process lives
+            return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
     if job.links is not None:
         try:
             if job.sitemap:
