@@ -33,6 +33,12 @@ async def test_a_job_is_started_followed_and_controlled(api: Any, site: TestSite
     metrics = (await api.get("/metrics")).text
     assert f'forager_job_tasks{{job="{job["id"]}",status="pending"}} 2' in metrics
     assert f'forager_job_links{{job="{job["id"]}",fate="queued"}} 2' in metrics
+    assert f'forager_job_progress{{job="{job["id"]}",measure="discovered"}} 2' in metrics
+    assert f'forager_job_progress{{job="{job["id"]}",measure="products"}} 0' in metrics
+    assert (
+        f'forager_job_depth_tasks{{job="{job["id"]}",depth="0",measure="discovered"}} 2' in metrics
+    )
+    assert "/shop/" not in metrics  # by job id, never by URL
     listed = (await api.get("/api/jobs")).json()
     assert [j["id"] for j in listed["items"]] == [job["id"]]
 
