@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, RuntimeDep
@@ -104,10 +104,23 @@ async def preview_job_rules(body: JobPreviewIn, runtime: RuntimeDep) -> JobPrevi
     )
 
 
+JobSort = Literal["-created", "created", "-name", "name", "-status", "status"]
+
+
 @router.get("", operation_id="list_jobs")
-async def list_jobs(runtime: RuntimeDep, paging: PagingDep) -> Page[JobPublic]:
-    """Crawl jobs, newest first (their progress: GET /api/jobs/{id})."""
-    rows, total = await admin.list_page(runtime.db, limit=paging.limit, offset=paging.offset)
+async def list_jobs(
+    runtime: RuntimeDep,
+    paging: PagingDep,
+    sort: Annotated[
+        JobSort,
+        Query(description="By creation (the id), name or status; a leading - is descending."),
+    ] = "-created",
+) -> Page[JobPublic]:
+    """Crawl jobs, newest first or in the ``sort`` order (their progress: GET
+    /api/jobs/{id})."""
+    rows, total = await admin.list_page(
+        runtime.db, limit=paging.limit, offset=paging.offset, sort=sort
+    )
     return Page(
         items=[public(j) for j in rows], total=total, limit=paging.limit, offset=paging.offset
     )

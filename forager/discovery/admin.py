@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -53,9 +54,22 @@ def _not_found(job_id: int) -> str:
     return f"crawl job {job_id} does not exist"
 
 
-async def list_page(db: Database, *, limit: int, offset: int) -> tuple[list[CrawlJob], int]:
+# The job list's orders (``sort``): a leading "-" is descending; creation follows the id.
+ORDERS: dict[str, tuple[Any, ...]] = {
+    "-created": (CrawlJob.id.desc(),),
+    "created": (CrawlJob.id.asc(),),
+    "-name": (CrawlJob.name.desc(), CrawlJob.id.desc()),
+    "name": (CrawlJob.name.asc(), CrawlJob.id.asc()),
+    "-status": (CrawlJob.status.desc(), CrawlJob.id.desc()),
+    "status": (CrawlJob.status.asc(), CrawlJob.id.asc()),
+}
+
+
+async def list_page(
+    db: Database, *, limit: int, offset: int, sort: str = "-created"
+) -> tuple[list[CrawlJob], int]:
     async with db.reader() as session:
-        return await page(session, select(CrawlJob), CrawlJob.id.desc(), limit=limit, offset=offset)
+        return await page(session, select(CrawlJob), *ORDERS[sort], limit=limit, offset=offset)
 
 
 async def progress(session: AsyncSession, job_id: int) -> Progress:
