@@ -702,6 +702,10 @@ def job_start(
     robots_sitemaps: Annotated[
         bool, typer.Option(help="Read the start hosts' robots.txt Sitemap: lines too.")
     ] = False,
+    rerun_every: Annotated[
+        int | None,
+        typer.Option(help="Seconds from each run's start to the next (once it is done)."),
+    ] = None,
 ) -> None:
     """Start a crawl job; its start URLs are queued now, the links its rules take as the
     workers crawl them."""
@@ -720,6 +724,7 @@ def job_start(
         max_depth=max_depth,
         max_pages=max_pages,
         max_duration_seconds=max_duration,
+        rerun_every_seconds=rerun_every,
         created_by="cli",
     )
     _show_job(_with_db(settings, lambda db: start(db, settings, spec)))

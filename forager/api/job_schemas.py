@@ -89,6 +89,14 @@ class JobCreate(LinkPolicyBody):
     max_depth: int = Field(5, ge=0, le=100)
     max_pages: int = Field(10_000, ge=1, le=10_000_000)
     max_duration_seconds: int = Field(86_400, ge=60, le=90 * 86_400)
+    rerun_every_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=366 * 86_400,
+        description="Run the job again this long after each run starts, once it is done (a "
+        "re-run crawls again only the sitemap pages whose lastmod moved on). None: by hand.",
+        examples=[86_400],
+    )
 
 
 class JobPreviewIn(LinkPolicyBody):
@@ -172,4 +180,6 @@ class JobPublic(BaseModel):
     ends_at: datetime
     finished_at: datetime | None
     created_by: str
+    rerun_every_seconds: int | None
+    next_run_at: datetime | None = Field(description="When the next scheduled run is due.")
     progress: JobProgress | None = Field(None, description="Given by GET /api/jobs/{id}.")

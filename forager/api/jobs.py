@@ -69,6 +69,7 @@ async def start_job(body: JobCreate, runtime: RuntimeDep, key: ApiKeyDep) -> Job
         max_duration_seconds=body.max_duration_seconds,
         max_query_params=body.max_query_params,
         max_url_length=body.max_url_length,
+        rerun_every_seconds=body.rerun_every_seconds,
         created_by=key.name,
     )
     return public(await jobs.start(runtime.db, runtime.settings, spec))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from forager.config import Settings
@@ -22,6 +22,7 @@ from forager.queue.urls import Link, NormalizedURL, normalize_url
 # Limits a request may not exceed (the defaults are the request schema's).
 MAX_START_URLS = 1000
 MAX_RULES = 100
+MAX_RERUN_EVERY = 366 * 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class JobSpec:
     max_duration_seconds: int = 86_400
     max_query_params: int = 3
     max_url_length: int = 512
+    rerun_every_seconds: int | None = None  # a schedule: the next run this long after a start
     created_by: str = "api"
 
 
@@ -79,8 +81,15 @@ def check(spec: JobSpec) -> tuple[list[NormalizedURL], list[NormalizedURL], list
     _check_range(spec.max_duration_seconds, "max_duration_seconds", 60, 90 * 86_400)
     _check_range(spec.max_query_params, "max_query_params", 0, 50)
     _check_range(spec.max_url_length, "max_url_length", 32, 2048)
+    if spec.rerun_every_seconds is not None:
+        _check_range(spec.rerun_every_seconds, "rerun_every_seconds", 60, MAX_RERUN_EVERY)
     rules = [check_rule(raw, i) for i, raw in enumerate(spec.rules)]
     return _urls(spec.start_urls, "start_urls"), _urls(spec.sitemap_urls, "sitemap_urls"), rules
+
+
+def next_run(started: datetime, every: int | None) -> datetime | None:
+    """When a scheduled job's next run is due: ``every`` seconds after this one started."""
+    return None if every is None else started + timedelta(seconds=every)
 
 
 async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
@@ -108,6 +117,8 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         links_refused=0,
         started_at=now,
         ends_at=now + timedelta(seconds=spec.max_duration_seconds),
+        rerun_every_seconds=spec.rerun_every_seconds,
+        next_run_at=next_run(now, spec.rerun_every_seconds),
         created_by=spec.created_by,
     )
     async with db.session() as session:

@@ -46,7 +46,8 @@ function depthView(job) {
     h("h2", {}, `Job #${job.id}: ${job.name}`),
     h("p", { class: "muted" }, `Scope ${job.scope} (${job.hosts.join(", ")}); `,
       `${plural(job.rules.length, "rule")}; links seen ${p.links_seen}, refused `,
-      `${p.links_refused}; depth ≤ ${job.max_depth}; ends `, time(job.ends_at)),
+      `${p.links_refused}; depth ≤ ${job.max_depth}; ends `, time(job.ends_at),
+      job.next_run_at ? [`; next run `, time(job.next_run_at)] : null),
     table(["Depth", "Discovered", "Fetched", "Parsed", "Errors"], p.by_depth.map((d) =>
       h("tr", { "data-depth": d.depth }, h("td", { class: "num" }, String(d.depth)),
         ["discovered", "fetched", "parsed", "errors"].map((k) =>
@@ -114,6 +115,8 @@ function startForm(reload) {
     max_duration_seconds: num("max_duration_seconds", 86400, 60, 7776000),
     max_query_params: num("max_query_params", 3, 0, 50),
     max_url_length: num("max_url_length", 512, 32, 2048),
+    rerun_every_seconds: h("input", { name: "rerun_every_seconds", type: "number", min: 60,
+      class: "short", placeholder: "by hand" }),
   };
   const message = h("p", { role: "alert", class: "muted" });
   const previewTask = h("input", { name: "preview_task", type: "number", min: 1, class: "short" });
@@ -125,7 +128,9 @@ function startForm(reload) {
       sitemap_urls: lines(inputs.sitemap_urls.value), ...policyOf(inputs),
       robots_sitemaps: inputs.robots_sitemaps.checked,
       max_depth: Number(inputs.max_depth.value), max_pages: Number(inputs.max_pages.value),
-      max_duration_seconds: Number(inputs.max_duration_seconds.value) };
+      max_duration_seconds: Number(inputs.max_duration_seconds.value),
+      rerun_every_seconds: inputs.rerun_every_seconds.value
+        ? Number(inputs.rerun_every_seconds.value) : null };
     try {
       const job = await api("POST", "/api/jobs", body);
       toast(`Job #${job.id} started`);
@@ -144,6 +149,7 @@ function startForm(reload) {
     field("Max duration (s)", inputs.max_duration_seconds),
     field("Max query parameters", inputs.max_query_params),
     field("Max URL length", inputs.max_url_length),
+    field("Run again every (s)", inputs.rerun_every_seconds),
     h("label", { class: "inline" }, inputs.follow_nofollow, "Follow nofollow links"),
     h("label", { class: "inline" }, inputs.robots_sitemaps, "robots.txt sitemaps")),
   h("div", { class: "row" },
