@@ -85,7 +85,7 @@ def test_next_canonical_base_href_and_nofollow() -> None:
 
 def test_traps_are_cut_by_query_parameters_and_url_length() -> None:
     html = """<a href="/c/k?page=2">2</a><a href="/c/k?page=2&sid=1&sort=a">session</a>
-    <a href="/c/k/{}">long</a>""".format("x" * 300)
+    <a href="/c/k/{}">long</a><a href="http://[broken/c/">not a URL</a>""".format("x" * 300)
     links, refused = extract_links(html, PAGE, policy(Rule("/c/", "follow")))
     assert [link.where.url for link in links] == ["https://www.shop.example.co.uk/c/k?page=2"]
-    assert refused == 2
+    assert refused == 3

@@ -96,7 +96,7 @@ def link_fates(html: str, page_url: str, policy: LinkPolicy) -> list[LinkFate]:
     for href, nofollow in sorted(everywhere, key=lambda pair: pair[1]):
         try:
             where = normalize_url(urljoin(base, href))
-        except InvalidURL:
+        except (InvalidURL, ValueError):  # urljoin: "Invalid IPv6 URL" and the like
             fates.setdefault(href, LinkFate(href, "invalid"))
             continue
         if where.url_hash in fates:
@@ -109,7 +109,7 @@ def link_fates(html: str, page_url: str, policy: LinkPolicy) -> list[LinkFate]:
 
 def _fate(
     policy: LinkPolicy,
-    regions: dict[str, set[str]],
+    regions: dict[str, set[str]] | None,
     href: str,
     host: str,
     url: str,
@@ -138,6 +138,33 @@ def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Li
     return links, refused
 
 
+def given_links(
+    hrefs: list[str], page_url: str, policy: LinkPolicy, known: tuple[Link, ...] = ()
+) -> tuple[list[Link], int]:
+    """The links a parser gave (a selector map's ``links`` rule, a plugin's ``Extracted.links``)
+    through the same scope, trap limits and rules as the page's own — a rule's region aside:
+    the parser chose where they come from. Those among ``known`` (the page's own) are dropped.
+    """
+    taken = {link.where.url_hash for link in known}
+    links: list[Link] = []
+    refused = 0
+    for href in hrefs:
+        try:
+            where = normalize_url(urljoin(page_url, href))
+        except (InvalidURL, ValueError):
+            refused += 1
+            continue
+        if where.url_hash in taken:
+            continue
+        taken.add(where.url_hash)
+        found = _fate(policy, None, href, where.host, where.url, False)
+        if found.taken:
+            links.append(Link(where, found.fate))
+        else:
+            refused += 1
+    return links, refused
+
+
 def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
     """A sitemap's entries as links: an index's sitemaps are read in turn (``sitemap``), a
     urlset's pages go by the rules; the scope and the trap limits hold for both. Raises
@@ -157,7 +184,7 @@ def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
         action = (
             "sitemap"
             if sitemap.kind == "sitemapindex"
-            else _action(policy.rules, {}, loc, where.url)[0]
+            else _action(policy.rules, {}, loc, where.url)[0]  # a region holds no sitemap URL
         )
         if action is None or action == "ignore":
             refused += 1
@@ -209,12 +236,16 @@ def _query_params(url: str) -> int:
 
 
 def _action(
-    rules: tuple[Rule, ...], regions: dict[str, set[str]], href: str, url: str
+    rules: tuple[Rule, ...], regions: dict[str, set[str]] | None, href: str, url: str
 ) -> tuple[str | None, int | None]:
     """The first rule that matches ``url`` and whose region holds the link says what it is
-    (and its index)."""
+    (and its index); with no ``regions`` (a parser's links) a rule's region is not asked."""
     for i, rule in enumerate(rules):
-        if rule.region is not None and href not in regions.get(rule.region, ()):
+        if (
+            regions is not None
+            and rule.region is not None
+            and href not in regions.get(rule.region, ())
+        ):
             continue
         if matches(rule, url):
             return rule.action, i

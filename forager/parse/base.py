@@ -94,10 +94,13 @@ class ItemRecord:
 
 @dataclass(slots=True)
 class Extracted:
-    """What a page gives when it is not just one product: the product (or None) and items."""
+    """What a page gives when it is not just one product: the product (or None), items, and
+    links (URLs, absolute or relative to the page) a crawl job takes through its scope, rules
+    and budgets as it takes the page's own links (docs/DISCOVERY.md)."""
 
     product: ProductRecord | None = None
     items: list[ItemRecord] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
 
 
 class Parser(Protocol):

@@ -36,6 +36,7 @@ from forager.config import Settings
 from forager.discovery.links import (
     LinkFate,
     extract_links,
+    given_links,
     link_fates,
     robots_sitemap_links,
     sitemap_links,
@@ -45,7 +46,7 @@ from forager.discovery.sitemaps import SitemapError
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
 from forager.parse import fieldmap, registry
-from forager.parse.base import ProductRecord
+from forager.parse.base import Extracted, ProductRecord
 from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
@@ -137,12 +138,15 @@ def extract(job: ParseJob, text: str) -> Parsed:
             return Parsed(link_fates=tuple(link_fates(text, job.url, job.links)))
         except Exception as exc:  # a bug in link extraction: the preview fails, the process lives
             return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
-    if job.links is not None:
+    if job.links is not None and job.follow_only:  # a job's listing or sitemap
         try:
             if job.sitemap:
                 links, refused = sitemap_links(job.body, job.links)
             else:
                 links, refused = extract_links(text, job.url, job.links)
+                given = _listing_links(job, text)
+                more, also_refused = given_links(given, job.url, job.links, tuple(links))
+                links, refused = links + more, refused + also_refused
             if job.robots_sitemaps:
                 more, also_refused = robots_sitemap_links(job.robots_sitemaps, job.links)
                 links, refused = links + more, refused + also_refused
@@ -150,9 +154,7 @@ def extract(job: ParseJob, text: str) -> Parsed:
             return Parsed(error=(exc.error_type, f"{job.url}: {exc.message}"))
         except Exception as exc:  # a bug in link extraction: the task fails, the process lives
             return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
-        if job.follow_only:
-            return Parsed(links=tuple(links), links_refused=refused)
-        return dataclasses.replace(_parse(job, text), links=tuple(links), links_refused=refused)
+        return Parsed(links=tuple(links), links_refused=refused)
     if job.follow_only:  # a job's listing or sitemap parsed again: no product to look for
         return Parsed()
     return _parse(job, text)
@@ -171,6 +173,12 @@ def _parse(job: ParseJob, text: str) -> Parsed:
         else:
             result = get_parser(job.parser_name).parse(text, job.url)
         record, items = split(result)
+        given = result.links if isinstance(result, Extracted) else []
+        if given and job.links is not None:  # a job's product page: the parser's links only
+            links, refused = given_links(given, job.url, job.links)
+            return Parsed(
+                record=record, items=tuple(items), links=tuple(links), links_refused=refused
+            )
     except ParseError as exc:
         return Parsed(error=(exc.error_type, exc.message))
     except ForagerError as exc:
@@ -178,6 +186,22 @@ def _parse(job: ParseJob, text: str) -> Parsed:
     except Exception as exc:  # a parser bug: the task fails, the process lives on
         return Parsed(error=("internal", f"{type(exc).__name__}: {exc}"))
     return Parsed(record=record, items=tuple(items))
+
+
+def _listing_links(job: ParseJob, text: str) -> list[str]:
+    """The links the domain's parser gives on a job's listing page: its selector map's ``links``
+    rule, or a parser that says it gives links (``gives_links = True``); the listing's product,
+    if any, is not kept, and a parser that finds none (``ParseError``) gives no link."""
+    if job.selector is not None:
+        return cached_map(*job.selector).links_of(text)
+    parser = get_parser(job.parser_name)
+    if not getattr(parser, "gives_links", False):
+        return []
+    try:
+        result = parser.parse(text, job.url)
+    except ParseError:
+        return []
+    return list(result.links) if isinstance(result, Extracted) else []
 
 
 def _json_ready(
