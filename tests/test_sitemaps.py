@@ -142,6 +142,7 @@ async def test_a_job_from_robots_sitemaps_finds_every_product_once_and_reruns_wh
     assert (row.status, row.pages_queued) == ("done", 7)
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # no dialect-specific SQL here
 async def test_a_scheduled_job_runs_again_when_due_and_recrawls_only_what_changed(
     db: Database, settings: Settings, site: TestSite
 ) -> None:
