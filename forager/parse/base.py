@@ -109,7 +109,8 @@ class Parser(Protocol):
     The contract of built-in parsers and plugins alike (docs/PARSERS.md). An optional
     ``hosts: tuple[str, ...]`` names the host patterns the parser claims by default for new
     domains: ``shop.example`` (the host and its subdomains), ``*`` standing for one label
-    (``amazon.*``).
+    (``amazon.*``). An optional ``gives_links = True`` says it returns links (``Extracted.links``)
+    on a crawl job's listings too, so it is run there (docs/DISCOVERY.md).
     """
 
     name: str
