@@ -91,20 +91,20 @@ def link_fates(html: str, page_url: str, policy: LinkPolicy) -> list[LinkFate]:
                 for href, nofollow in _hrefs(node, nofollow_ok)
                 if not nofollow
             }
-    fates: dict[str, LinkFate] = {}
+    fates: dict[str, tuple[int, LinkFate]] = {}  # by URL: where it first appears, its fate
     # Followable links first: a URL linked both with and without rel=nofollow is followed.
-    for href, nofollow in sorted(everywhere, key=lambda pair: pair[1]):
+    ordered = sorted(enumerate(everywhere), key=lambda item: item[1][1])
+    for at, (href, nofollow) in ordered:
         try:
             where = normalize_url(urljoin(base, href))
         except (InvalidURL, ValueError):  # urljoin: "Invalid IPv6 URL" and the like
-            fates.setdefault(href, LinkFate(href, "invalid"))
+            fates.setdefault(href, (at, LinkFate(href, "invalid")))
             continue
         if where.url_hash in fates:
             continue
-        fates[where.url_hash] = _fate(
-            policy, regions, href, where.host, where.url, page_nofollow or nofollow
-        )
-    return list(fates.values())
+        found = _fate(policy, regions, href, where.host, where.url, page_nofollow or nofollow)
+        fates[where.url_hash] = (at, found)
+    return [found for _, found in sorted(fates.values(), key=lambda item: item[0])]
 
 
 def _fate(
