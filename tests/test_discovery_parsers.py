@@ -1,9 +1,10 @@
 """Links from parsers (issue 32): a selector map's ``links`` rule and a parser plugin's
 ``Extracted.links`` go through a crawl job's scope, trap limits, rules and budgets exactly as the
-links the job reads from a page itself."""
+links the job reads from a page itself; and a parse rule's own recrawl schedule."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -133,7 +134,11 @@ def _numbers(tasks: list[CrawlTask]) -> list[int]:
 async def test_a_selector_maps_links_feed_the_job(
     db: Database, settings: Settings, site: TestSite
 ) -> None:
-    job = await start(db, settings, _kettles_job(site))
+    rules = (
+        {"pattern": "/shop/c/kettles(\\?page=\\d+)?$", "action": "follow"},
+        {"pattern": "/shop/p/\\d+$", "action": "parse", "region": "div.x", "recrawl_seconds": 3600},
+    )
+    job = await start(db, settings, _kettles_job(site, rules=rules))
     [listing] = await job_tasks(db, job.id)
     fields = {"product_name": {"css": "h1"}, "links": {"css": "main.grid a.item", "attr": "href"}}
     await selectors.save(db, listing.domain_id, fields, None, use=True, by="test")
@@ -144,6 +149,11 @@ async def test_a_selector_maps_links_feed_the_job(
     assert all(t.status == TaskStatus.COMPLETED and t.depth and t.depth > 0 for t in products)
     listings = {t.id for t in await job_tasks(db, job.id) if t.job_action == "follow"}
     assert {t.found_on_task_id for t in products} <= listings
+    # The parse rule's own recrawl schedule: its pages recur hourly, the listings do not.
+    for t in products:
+        assert (t.is_recurring, t.crawl_frequency_seconds) == (True, 3600)
+        assert t.next_crawl_at == t.completed_at + timedelta(hours=1)  # type: ignore[operator]
+    assert not any(t.is_recurring for t in await job_tasks(db, job.id) if t.id in listings)
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # no dialect-specific SQL here

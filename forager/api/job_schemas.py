@@ -36,6 +36,14 @@ class RuleBody(BaseModel):
         description="A CSS selector: links are taken from inside it only.",
         examples=[None],
     )
+    recrawl_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=366 * 86_400,
+        description="A parse rule's own recrawl schedule: its pages are crawled again this "
+        "often (recurring tasks).",
+        examples=[None],
+    )
 
 
 class LinkPolicyBody(BaseModel):

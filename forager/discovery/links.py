@@ -22,7 +22,7 @@ from forager.discovery.rules import LinkPolicy, Rule, matches
 from forager.discovery.scope import in_scope
 from forager.discovery.sitemaps import read_sitemap
 from forager.errors import InvalidURL
-from forager.queue.urls import Link, normalize_url
+from forager.queue.urls import Link, NormalizedURL, normalize_url
 
 _FOLLOWED_RELS = ("next", "canonical")
 
@@ -125,6 +125,12 @@ def _fate(
     return LinkFate(url, action or "no rule", index)
 
 
+def _link(policy: LinkPolicy, where: NormalizedURL, found: LinkFate) -> Link:
+    """A taken link, with its parse rule's recrawl schedule (if it has one)."""
+    rule = None if found.rule is None else policy.rules[found.rule]
+    return Link(where, found.fate, recrawl_seconds=rule.recrawl_seconds if rule else None)
+
+
 def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Link], int]:
     """The links ``policy``'s rules take from the page, and how many others it refused
     (``nofollow`` ones are passed over, not refused)."""
@@ -132,7 +138,7 @@ def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Li
     refused = 0
     for found in link_fates(html, page_url, policy):
         if found.taken:
-            links.append(Link(normalize_url(found.url), found.fate))
+            links.append(_link(policy, normalize_url(found.url), found))
         elif found.fate != "nofollow":
             refused += 1
     return links, refused
@@ -159,7 +165,7 @@ def given_links(
         taken.add(where.url_hash)
         found = _fate(policy, None, href, where.host, where.url, False)
         if found.taken:
-            links.append(Link(where, found.fate))
+            links.append(_link(policy, where, found))
         else:
             refused += 1
     return links, refused
@@ -181,15 +187,16 @@ def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
         if not _allowed(policy, where.host, where.url):
             refused += 1
             continue
-        action = (
-            "sitemap"
+        action, index = (
+            ("sitemap", None)
             if sitemap.kind == "sitemapindex"
-            else _action(policy.rules, {}, loc, where.url)[0]  # a region holds no sitemap URL
+            else _action(policy.rules, {}, loc, where.url)  # a region holds no sitemap URL
         )
         if action is None or action == "ignore":
             refused += 1
             continue
-        links.append(Link(where, action, _when(lastmod)))
+        recrawl = None if index is None else policy.rules[index].recrawl_seconds
+        links.append(Link(where, action, _when(lastmod), recrawl))
     return links, refused
 
 
