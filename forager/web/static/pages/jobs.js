@@ -54,18 +54,21 @@ function depthView(job) {
           h("td", { class: "num", "data-cell": k }, String(d[k])))))));
 }
 
-// One rule a line, as `forager job start --rule`: ACTION=PATTERN, ACTION=glob:PATTERN, @CSS.
+// One rule a line, as `forager job start --rule`: ACTION=PATTERN, ACTION=glob:PATTERN, @CSS,
+// parse/SECONDS=… (the rule's recrawl schedule).
 function parseRules(text) {
   return text.split("\n").map((l) => l.trim()).filter(Boolean).map((line) => {
     const at = line.indexOf("=");
-    const action = at < 0 ? line : line.slice(0, at);
+    const [action, every] = (at < 0 ? line : line.slice(0, at)).split("/");
     let pattern = at < 0 ? "" : line.slice(at + 1);
     let region = null;
     const cut = pattern.lastIndexOf("@");
     if (cut > 0) { region = pattern.slice(cut + 1) || null; pattern = pattern.slice(0, cut); }
     let syntax = "regex";
     if (pattern.startsWith("glob:")) { syntax = "glob"; pattern = pattern.slice(5); }
-    return { action: action.trim(), pattern, syntax, region };
+    const rule = { action: action.trim(), pattern, syntax, region };
+    if (every) rule.recrawl_seconds = Number(every);
+    return rule;
   });
 }
 
@@ -142,7 +145,8 @@ function startForm(reload) {
     field("Hosts (scope: hosts listed)", inputs.hosts)),
   field("Start URLs, one per line", inputs.start_urls),
   field("Sitemap URLs, one per line", inputs.sitemap_urls),
-  field("Rules, one per line: follow|parse|ignore=PATTERN (glob:PATTERN), @CSS region",
+  field("Rules, one per line: follow|parse|ignore=PATTERN (glob:PATTERN), @CSS region, "
+    + "parse/SECONDS= to recrawl",
     inputs.rules),
   h("div", { class: "row" },
     field("Max depth", inputs.max_depth), field("Max pages", inputs.max_pages),
