@@ -723,15 +723,26 @@ def apikey_revoke(name: Annotated[str, typer.Argument(help="The key's name.")]) 
 
 def _rule(text: str) -> dict[str, object]:
     """``ACTION=PATTERN`` (an RE2 regex), ``ACTION=glob:PATTERN``; ``@CSS`` at the end takes
-    the links from that region only."""
+    the links from that region only; ``parse/SECONDS=…`` recrawls the rule's pages that often."""
     action, sep, pattern = text.partition("=")
     if not sep:
         raise _fail(f"rule {text!r}: expected ACTION=PATTERN (follow, parse or ignore)")
+    action, _, every = action.partition("/")
+    if every and not every.isdigit():
+        raise _fail(f"rule {text!r}: expected parse/SECONDS=PATTERN for a recrawl schedule")
     pattern, _, region = pattern.partition("@")
     syntax = "regex"
     if pattern.startswith("glob:"):
         syntax, pattern = "glob", pattern.removeprefix("glob:")
-    return {"action": action, "pattern": pattern, "syntax": syntax, "region": region or None}
+    rule: dict[str, object] = {
+        "action": action,
+        "pattern": pattern,
+        "syntax": syntax,
+        "region": region or None,
+    }
+    if every:
+        rule["recrawl_seconds"] = int(every)
+    return rule
 
 
 def _show_job(job: object) -> None:
@@ -750,7 +761,10 @@ def job_start(
     start_url: Annotated[list[str], typer.Option(help="A page to start from (repeat).")],
     rule: Annotated[
         list[str],
-        typer.Option(help="ACTION=PATTERN, ACTION=glob:PATTERN, …@CSS; in order (repeat)."),
+        typer.Option(
+            help="ACTION=PATTERN, ACTION=glob:PATTERN, …@CSS, parse/SECONDS=… (a recrawl "
+            "schedule); in order (repeat)."
+        ),
     ],
     scope: Annotated[str, typer.Option(help="host, domain or hosts.")] = "host",
     host: Annotated[list[str] | None, typer.Option(help="A host of scope 'hosts'.")] = None,
@@ -762,6 +776,10 @@ def job_start(
     robots_sitemaps: Annotated[
         bool, typer.Option(help="Read the start hosts' robots.txt Sitemap: lines too.")
     ] = False,
+    rerun_every: Annotated[
+        int | None,
+        typer.Option(help="Seconds from each run's start to the next (once it is done)."),
+    ] = None,
 ) -> None:
     """Start a crawl job; its start URLs are queued now, the links its rules take as the
     workers crawl them."""
@@ -780,6 +798,7 @@ def job_start(
         max_depth=max_depth,
         max_pages=max_pages,
         max_duration_seconds=max_duration,
+        rerun_every_seconds=rerun_every,
         created_by="cli",
     )
     _show_job(_with_db(settings, lambda db: start(db, settings, spec)))

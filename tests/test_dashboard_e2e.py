@@ -626,6 +626,47 @@ def test_items_from_a_listing_built_in_the_editor_listed_with_their_versions(
     shoot(admin, "item")
 
 
+def test_start_a_crawl_job_preview_its_rules_and_see_its_progress(
+    admin: Any, server: Server
+) -> None:
+    from playwright.sync_api import expect
+
+    go(admin, "/jobs")
+    form = admin.get_by_role("form", name="Start a crawl job")
+    form.get_by_label("Name").fill("kettles")
+    form.get_by_label("Start URLs, one per line").fill(server.site.url("/shop/c/kettles"))
+    rules = ["follow=/shop/c/kettles(\\?page=\\d+)?$", "parse=/shop/p/\\d+$@main.grid"]
+    form.get_by_label("Rules, one per line", exact=False).fill("\n".join(rules))
+    form.get_by_label("Max pages").fill("30")
+    form.get_by_role("button", name="Start job").click()
+    expect(admin).to_have_url(re.compile(r"/jobs\?job=\d+"))
+    job_id = int(admin.url.rsplit("=", 1)[1])
+    job_row = admin.locator(f'tr[data-job="{job_id}"]')
+    # The listing and its three pages, and the 7 kettles on them, counted live.
+    expect(job_row.locator("[data-cell=parsed]")).to_have_text("7", timeout=60_000)
+    expect(job_row.locator("[data-cell=products]")).to_have_text("7")
+    expect(job_row.locator("[data-cell=status]")).to_have_text(re.compile("running|done"))
+    by_depth = admin.get_by_role("region", name=f"Job {job_id} by depth")
+    expect(by_depth.locator('tr[data-depth="0"] [data-cell=fetched]')).to_have_text("1")
+    shoot(admin, "jobs")
+
+    # The listing's stored page previews a different rule set: what each link would become.
+    listing = server.site.url("/shop/c/kettles")
+    found = server.api.get("/api/tasks", params={"url_contains": "/shop/c/kettles"}).json()
+    [start] = [t for t in found["items"] if t["url"] == listing]
+    form.get_by_label("Rules, one per line", exact=False).fill("ignore=page=\nparse=/shop/p/")
+    form.get_by_label("Preview on the stored page of task").fill(str(start["id"]))
+    form.get_by_role("button", name="Preview rules").click()
+    preview = admin.get_by_test_id("preview")
+    expect(preview.locator('tr[data-fate="parse"]')).to_have_count(4)  # 3 in the grid, 1 aside
+    expect(preview.locator('tr[data-fate="ignore"]')).not_to_have_count(0)
+
+    # Done by now or not, it runs again from the dashboard once finished (or is cancelled).
+    first = server.wait(f"/api/jobs/{job_id}", lambda j: j["status"] == "done")
+    admin.get_by_role("button", name=f"Run again job {job_id}").click()
+    server.wait(f"/api/jobs/{job_id}", lambda j: j["started_at"] != first["started_at"])
+
+
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
     """Runs last in this module: it stops the server."""
     headers = {"Authorization": f"Bearer {server.keys['read']}"}

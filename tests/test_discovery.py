@@ -148,6 +148,8 @@ async def test_a_job_past_its_duration_ends_and_queues_nothing_more(
         ({"rules": ({"pattern": "(", "action": "follow"},)}, "rules[0]"),
         ({"rules": ({"pattern": "x", "action": "jump"},)}, "rules[0]"),
         ({"rules": ({"pattern": "x", "action": "follow", "region": "a[["},)}, "rules[0]"),
+        ({"rules": ({"pattern": "x", "action": "follow", "recrawl_seconds": 3600},)}, "rules[0]"),
+        ({"rules": ({"pattern": "x", "action": "parse", "recrawl_seconds": 5},)}, "rules[0]"),
         ({"max_depth": -1}, "max_depth"),
     ],
 )

@@ -61,3 +61,21 @@ def test_a_bad_rule_is_refused_with_its_reason(tmp_path: Path, cli_env: dict[str
     )
     assert bad.returncode == 1
     assert "rules[0].pattern is not a valid RE2 pattern" in one_error_line(bad)
+
+
+def test_a_rule_line_reads_its_region_glob_and_recrawl_schedule() -> None:
+    from forager.cli import _rule
+
+    assert _rule("parse/86400=glob:https://shop.test/p/*@main.grid") == {
+        "action": "parse",
+        "pattern": "https://shop.test/p/*",
+        "syntax": "glob",
+        "region": "main.grid",
+        "recrawl_seconds": 86400,
+    }
+    assert _rule("follow=/c/[a-z]+\\?page=\\d+$") == {
+        "action": "follow",
+        "pattern": "/c/[a-z]+\\?page=\\d+$",
+        "syntax": "regex",
+        "region": None,
+    }

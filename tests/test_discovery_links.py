@@ -4,7 +4,7 @@ the trap limits."""
 
 from __future__ import annotations
 
-from forager.discovery.links import extract_links
+from forager.discovery.links import extract_links, link_fates
 from forager.discovery.rules import LinkPolicy, Rule, glob_to_regex
 from forager.discovery.scope import in_scope, registrable, scope_hosts
 
@@ -85,7 +85,29 @@ def test_next_canonical_base_href_and_nofollow() -> None:
 
 def test_traps_are_cut_by_query_parameters_and_url_length() -> None:
     html = """<a href="/c/k?page=2">2</a><a href="/c/k?page=2&sid=1&sort=a">session</a>
-    <a href="/c/k/{}">long</a>""".format("x" * 300)
+    <a href="/c/k/{}">long</a><a href="http://[broken/c/">not a URL</a>""".format("x" * 300)
     links, refused = extract_links(html, PAGE, policy(Rule("/c/", "follow")))
     assert [link.where.url for link in links] == ["https://www.shop.example.co.uk/c/k?page=2"]
-    assert refused == 2
+    assert refused == 3
+
+
+def test_every_link_has_a_fate_in_page_order() -> None:
+    html = """<a rel="nofollow" href="/p/9">ad</a><a href="/c/k">kettles</a>
+    <a href="https://elsewhere.test/p/1">elsewhere</a><a href="/p/1?a=1&b=2&c=3">trap</a>
+    <a href="/about">about</a><a href="/p/2">two</a><a href="/p/sale">sale</a>
+    <a href="http://[broken/">broken</a><a href="/c/k#top">kettles again</a>"""
+    rules = (Rule("/p/sale$", "ignore"), Rule("/c/", "follow"), Rule("/p/", "parse"))
+    fates = [
+        (f.url.removeprefix("https://www.shop.example.co.uk"), f.fate, f.rule)
+        for f in link_fates(html, PAGE, policy(*rules))
+    ]
+    assert fates == [
+        ("/p/9", "nofollow", None),
+        ("/c/k", "follow", 1),
+        ("https://elsewhere.test/p/1", "out of scope", None),
+        ("/p/1?a=1&b=2&c=3", "trap", None),
+        ("/about", "no rule", None),
+        ("/p/2", "parse", 2),
+        ("/p/sale", "ignore", 0),
+        ("http://[broken/", "invalid", None),
+    ]

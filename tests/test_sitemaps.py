@@ -6,13 +6,15 @@ and a broken one) finds every product once, and its re-run recrawls only what ch
 from __future__ import annotations
 
 import gzip
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
 from forager.config import Settings
 from forager.db.engine import Database
-from forager.db.models import CrawlJob, CrawlTask
+from forager.db.models import CrawlJob, CrawlTask, Event
+from forager.db.types import utcnow
 from forager.discovery import admin
 from forager.discovery.jobs import JobSpec, start
 from forager.discovery.sitemaps import MAX_BYTES, MAX_ENTRIES, SitemapError, read_sitemap
@@ -138,3 +140,60 @@ async def test_a_job_from_robots_sitemaps_finds_every_product_once_and_reruns_wh
         row = await session.get(CrawlJob, job.id)
     assert row is not None
     assert (row.status, row.pages_queued) == ("done", 7)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # no dialect-specific SQL here
+async def test_a_scheduled_job_runs_again_when_due_and_recrawls_only_what_changed(
+    db: Database, settings: Settings, site: TestSite
+) -> None:
+    spec = JobSpec(
+        name="nightly",
+        sitemap_urls=(site.url("/shop/sitemap-more.xml"),),
+        rules=({"pattern": "/shop/p/\\d+$", "action": "parse"},),
+        rerun_every_seconds=3600,
+    )
+    job = await start(db, settings, spec)
+    assert job.next_run_at == job.started_at + timedelta(hours=1)
+    await run_job(db, settings, job.id)
+    assert await admin.rerun_due(db, settings, utcnow()) == []  # not due yet
+
+    site.reset()
+    shop.CHANGED.add(305)
+    try:
+        due = job.started_at + timedelta(hours=1, seconds=1)
+        assert await admin.rerun_due(db, settings, due) == [job.id]
+        assert await admin.rerun_due(db, settings, due) == []  # one run per due time
+        await run_job(db, settings, job.id)
+    finally:
+        shop.CHANGED.clear()
+    fetched = sorted(r["path"] for r in site.log()["requests"] if r["path"].startswith("/shop/"))
+    assert fetched == ["/shop/p/305", "/shop/sitemap-more.xml"]
+    async with db.reader() as session:
+        row = await session.get(CrawlJob, job.id)
+    assert row is not None and row.next_run_at is not None
+    assert row.next_run_at == row.started_at + timedelta(hours=1) > due - timedelta(seconds=1)
+    async with db.reader() as session:
+        events = list(
+            await session.scalars(
+                select(Event.event).where(
+                    Event.entity_type == "crawl_job", Event.entity_id == str(job.id)
+                )
+            )
+        )
+    assert events.count("rerun") == 1
+
+
+async def test_a_run_still_going_is_not_started_again(
+    db: Database, settings: Settings, site: TestSite
+) -> None:
+    spec = JobSpec(
+        name="slow",
+        start_urls=(site.url("/shop/"),),
+        rules=({"pattern": "/shop/c/", "action": "follow"},),
+        rerun_every_seconds=60,
+    )
+    job = await start(db, settings, spec)  # its start page waits: no worker runs here
+    later = job.started_at + timedelta(minutes=5)
+    assert await admin.rerun_due(db, settings, later) == []
+    await admin.act(db, job.id, "pause")
+    assert await admin.rerun_due(db, settings, later) == []  # nor a paused one

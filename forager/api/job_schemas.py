@@ -36,29 +36,21 @@ class RuleBody(BaseModel):
         description="A CSS selector: links are taken from inside it only.",
         examples=[None],
     )
+    recrawl_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=366 * 86_400,
+        description="A parse rule's own recrawl schedule: its pages are crawled again this "
+        "often (recurring tasks).",
+        examples=[None],
+    )
 
 
-class JobCreate(BaseModel):
-    """A crawl job: where it starts, what it may reach, which pages it parses, its budgets."""
+class LinkPolicyBody(BaseModel):
+    """What a job takes from its pages: scope, rules, nofollow and the trap limits."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(
-        min_length=1, max_length=100, pattern=r"\S", examples=["kettles on shop.example.com"]
-    )
-    start_urls: list[CrawlURL] = Field(
-        default_factory=list,
-        max_length=1000,
-        description="Pages the crawl starts from (depth 0, followed); give start_urls, "
-        "sitemap_urls or both.",
-        examples=[["https://shop.example.com/"]],
-    )
-    sitemap_urls: list[CrawlURL] = Field(
-        default_factory=list,
-        max_length=100,
-        description="Sitemaps or sitemap indexes (gzipped or not) whose URLs go by the rules.",
-        examples=[[]],
-    )
     scope: ScopeName = Field(
         "host",
         description="host: the start URLs' hosts; domain: their registrable domains (public "
@@ -76,14 +68,77 @@ class JobCreate(BaseModel):
         ],
     )
     follow_nofollow: bool = Field(False, description="Take rel=nofollow links too.")
+    max_query_params: int = Field(3, ge=0, le=50)
+    max_url_length: int = Field(512, ge=32, le=2048)
+
+
+class JobCreate(LinkPolicyBody):
+    """A crawl job: where it starts, what it may reach, which pages it parses, its budgets."""
+
+    name: str = Field(
+        min_length=1, max_length=100, pattern=r"\S", examples=["kettles on shop.example.com"]
+    )
+    start_urls: list[CrawlURL] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Pages the crawl starts from (depth 0, followed); give start_urls, "
+        "sitemap_urls or both.",
+        examples=[["https://shop.example.com/"]],
+    )
+    sitemap_urls: list[CrawlURL] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Sitemaps or sitemap indexes (gzipped or not) whose URLs go by the rules.",
+        examples=[[]],
+    )
     robots_sitemaps: bool = Field(
         False, description="Read the start hosts' robots.txt Sitemap: lines as sitemaps too."
     )
     max_depth: int = Field(5, ge=0, le=100)
     max_pages: int = Field(10_000, ge=1, le=10_000_000)
     max_duration_seconds: int = Field(86_400, ge=60, le=90 * 86_400)
-    max_query_params: int = Field(3, ge=0, le=50)
-    max_url_length: int = Field(512, ge=32, le=2048)
+    rerun_every_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=366 * 86_400,
+        description="Run the job again this long after each run starts, once it is done (a "
+        "re-run crawls again only the sitemap pages whose lastmod moved on). None: by hand.",
+        examples=[86_400],
+    )
+
+
+class JobPreviewIn(LinkPolicyBody):
+    """A rule set tried on one stored page before a job starts."""
+
+    task_id: int = Field(ge=1, description="A task whose page is stored.", examples=[1])
+    start_urls: list[CrawlURL] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="The job's start URLs (their hosts are the scope; the page's host is one).",
+        examples=[["https://shop.example.com/"]],
+    )
+
+
+class LinkPreview(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    url: str = Field(description="The normalized URL (the href as written when invalid).")
+    fate: Literal[
+        "follow", "parse", "ignore", "no rule", "out of scope", "trap", "nofollow", "invalid"
+    ] = Field(
+        description="What the job would do with it: follow, parse or ignore (by rule), or why "
+        "it is not taken."
+    )
+    rule: int | None = Field(description="The index of the rule that matched, if one did.")
+
+
+class JobPreview(BaseModel):
+    """Every distinct link on the page, in page order, and what the rules make of it."""
+
+    task_id: int
+    url: str
+    links: list[LinkPreview]
+    error: str | None = Field(None, description="Why the page could not be read.")
 
 
 class DepthProgress(BaseModel):
@@ -133,4 +188,6 @@ class JobPublic(BaseModel):
     ends_at: datetime
     finished_at: datetime | None
     created_by: str
+    rerun_every_seconds: int | None
+    next_run_at: datetime | None = Field(description="When the next scheduled run is due.")
     progress: JobProgress | None = Field(None, description="Given by GET /api/jobs/{id}.")

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from forager.api.auth import ApiKeyDep
 from forager.api.deps import EntityId, PagingDep, RuntimeDep
-from forager.api.job_schemas import DepthProgress, JobCreate, JobProgress, JobPublic
+from forager.api.job_schemas import (
+    DepthProgress,
+    JobCreate,
+    JobPreview,
+    JobPreviewIn,
+    JobProgress,
+    JobPublic,
+    LinkPreview,
+)
 from forager.api.pages import Page
 from forager.db.models import CrawlJob
 from forager.discovery import admin, jobs
+from forager.worker.parsing import ParseJob
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -60,15 +69,59 @@ async def start_job(body: JobCreate, runtime: RuntimeDep, key: ApiKeyDep) -> Job
         max_duration_seconds=body.max_duration_seconds,
         max_query_params=body.max_query_params,
         max_url_length=body.max_url_length,
+        rerun_every_seconds=body.rerun_every_seconds,
         created_by=key.name,
     )
     return public(await jobs.start(runtime.db, runtime.settings, spec))
 
 
+@router.post(
+    "/preview",
+    operation_id="preview_job_rules",
+    responses={404: {"description": "No such task, or its page is not stored."}},
+)
+async def preview_job_rules(body: JobPreviewIn, runtime: RuntimeDep) -> JobPreview:
+    """Try a rule set on one stored page before a job starts: each link on it and what the job
+    would do with it (the parse processes' own link reading)."""
+    spec = jobs.JobSpec(
+        name="preview",
+        start_urls=tuple(body.start_urls),
+        scope=body.scope,
+        hosts=tuple(body.hosts),
+        rules=tuple(r.model_dump() for r in body.rules),
+        follow_nofollow=body.follow_nofollow,
+        max_query_params=body.max_query_params,
+        max_url_length=body.max_url_length,
+    )
+    policy, stored = await jobs.preview_policy(runtime.db, spec, body.task_id)
+    html = await runtime.pages.get(stored.html_path)
+    job = ParseJob(stored.url, "", html, fetched=False, links=policy, preview=True)
+    parsed = await runtime.parts.parser.parse(job)
+    return JobPreview(
+        task_id=stored.task_id,
+        url=stored.url,
+        links=[LinkPreview.model_validate(f) for f in parsed.link_fates],
+        error=parsed.error[1] if parsed.error else None,
+    )
+
+
+JobSort = Literal["-created", "created", "-name", "name", "-status", "status"]
+
+
 @router.get("", operation_id="list_jobs")
-async def list_jobs(runtime: RuntimeDep, paging: PagingDep) -> Page[JobPublic]:
-    """Crawl jobs, newest first (their progress: GET /api/jobs/{id})."""
-    rows, total = await admin.list_page(runtime.db, limit=paging.limit, offset=paging.offset)
+async def list_jobs(
+    runtime: RuntimeDep,
+    paging: PagingDep,
+    sort: Annotated[
+        JobSort,
+        Query(description="By creation (the id), name or status; a leading - is descending."),
+    ] = "-created",
+) -> Page[JobPublic]:
+    """Crawl jobs, newest first or in the ``sort`` order (their progress: GET
+    /api/jobs/{id})."""
+    rows, total = await admin.list_page(
+        runtime.db, limit=paging.limit, offset=paging.offset, sort=sort
+    )
     return Page(
         items=[public(j) for j in rows], total=total, limit=paging.limit, offset=paging.offset
     )

@@ -31,6 +31,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlJob, CrawlTask, Domain, Proxy
 from forager.db.queries import count_by
 from forager.db.types import utcnow
+from forager.discovery import admin as crawl_jobs
 from forager.monitors import admin as monitors
 from forager.monitors.window import LATENCY_BUCKETS
 from forager.products import images
@@ -253,6 +254,7 @@ async def _job_lines(session: AsyncSession) -> list[str]:
         .group_by(CrawlTask.job_id, CrawlTask.status)
         .order_by(CrawlTask.job_id, CrawlTask.status)
     )
+    found = {j.id: await crawl_jobs.progress(session, j.id) for j in jobs}
     return [
         *_family(
             "forager_job_tasks",
@@ -280,7 +282,33 @@ async def _job_lines(session: AsyncSession) -> list[str]:
             "The page budget of each running or paused crawl job (links queued stop there).",
             (f'forager_job_max_pages{{job="{j.id}"}} {j.max_pages}' for j in jobs),
         ),
+        *_family(
+            "forager_job_progress",
+            "gauge",
+            "Progress of each running or paused crawl job: its tasks discovered, queued, in "
+            "flight, fetched, parsed (product pages), products stored and errors.",
+            (
+                f'forager_job_progress{{job="{j}",measure="{m}"}} {getattr(p, m)}'
+                for j, p in found.items()
+                for m in _PROGRESS
+            ),
+        ),
+        *_family(
+            "forager_job_depth_tasks",
+            "gauge",
+            "Tasks of each running or paused crawl job by depth: discovered, fetched, parsed, "
+            "errors.",
+            (
+                f'forager_job_depth_tasks{{job="{j}",depth="{d}",measure="{m}"}} {n}'
+                for j, p in found.items()
+                for d, level in sorted(p.by_depth.items())
+                for m, n in level.items()
+            ),
+        ),
     ]
+
+
+_PROGRESS = ("discovered", "queued", "in_flight", "fetched", "parsed", "products", "errors")
 
 
 async def _breaker_lines(session: AsyncSession, settings: Settings) -> list[str]:

@@ -9,7 +9,8 @@ flight is ``done`` (marked when it is next read).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,6 +21,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlJob, CrawlTask, Product
 from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
+from forager.discovery.jobs import next_run
 from forager.errors import Conflict
 from forager.queue.door import Discovery, TaskQueue, move_job_tasks
 from forager.queue.lifecycle import LEASED, WAITING, TaskStatus
@@ -53,9 +55,22 @@ def _not_found(job_id: int) -> str:
     return f"crawl job {job_id} does not exist"
 
 
-async def list_page(db: Database, *, limit: int, offset: int) -> tuple[list[CrawlJob], int]:
+# The job list's orders (``sort``): a leading "-" is descending; creation follows the id.
+ORDERS: dict[str, tuple[Any, ...]] = {
+    "-created": (CrawlJob.id.desc(),),
+    "created": (CrawlJob.id.asc(),),
+    "-name": (CrawlJob.name.desc(), CrawlJob.id.desc()),
+    "name": (CrawlJob.name.asc(), CrawlJob.id.asc()),
+    "-status": (CrawlJob.status.desc(), CrawlJob.id.desc()),
+    "status": (CrawlJob.status.asc(), CrawlJob.id.asc()),
+}
+
+
+async def list_page(
+    db: Database, *, limit: int, offset: int, sort: str = "-created"
+) -> tuple[list[CrawlJob], int]:
     async with db.reader() as session:
-        return await page(session, select(CrawlJob), CrawlJob.id.desc(), limit=limit, offset=offset)
+        return await page(session, select(CrawlJob), *ORDERS[sort], limit=limit, offset=offset)
 
 
 async def progress(session: AsyncSession, job_id: int) -> Progress:
@@ -134,10 +149,24 @@ async def rerun(db: Database, settings: Settings, job_id: int) -> CrawlJob:
     """Run a done or cancelled job again: a new run (budgets counted afresh, a new end), its
     start URLs and sitemaps fetched again; of the pages it knows, only those whose sitemap
     ``lastmod`` changed are crawled again (``queue/discovered.py``)."""
+    job = await _run_again(db, settings, job_id, due=None)
+    assert job is not None  # without ``due`` it runs or raises
+    return job
+
+
+async def _run_again(
+    db: Database, settings: Settings, job_id: int, *, due: datetime | None
+) -> CrawlJob | None:
+    """``rerun``; with ``due`` (the scheduler), only a done job whose ``next_run_at`` is not
+    after it, else None (another process started the run first)."""
     async with db.session() as session:
         job = await get_or_not_found(
             session, CrawlJob, job_id, _not_found(job_id), with_for_update=True
         )
+        if due is not None and (
+            job.status != "done" or job.next_run_at is None or job.next_run_at > due
+        ):
+            return None
         if job.status not in ("done", "cancelled"):
             raise Conflict(f"crawl job {job_id} is {job.status}; only a finished job runs again")
         now = utcnow()
@@ -152,15 +181,37 @@ async def rerun(db: Database, settings: Settings, job_id: int) -> CrawlJob:
                 pages_queued=0,
                 links_seen=0,
                 links_refused=0,
+                next_run_at=next_run(now, job.rerun_every_seconds),
                 updated_at=now,
             )
         )
         entry = [Link(normalize_url(u), "follow") for u in job.start_urls]
         entry += [Link(normalize_url(u), "sitemap") for u in job.sitemap_urls]
         await TaskQueue(db, settings).discover(session, [Discovery(job_id, None, 0, entry)])
-        audit.record(session, "crawl_job", [job_id], "rerun", {"to": "running"})
+        by = "schedule" if due is not None else "operator"
+        audit.record(session, "crawl_job", [job_id], "rerun", {"to": "running", "by": by})
     async with db.reader() as session:
         return await get_or_not_found(session, CrawlJob, job_id, _not_found(job_id))
+
+
+async def rerun_due(db: Database, settings: Settings, now: datetime, limit: int = 100) -> list[int]:
+    """Start the next run of each scheduled job whose ``next_run_at`` has come and whose last
+    run is done (a run still going is left to finish); the ids of the jobs started."""
+    async with db.reader() as session:
+        due = list(
+            await session.scalars(
+                select(CrawlJob.id)
+                .where(CrawlJob.next_run_at <= now, CrawlJob.status.in_(("running", "done")))
+                .order_by(CrawlJob.next_run_at)
+                .limit(limit)
+            )
+        )
+    started = []
+    for job_id in due:
+        job, _ = await show(db, job_id)  # a run with nothing left to do is done now
+        if job.status == "done" and await _run_again(db, settings, job_id, due=now) is not None:
+            started.append(job_id)
+    return started
 
 
 async def act(db: Database, job_id: int, action: str) -> CrawlJob:

@@ -3,24 +3,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from forager.config import Settings
 from forager.db import audit
 from forager.db.engine import Database
-from forager.db.models import CrawlJob
+from forager.db.models import CrawlJob, CrawlTask
 from forager.db.types import utcnow
-from forager.discovery.rules import Rule, check_rule
+from forager.discovery.rules import LinkPolicy, Rule, check_rule
 from forager.discovery.scope import SCOPES, scope_hosts
-from forager.errors import InvalidRequest, InvalidURL
+from forager.errors import InvalidRequest, InvalidURL, NotFound
 from forager.queue.door import Discovery, TaskQueue
 from forager.queue.urls import Link, NormalizedURL, normalize_url
 
 # Limits a request may not exceed (the defaults are the request schema's).
 MAX_START_URLS = 1000
 MAX_RULES = 100
+MAX_RERUN_EVERY = 366 * 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class JobSpec:
     max_duration_seconds: int = 86_400
     max_query_params: int = 3
     max_url_length: int = 512
+    rerun_every_seconds: int | None = None  # a schedule: the next run this long after a start
     created_by: str = "api"
 
 
@@ -78,8 +81,15 @@ def check(spec: JobSpec) -> tuple[list[NormalizedURL], list[NormalizedURL], list
     _check_range(spec.max_duration_seconds, "max_duration_seconds", 60, 90 * 86_400)
     _check_range(spec.max_query_params, "max_query_params", 0, 50)
     _check_range(spec.max_url_length, "max_url_length", 32, 2048)
+    if spec.rerun_every_seconds is not None:
+        _check_range(spec.rerun_every_seconds, "rerun_every_seconds", 60, MAX_RERUN_EVERY)
     rules = [check_rule(raw, i) for i, raw in enumerate(spec.rules)]
     return _urls(spec.start_urls, "start_urls"), _urls(spec.sitemap_urls, "sitemap_urls"), rules
+
+
+def next_run(started: datetime, every: int | None) -> datetime | None:
+    """When a scheduled job's next run is due: ``every`` seconds after this one started."""
+    return None if every is None else started + timedelta(seconds=every)
 
 
 async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
@@ -107,6 +117,8 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         links_refused=0,
         started_at=now,
         ends_at=now + timedelta(seconds=spec.max_duration_seconds),
+        rerun_every_seconds=spec.rerun_every_seconds,
+        next_run_at=next_run(now, spec.rerun_every_seconds),
         created_by=spec.created_by,
     )
     async with db.session() as session:
@@ -119,3 +131,40 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         fresh = await session.get(CrawlJob, job.id)
         assert fresh is not None
         return fresh
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPage:
+    task_id: int
+    url: str
+    html_path: str
+
+
+async def preview_policy(
+    db: Database, spec: JobSpec, task_id: int
+) -> tuple[LinkPolicy, StoredPage]:
+    """The link policy ``spec`` would give its pages (checked as a job's start is), and the
+    stored page of task ``task_id`` to preview it on; the page's host is one of the start hosts.
+    """
+    async with db.reader() as session:
+        task = await session.get(CrawlTask, task_id)
+        if task is None:
+            raise NotFound(f"task {task_id} does not exist")
+        if task.html_path is None:
+            raise NotFound(f"task {task_id} has no stored page")
+        page = StoredPage(task.id, task.url, task.html_path)
+    checked = dataclasses.replace(
+        spec, name=spec.name or "preview", start_urls=(*spec.start_urls, page.url)
+    )
+    starts, sitemaps, rules = check(checked)
+    hosts = scope_hosts(spec.scope, [u.host for u in (*starts, *sitemaps)], list(spec.hosts))
+    policy = LinkPolicy(
+        job_id=0,
+        scope=spec.scope,
+        hosts=tuple(hosts),
+        rules=tuple(rules),
+        follow_nofollow=spec.follow_nofollow,
+        max_query_params=spec.max_query_params,
+        max_url_length=spec.max_url_length,
+    )
+    return policy, page

@@ -12,6 +12,7 @@ says otherwise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urljoin
 
@@ -21,7 +22,7 @@ from forager.discovery.rules import LinkPolicy, Rule, matches
 from forager.discovery.scope import in_scope
 from forager.discovery.sitemaps import read_sitemap
 from forager.errors import InvalidURL
-from forager.queue.urls import Link, normalize_url
+from forager.queue.urls import Link, NormalizedURL, normalize_url
 
 _FOLLOWED_RELS = ("next", "canonical")
 
@@ -37,30 +38,45 @@ def _nofollow_page(tree: LexborHTMLParser) -> bool:
     return False
 
 
-def _hrefs(root: LexborNode, nofollow: bool) -> list[str]:
-    """The hrefs of ``<a>`` (and rel=next/canonical ``<link>``) under ``root``, in order."""
-    found: list[str] = []
+def _hrefs(root: LexborNode, nofollow: bool) -> list[tuple[str, bool]]:
+    """The hrefs of ``<a>`` (and rel=next/canonical ``<link>``) under ``root``, in order, each
+    with whether it is ``rel=nofollow`` (always False when ``nofollow`` links are followed)."""
+    found: list[tuple[str, bool]] = []
     for node in root.css("a[href], link[href]"):
         rels = _rels(node)
         if node.tag == "link" and not rels & set(_FOLLOWED_RELS):
             continue
-        if "nofollow" in rels and not nofollow:
-            continue
         href = (node.attributes.get("href") or "").strip()
         if href and not href.startswith(("#", "javascript:", "mailto:", "tel:", "data:")):
-            found.append(href)
+            found.append((href, "nofollow" in rels and not nofollow))
     return found
 
 
-def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Link], int]:
-    """The links ``policy``'s rules take from the page, and how many others it refused."""
+@dataclass(frozen=True, slots=True)
+class LinkFate:
+    """What a job's policy makes of one link on a page: ``follow``, ``parse`` or ``ignore``
+    (``rule``: the index of the rule that said so), or why it is not taken: ``no rule``,
+    ``out of scope``, ``trap`` (over the URL length or query-parameter limit), ``nofollow`` or
+    ``invalid`` (not a URL the queue accepts; ``url`` is then the href as written)."""
+
+    url: str
+    fate: str
+    rule: int | None = None
+
+    @property
+    def taken(self) -> bool:
+        return self.fate in ("follow", "parse")
+
+
+def link_fates(html: str, page_url: str, policy: LinkPolicy) -> list[LinkFate]:
+    """Every distinct link on the page and its fate, in page order: the one reading of a page's
+    links, for the crawl (``extract_links``) and for a rule preview alike."""
     tree = LexborHTMLParser(html)
     root = tree.root
     if root is None:
-        return [], 0
+        return []
     nofollow_ok = policy.follow_nofollow
-    if not nofollow_ok and _nofollow_page(tree):
-        return [], 0
+    page_nofollow = not nofollow_ok and _nofollow_page(tree)
     base = page_url
     for node in tree.css("base[href]"):
         base = urljoin(page_url, node.attributes.get("href") or "")
@@ -70,28 +86,88 @@ def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Li
     for rule in policy.rules:
         if rule.region is not None and rule.region not in regions:
             regions[rule.region] = {
-                href for node in tree.css(rule.region) for href in _hrefs(node, nofollow_ok)
+                href
+                for node in tree.css(rule.region)
+                for href, nofollow in _hrefs(node, nofollow_ok)
+                if not nofollow
             }
-    links: list[Link] = []
-    taken: set[str] = set()
-    refused = 0
-    for href in everywhere:
+    fates: dict[str, tuple[int, LinkFate]] = {}  # by URL: where it first appears, its fate
+    # Followable links first: a URL linked both with and without rel=nofollow is followed.
+    ordered = sorted(enumerate(everywhere), key=lambda item: item[1][1])
+    for at, (href, nofollow) in ordered:
         try:
             where = normalize_url(urljoin(base, href))
-        except InvalidURL:
+        except (InvalidURL, ValueError):  # urljoin: "Invalid IPv6 URL" and the like
+            fates.setdefault(href, (at, LinkFate(href, "invalid")))
+            continue
+        if where.url_hash in fates:
+            continue
+        found = _fate(policy, regions, href, where.host, where.url, page_nofollow or nofollow)
+        fates[where.url_hash] = (at, found)
+    return [found for _, found in sorted(fates.values(), key=lambda item: item[0])]
+
+
+def _fate(
+    policy: LinkPolicy,
+    regions: dict[str, set[str]] | None,
+    href: str,
+    host: str,
+    url: str,
+    nofollow: bool,
+) -> LinkFate:
+    if nofollow:
+        return LinkFate(url, "nofollow")
+    if not in_scope(policy.scope, policy.hosts, host):
+        return LinkFate(url, "out of scope")
+    if not _within_limits(policy, url):
+        return LinkFate(url, "trap")
+    action, index = _action(policy.rules, regions, href, url)
+    return LinkFate(url, action or "no rule", index)
+
+
+def _link(policy: LinkPolicy, where: NormalizedURL, found: LinkFate) -> Link:
+    """A taken link, with its parse rule's recrawl schedule (if it has one)."""
+    rule = None if found.rule is None else policy.rules[found.rule]
+    return Link(where, found.fate, recrawl_seconds=rule.recrawl_seconds if rule else None)
+
+
+def extract_links(html: str, page_url: str, policy: LinkPolicy) -> tuple[list[Link], int]:
+    """The links ``policy``'s rules take from the page, and how many others it refused
+    (``nofollow`` ones are passed over, not refused)."""
+    links: list[Link] = []
+    refused = 0
+    for found in link_fates(html, page_url, policy):
+        if found.taken:
+            links.append(_link(policy, normalize_url(found.url), found))
+        elif found.fate != "nofollow":
+            refused += 1
+    return links, refused
+
+
+def given_links(
+    hrefs: list[str], page_url: str, policy: LinkPolicy, known: tuple[Link, ...] = ()
+) -> tuple[list[Link], int]:
+    """The links a parser gave (a selector map's ``links`` rule, a plugin's ``Extracted.links``)
+    through the same scope, trap limits and rules as the page's own — a rule's region aside:
+    the parser chose where they come from. Those among ``known`` (the page's own) are dropped.
+    """
+    taken = {link.where.url_hash for link in known}
+    links: list[Link] = []
+    refused = 0
+    for href in hrefs:
+        try:
+            where = normalize_url(urljoin(page_url, href))
+        except (InvalidURL, ValueError):
             refused += 1
             continue
         if where.url_hash in taken:
             continue
         taken.add(where.url_hash)
-        if not _allowed(policy, where.host, where.url):
+        found = _fate(policy, None, href, where.host, where.url, False)
+        if found.taken:
+            links.append(_link(policy, where, found))
+        else:
             refused += 1
-            continue
-        action = _action(policy.rules, regions, href, where.url)
-        if action is None or action == "ignore":
-            refused += 1
-            continue
-        links.append(Link(where, action))
     return links, refused
 
 
@@ -111,15 +187,16 @@ def sitemap_links(body: bytes, policy: LinkPolicy) -> tuple[list[Link], int]:
         if not _allowed(policy, where.host, where.url):
             refused += 1
             continue
-        action = (
-            "sitemap"
+        action, index = (
+            ("sitemap", None)
             if sitemap.kind == "sitemapindex"
-            else _action(policy.rules, {}, loc, where.url)
+            else _action(policy.rules, {}, loc, where.url)  # a region holds no sitemap URL
         )
         if action is None or action == "ignore":
             refused += 1
             continue
-        links.append(Link(where, action, _when(lastmod)))
+        recrawl = None if index is None else policy.rules[index].recrawl_seconds
+        links.append(Link(where, action, _when(lastmod), recrawl))
     return links, refused
 
 
@@ -153,11 +230,11 @@ def robots_sitemap_links(urls: tuple[str, ...], policy: LinkPolicy) -> tuple[lis
 
 def _allowed(policy: LinkPolicy, host: str, url: str) -> bool:
     """In the job's scope and within its trap limits (URL length, query parameters)."""
-    return (
-        in_scope(policy.scope, policy.hosts, host)
-        and len(url) <= policy.max_url_length
-        and _query_params(url) <= policy.max_query_params
-    )
+    return in_scope(policy.scope, policy.hosts, host) and _within_limits(policy, url)
+
+
+def _within_limits(policy: LinkPolicy, url: str) -> bool:
+    return len(url) <= policy.max_url_length and _query_params(url) <= policy.max_query_params
 
 
 def _query_params(url: str) -> int:
@@ -166,12 +243,17 @@ def _query_params(url: str) -> int:
 
 
 def _action(
-    rules: tuple[Rule, ...], regions: dict[str, set[str]], href: str, url: str
-) -> str | None:
-    """The first rule that matches ``url`` and whose region holds the link says what it is."""
-    for rule in rules:
-        if rule.region is not None and href not in regions.get(rule.region, ()):
+    rules: tuple[Rule, ...], regions: dict[str, set[str]] | None, href: str, url: str
+) -> tuple[str | None, int | None]:
+    """The first rule that matches ``url`` and whose region holds the link says what it is
+    (and its index); with no ``regions`` (a parser's links) a rule's region is not asked."""
+    for i, rule in enumerate(rules):
+        if (
+            regions is not None
+            and rule.region is not None
+            and href not in regions.get(rule.region, ())
+        ):
             continue
         if matches(rule, url):
-            return rule.action
-    return None
+            return rule.action, i
+    return None, None

@@ -30,7 +30,13 @@ def policy_of(job: CrawlJob) -> LinkPolicy:
         scope=job.scope,
         hosts=tuple(job.hosts),
         rules=tuple(
-            Rule(r["pattern"], r["action"], r.get("syntax") or "regex", r.get("region"))
+            Rule(
+                r["pattern"],
+                r["action"],
+                r.get("syntax") or "regex",
+                r.get("region"),
+                r.get("recrawl_seconds"),
+            )
             for r in job.rules
         ),
         follow_nofollow=job.follow_nofollow,

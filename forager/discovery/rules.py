@@ -19,6 +19,7 @@ import re2
 from forager.errors import InvalidRequest
 
 ACTIONS = ("follow", "parse", "ignore")
+MIN_RECRAWL, MAX_RECRAWL = 60, 366 * 86_400
 SYNTAXES = ("regex", "glob")
 
 
@@ -28,6 +29,7 @@ class Rule:
     action: str
     syntax: str = "regex"
     region: str | None = None  # a CSS selector: links are taken from inside it only
+    recrawl_seconds: int | None = None  # a parse rule's pages crawled again this often
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -35,6 +37,7 @@ class Rule:
             "action": self.action,
             "syntax": self.syntax,
             "region": self.region,
+            "recrawl_seconds": self.recrawl_seconds,
         }
 
 
@@ -90,7 +93,18 @@ def check_rule(raw: dict[str, Any], index: int) -> Rule:
     pattern = raw.get("pattern")
     if not isinstance(pattern, str) or not pattern:
         raise InvalidRequest(f"{where}.pattern must be a non-empty string", field=where)
-    rule = Rule(pattern, action, syntax, raw.get("region") or None)
+    recrawl = raw.get("recrawl_seconds")
+    if recrawl is not None and (
+        action != "parse"
+        or not isinstance(recrawl, int)
+        or not MIN_RECRAWL <= recrawl <= MAX_RECRAWL
+    ):
+        raise InvalidRequest(
+            f"{where}.recrawl_seconds: a parse rule's recrawl schedule, {MIN_RECRAWL} to "
+            f"{MAX_RECRAWL} seconds",
+            field=where,
+        )
+    rule = Rule(pattern, action, syntax, raw.get("region") or None, recrawl)
     try:
         compiled(rule)
     except re2.error as exc:

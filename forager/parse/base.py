@@ -94,10 +94,13 @@ class ItemRecord:
 
 @dataclass(slots=True)
 class Extracted:
-    """What a page gives when it is not just one product: the product (or None) and items."""
+    """What a page gives when it is not just one product: the product (or None), items, and
+    links (URLs, absolute or relative to the page) a crawl job takes through its scope, rules
+    and budgets as it takes the page's own links (docs/DISCOVERY.md)."""
 
     product: ProductRecord | None = None
     items: list[ItemRecord] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
 
 
 class Parser(Protocol):
@@ -106,7 +109,8 @@ class Parser(Protocol):
     The contract of built-in parsers and plugins alike (docs/PARSERS.md). An optional
     ``hosts: tuple[str, ...]`` names the host patterns the parser claims by default for new
     domains: ``shop.example`` (the host and its subdomains), ``*`` standing for one label
-    (``amazon.*``).
+    (``amazon.*``). An optional ``gives_links = True`` says it returns links (``Extracted.links``)
+    on a crawl job's listings too, so it is run there (docs/DISCOVERY.md).
     """
 
     name: str

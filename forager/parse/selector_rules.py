@@ -24,6 +24,7 @@ from forager.parse.jsonpath import JSON_PATH, value_at
 from forager.parse.prices import detect_currency, parse_price
 from forager.parse.structured import absolute_url, clean, has_type, json_ld_blocks, walk_json
 
+LINKS = "links"  # a selector map's key: the links a crawl job takes from the page (issue 32)
 MAX_STEPS = 8
 MAX_EXPR = 500
 STEPS = ("strip", "lower", "price", "number", "present", "join", "regex")
@@ -384,7 +385,7 @@ def compile_target(kind: str, expr: str, where: str) -> Any:
 def compile_rule(name: str, raw: Any, *, item_of: str | None = None) -> Rule:
     """A product field's rule; with ``item_of`` (the block's kind), an item field's: css,
     xpath or json as the block is, read inside it, or neither (the block itself)."""
-    if item_of is None and name not in EXTRACTED_FIELDS:
+    if item_of is None and name not in (*EXTRACTED_FIELDS, LINKS):
         raise InvalidRequest(
             f"{name}: not a product field (one of {', '.join(EXTRACTED_FIELDS)}, or items)",
             field=name,

@@ -15,10 +15,14 @@ pure and synchronous: they run in the parse processes.
 The map's ``items`` key lists item extractors: ``{"kind": "ad", "each": {"css": ".ad"},
 "key": "url", "fields": {name: rule}}`` gives one item per block ``each`` matches, its fields'
 rules read inside the block (a rule with neither ``css`` nor ``xpath`` reads the block itself).
+
+Its ``links`` key is one more rule, ``{"css": "a.next", "attr": "href"}`` say: every URL it
+reads is a link a crawl job takes through its scope, rules and budgets (docs/DISCOVERY.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -33,6 +37,7 @@ from forager.parse.items import KIND, MAX_ITEMS, BadItem, check_item
 from forager.parse.prices import currency_for_url
 from forager.parse.quality import check
 from forager.parse.selector_rules import (
+    LINKS,
     MAX_EXPR,
     Page,
     Rule,
@@ -75,6 +80,23 @@ class SelectorMap:
     source: dict[str, Any] = field(compare=False)
     items: tuple[ItemSpec, ...] = ()
     fallback: bool = True
+    links: Rule | None = None  # the ``links`` rule: URLs a crawl job takes from the page
+
+    def links_of(self, html: str) -> list[str]:
+        """The URLs the ``links`` rule reads from the page (none without one)."""
+        return self._links(Page(html))
+
+    def _links(self, page: Page) -> list[str]:
+        if self.links is None:
+            return []
+        try:
+            raw = page.find(self.links)
+            for step in self.links.steps:
+                raw = step(raw)
+        except (ValueError, ArithmeticError, etree.Error):
+            return []
+        values = raw if isinstance(raw, list) else [raw]
+        return [str(v).strip() for v in values if isinstance(v, str) and v.strip()]
 
     @property
     def undefined(self) -> tuple[str, ...]:
@@ -115,8 +137,10 @@ class SelectorMap:
         """The product the map reads (NotProductPage when ``product_name`` matched nothing);
         with item extractors, an ``Extracted`` with the product (or None) and the items."""
         page = Page(html)
-        if not self.items:
+        if not self.items and self.links is None:
             return self._product(page, html, url)
+        if not self.items:
+            return Extracted(self._product(page, html, url), [], self._links(page))
         found, _ = self._items(page, url)
         items = [ItemRecord(i.kind, i.key, i.data) for i in found]
         product = None
@@ -128,7 +152,7 @@ class SelectorMap:
                     raise
         if product is None and not items:
             raise NotProductPage(f"{url}: selector map v{self.version}: no item matched")
-        return Extracted(product, items)
+        return Extracted(product, items, self._links(page))
 
     def _product(self, page: Page, html: str, url: str) -> ProductRecord:
         values, errors = self._fields(page, url)
@@ -268,7 +292,10 @@ def _item_spec(index: int, raw: Any) -> ItemSpec:
 
 def compile_map(fields: Any, version: int = 0) -> SelectorMap:
     """The compiled map, or ``InvalidRequest`` naming the first bad rule and why."""
-    if not isinstance(fields, dict) or not 1 <= len(set(fields) - {FALLBACK}) <= MAX_FIELDS + 1:
+    if (
+        not isinstance(fields, dict)
+        or not 1 <= len(set(fields) - {FALLBACK, LINKS}) <= MAX_FIELDS + 1
+    ):
         raise InvalidRequest(
             f"fields: map 1 to {MAX_FIELDS} product fields to rules (and items)", field="fields"
         )
@@ -280,7 +307,7 @@ def compile_map(fields: Any, version: int = 0) -> SelectorMap:
             "false (they stay empty)",
             field="fields.fallback",
         )
-    product = {k: v for k, v in fields.items() if k not in (ITEMS, FALLBACK)}
+    product = {k: v for k, v in fields.items() if k not in (ITEMS, FALLBACK, LINKS)}
     if "product_name" not in product and (specs is None or product):
         raise InvalidRequest(
             "fields: product_name needs a rule (a product has a name), unless the map only "
@@ -296,9 +323,12 @@ def compile_map(fields: Any, version: int = 0) -> SelectorMap:
                 f"{ITEMS}: a list of 1 to {MAX_ITEM_SPECS} item extractors", field=ITEMS
             )
         items = tuple(_item_spec(i, raw) for i, raw in enumerate(specs or []))
+        links: Rule | None = None
+        if LINKS in fields:  # every link the rule matches, ``all`` or not
+            links = dataclasses.replace(compile_rule(LINKS, fields[LINKS]), all=True)
     except InvalidRequest as exc:  # named from the request body's root
         raise InvalidRequest(f"fields.{exc.message}", field=f"fields.{exc.field}") from None
-    return SelectorMap(version, rules, fields, items, fallback)
+    return SelectorMap(version, rules, fields, items, fallback, links)
 
 
 _CACHE: OrderedDict[tuple[int, int], SelectorMap] = OrderedDict()

@@ -215,8 +215,9 @@ async def _insert(
                 "priority": 5,
                 "scheduled_at": now,
                 "max_retries": settings.max_retries,
-                "crawl_frequency_seconds": domain.default_crawl_frequency_seconds,
-                "is_recurring": False,
+                "crawl_frequency_seconds": link.recrawl_seconds
+                or domain.default_crawl_frequency_seconds,
+                "is_recurring": link.recrawl_seconds is not None,
                 "adaptive_recrawl": False,
                 "unchanged_crawls": 0,
                 "created_by": "discovery",

@@ -31,6 +31,7 @@ class Link:
     where: NormalizedURL
     action: str
     lastmod: datetime | None = None  # a sitemap's <lastmod> for it
+    recrawl_seconds: int | None = None  # a parse rule's own recrawl schedule: a recurring task
 
 
 def _is_tracking(pair: str) -> bool:

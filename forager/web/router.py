@@ -32,6 +32,7 @@ PAGES = (
     "/",
     "/tasks",
     "/submit",
+    "/jobs",
     "/domains",
     "/proxies",
     "/products",

@@ -34,13 +34,20 @@ from pathlib import Path
 from typing import Any
 
 from forager.config import Settings
-from forager.discovery.links import extract_links, robots_sitemap_links, sitemap_links
+from forager.discovery.links import (
+    LinkFate,
+    extract_links,
+    given_links,
+    link_fates,
+    robots_sitemap_links,
+    sitemap_links,
+)
 from forager.discovery.rules import LinkPolicy
 from forager.discovery.sitemaps import SitemapError
 from forager.errors import ForagerError, ParseError
 from forager.fetch.base import FetchResponse
 from forager.parse import fieldmap, registry
-from forager.parse.base import ProductRecord
+from forager.parse.base import Extracted, ProductRecord
 from forager.parse.classify import classify
 from forager.parse.items import CheckedItem, split
 from forager.parse.registry import get_parser
@@ -66,7 +73,7 @@ class ParseJob:
     fetched: bool = True
     # The domain's selector map when its parser is "selector": (domain id, version, fields).
     selector: tuple[int, int, dict[str, Any]] | None = None
-    preview: bool = False  # give every field's value and error instead of a record
+    preview: bool = False  # every field's value and error (or link's fate) instead of a record
     # A local page store's directory: the child appends the fetched page to ``pack`` in it
     # (named by the pool, see ``forager.store.packs``) instead of sending it back.
     store: Path | None = None
@@ -104,6 +111,7 @@ class Parsed:
     links: tuple[Link, ...] = ()  # a crawl job's links taken from the page
     links_refused: int = 0  # the page's other links (out of scope, traps, no rule)
     scripted: str | None = None  # why the product looks rendered by scripts (``script_check``)
+    link_fates: tuple[LinkFate, ...] = ()  # a rule preview: every link and what came of it
 
 
 def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
@@ -132,12 +140,20 @@ def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Pars
 def extract(job: ParseJob, text: str) -> Parsed:
     """Second stage: the record and items (and a crawl job's links), or the error that says
     why there are none."""
-    if job.links is not None:
+    if job.links is not None and job.preview:  # a rule preview on a stored page
+        try:
+            return Parsed(link_fates=tuple(link_fates(text, job.url, job.links)))
+        except Exception as exc:  # a bug in link extraction: the preview fails, the process lives
+            return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
+    if job.links is not None and job.follow_only:  # a job's listing or sitemap
         try:
             if job.sitemap:
                 links, refused = sitemap_links(job.body, job.links)
             else:
                 links, refused = extract_links(text, job.url, job.links)
+                given = _listing_links(job, text)
+                more, also_refused = given_links(given, job.url, job.links, tuple(links))
+                links, refused = links + more, refused + also_refused
             if job.robots_sitemaps:
                 more, also_refused = robots_sitemap_links(job.robots_sitemaps, job.links)
                 links, refused = links + more, refused + also_refused
@@ -145,10 +161,7 @@ def extract(job: ParseJob, text: str) -> Parsed:
             return Parsed(error=(exc.error_type, f"{job.url}: {exc.message}"))
         except Exception as exc:  # a bug in link extraction: the task fails, the process lives
             return Parsed(error=("internal", f"links: {type(exc).__name__}: {exc}"))
-        if job.follow_only:
-            return Parsed(links=tuple(links), links_refused=refused)
-        parsed = _script_checked(job, text, _parse(job, text))
-        return dataclasses.replace(parsed, links=tuple(links), links_refused=refused)
+        return Parsed(links=tuple(links), links_refused=refused)
     if job.follow_only:  # a job's listing or sitemap parsed again: no product to look for
         return Parsed()
     return _script_checked(job, text, _parse(job, text))
@@ -176,6 +189,12 @@ def _parse(job: ParseJob, text: str) -> Parsed:
         else:
             result = get_parser(job.parser_name).parse(text, job.url)
         record, items = split(result)
+        given = result.links if isinstance(result, Extracted) else []
+        if given and job.links is not None:  # a job's product page: the parser's links only
+            links, refused = given_links(given, job.url, job.links)
+            return Parsed(
+                record=record, items=tuple(items), links=tuple(links), links_refused=refused
+            )
     except ParseError as exc:
         return Parsed(error=(exc.error_type, exc.message))
     except ForagerError as exc:
@@ -184,6 +203,22 @@ def _parse(job: ParseJob, text: str) -> Parsed:
         message = f"{type(exc).__name__}: {exc}"
         return Parsed(error=("internal", message), trace=traceback.format_exc())
     return Parsed(record=record, items=tuple(items))
+
+
+def _listing_links(job: ParseJob, text: str) -> list[str]:
+    """The links the domain's parser gives on a job's listing page: its selector map's ``links``
+    rule, or a parser that says it gives links (``gives_links = True``); the listing's product,
+    if any, is not kept, and a parser that finds none (``ParseError``) gives no link."""
+    if job.selector is not None:
+        return cached_map(*job.selector).links_of(text)
+    parser = get_parser(job.parser_name)
+    if not getattr(parser, "gives_links", False):
+        return []
+    try:
+        result = parser.parse(text, job.url)
+    except ParseError:
+        return []
+    return list(result.links) if isinstance(result, Extracted) else []
 
 
 def _json_ready(

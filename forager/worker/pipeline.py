@@ -270,9 +270,10 @@ class Pipeline:
         """The fetched page stored and parsed by a parse process (``script_check``: say whether
         a page without a product looks rendered by scripts, ``Parsed.scripted``)."""
         follow = task.job_id is not None and task.job_action in ("follow", "sitemap")
-        policy = await self.link_policies.get(task.job_id) if follow and task.job_id else None
+        # A job's page: its listings' links, and those its parser gives (issue 32).
+        policy = await self.link_policies.get(task.job_id) if task.job_id else None
         sitemaps: tuple[str, ...] = ()
-        if policy is not None and policy.robots_sitemaps and task.depth == 0:
+        if follow and policy is not None and policy.robots_sitemaps and task.depth == 0:
             sitemaps = await self._robots_sitemaps(task.domain_id)
         job = ParseJob(
             task.url,

@@ -23,6 +23,7 @@ from forager.alerts.deliver import Deliverer
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
+from forager.discovery.admin import rerun_due
 from forager.feeds.runs import run_due
 from forager.fetch.base import Fetcher
 from forager.proxies.retest import retest_due
@@ -337,9 +338,12 @@ class WorkerPool:
     async def _schedule(self) -> None:
         reaped = await self.queue.reap_expired_leases()
         due = await self.queue.requeue_due_recrawls()
+        reruns = await rerun_due(self.db, self.settings, utcnow())  # scheduled crawl jobs
         if reaped:
             log.warning("returned %d tasks with expired leases to the queue", reaped)
-        if reaped or due:
+        if reruns:
+            log.info("crawl jobs %s started their next run on schedule", reruns)
+        if reaped or due or reruns:
             self.wake()
 
     async def _supervise(

@@ -26,6 +26,7 @@ class CrawlJob(Timestamped, Base):
         ),
         CheckConstraint("scope IN ('host', 'domain', 'hosts')", name="ck_crawl_jobs_scope"),
         Index("ix_crawl_jobs_status", "status"),
+        Index("ix_crawl_jobs_next_run_at", "next_run_at"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -53,3 +54,7 @@ class CrawlJob(Timestamped, Base):
     ends_at: Mapped[datetime] = mapped_column(UTCDateTime)  # started_at + max_duration_seconds
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_by: Mapped[str] = mapped_column(String(100), default="api")
+    # A schedule (migration 0027): the next run starts this long after the last one started,
+    # once it is done (``next_run_at``; None: re-run by hand only).
+    rerun_every_seconds: Mapped[int | None] = mapped_column(Integer)
+    next_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

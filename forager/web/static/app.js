@@ -5,6 +5,7 @@ import { live } from "./live.js";
 import * as overview from "./pages/overview.js";
 import * as tasks from "./pages/tasks.js";
 import * as submit from "./pages/submit.js";
+import * as jobs from "./pages/jobs.js";
 import * as domains from "./pages/domains.js";
 import * as proxies from "./pages/proxies.js";
 import * as products from "./pages/products.js";
@@ -20,6 +21,7 @@ const PAGES = [
   ["/", "Overview", overview.render],
   ["/tasks", "Tasks", tasks.render],
   ["/submit", "Submit", submit.render],
+  ["/jobs", "Jobs", jobs.render],
   ["/domains", "Domains", domains.render],
   ["/proxies", "Proxies", proxies.render],
   ["/products", "Products", products.render],
