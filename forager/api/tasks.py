@@ -17,6 +17,7 @@ from forager.api.task_filters import TASK_ORDERS, TaskFiltersDep, TaskSortDep
 from forager.api.task_schemas import (
     AttemptPublic,
     BatchSubmitted,
+    BatchURL,
     RestartedTasks,
     RestartFailed,
     RestartParsing,
@@ -38,7 +39,7 @@ from forager.db.models import CrawlAttempt, CrawlTask, Event
 from forager.db.queries import get_or_not_found, page, page_and_total
 from forager.db.types import utcnow
 from forager.domains import profile
-from forager.errors import InvalidURL
+from forager.errors import InvalidRequest, InvalidURL
 from forager.products import tags
 from forager.queue import counts, door
 from forager.queue.door import SubmitOutcome, SubmitSpec, submit_urls
@@ -65,7 +66,8 @@ async def submit_task(
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
     await tags.tag_submitted(runtime.db, [spec], [outcome])
-    [(_, hint)] = await _answer_duplicates(runtime, body, [spec], [outcome], key.name)
+    sent = [body.model_fields_set]
+    [(_, hint)] = await _answer_duplicates(runtime, body.restart, [spec], [outcome], sent, key.name)
     runtime.wake()
     async with runtime.db.reader() as session:
         task = await session.get(CrawlTask, outcome.task_id)
@@ -78,16 +80,29 @@ async def submit_task(
 async def submit_tasks(
     body: TaskBatchCreate, runtime: RuntimeDep, key: ApiKeyDep
 ) -> BatchSubmitted:
-    """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
-    specs = [body.spec(url, key.name) for url in body.urls]
+    """Submit many URLs at once, each with the batch's options or its own (priority, schedule,
+    tags, request); each gets its own result (created, duplicate or invalid, with the reason)."""
+    refused: dict[int, SubmitResult] = {}
+    specs: list[SubmitSpec] = []
+    sent: list[set[str]] = []
+    for index, entry in enumerate(body.urls):
+        try:
+            specs.append(_url_spec(runtime, body, entry, key.name))
+        except InvalidRequest as exc:  # this URL's request: invalid, the others go on
+            url = entry if isinstance(entry, str) else entry.url
+            reason = f"urls.{index}.{exc.field}: {exc.message}"
+            refused[index] = SubmitResult(input_url=url, result="invalid", error=reason)
+            continue
+        sent.append(body.model_fields_set | _url_given(entry))
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
-    answers = await _answer_duplicates(runtime, body, specs, outcomes, key.name)
+    answers = await _answer_duplicates(runtime, body.restart, specs, outcomes, sent, key.name)
     runtime.wake()
-    results = [
+    submitted = iter(
         SubmitResult.model_validate(o).model_copy(update={"status": status, "hint": hint})
         for o, (status, hint) in zip(outcomes, answers, strict=True)
-    ]
+    )
+    results = [refused.get(i) or next(submitted) for i in range(len(body.urls))]
     count = {kind: sum(r.result == kind for r in results) for kind in ("created", "duplicate")}
     return BatchSubmitted(
         created=count["created"],
@@ -97,34 +112,54 @@ async def submit_tasks(
     )
 
 
+def _url_spec(
+    runtime: RuntimeDep, body: TaskBatchCreate, entry: str | BatchURL, by: str
+) -> SubmitSpec:
+    """The submit request of one URL of a batch: the batch's options, then the URL's own."""
+    if isinstance(entry, str):
+        return body.spec(entry, by)
+    spec = replace(body.spec(entry.url, by), **entry.overrides())
+    if entry.tags:
+        spec = replace(spec, tags=tuple(dict.fromkeys((*spec.tags, *entry.tags))))
+    if entry.request is not None:
+        given = entry.request.model_dump(exclude_unset=True)
+        spec = replace(spec, fetch_request=profile.seal_request(given, runtime.box))
+    return spec
+
+
+def _url_given(entry: str | BatchURL) -> set[str]:
+    return set() if isinstance(entry, str) else set(entry.model_fields_set)
+
+
 # Options a duplicate's answer compares with the known task, when the submission set them.
 _COMPARED = ("priority", "is_recurring", "crawl_frequency_seconds", "parser_name", "batch_name")
 
 
 async def _answer_duplicates(
     runtime: RuntimeDep,
-    body: TaskCreate | TaskBatchCreate,
+    restart: bool,
     specs: list[SubmitSpec],
     outcomes: list[SubmitOutcome],
+    given: list[set[str]],
     by: str,
 ) -> list[tuple[str | None, str | None]]:
-    """(status, hint) of each outcome. A duplicate says what its submission did not change on
-    the known task and how to crawl it again; with ``restart`` a finished one is restarted."""
+    """(status, hint) of each outcome. A duplicate says what its submission (the options
+    ``given`` for it) did not change on the known task and how to crawl it again; with
+    ``restart`` a finished one is restarted."""
     known = {o.task_id for o in outcomes if o.result == "duplicate" and o.task_id is not None}
     if not known:
         return [(o.status, None) for o in outcomes]
     async with runtime.db.reader() as session:
         rows = await session.scalars(select(CrawlTask).where(CrawlTask.id.in_(known)))
         tasks = {t.id: t for t in rows}
-    given = [name for name in _COMPARED if name in body.model_fields_set]
     answers: list[tuple[str | None, str | None]] = []
-    for spec, outcome in zip(specs, outcomes, strict=True):
+    for spec, outcome, sent in zip(specs, outcomes, given, strict=True):
         task = tasks.get(outcome.task_id or 0) if outcome.result == "duplicate" else None
         if task is None:
             answers.append((outcome.status, None))
             continue
         finished = task.status in door.RESTARTABLE
-        if body.restart and finished:
+        if restart and finished:
             again = await door.restart(
                 runtime.db, task.id, priority=spec.priority, scheduled_at=spec.scheduled_at, by=by
             )
@@ -132,8 +167,8 @@ async def _answer_duplicates(
             continue
         differs = [
             f"{name} {getattr(spec, name)!r} (the task has {getattr(task, name)!r})"
-            for name in given
-            if getattr(spec, name) != getattr(task, name)
+            for name in _COMPARED
+            if name in sent and getattr(spec, name) != getattr(task, name)
         ]
         hint = f"the task exists with status {task.status}"
         if differs:
