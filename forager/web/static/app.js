@@ -4,6 +4,7 @@ import { api, errorText, field, h, session, toast } from "./lib.js";
 import { live } from "./live.js";
 import * as overview from "./pages/overview.js";
 import * as tasks from "./pages/tasks.js";
+import * as batches from "./pages/batches.js";
 import * as submit from "./pages/submit.js";
 import * as domains from "./pages/domains.js";
 import * as proxies from "./pages/proxies.js";
@@ -19,6 +20,7 @@ import * as selectors from "./pages/selectors.js";
 const PAGES = [
   ["/", "Overview", overview.render],
   ["/tasks", "Tasks", tasks.render],
+  ["/batches", "Batches", batches.render],
   ["/submit", "Submit", submit.render],
   ["/domains", "Domains", domains.render],
   ["/proxies", "Proxies", proxies.render],
