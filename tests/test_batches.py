@@ -282,7 +282,12 @@ async def test_each_url_of_a_batch_carries_its_own_options(
         "tags": ["sale"],
         "urls": [
             "https://shop.example/m/1",
-            {"url": "https://shop.example/m/2", "priority": 1, "tags": ["front"]},
+            {
+                "url": "https://shop.example/m/2",
+                "priority": 1,
+                "tags": ["front"],
+                "max_retries": None,
+            },
             {"url": "https://shop.example/m/3", "scheduled_at": later, "is_recurring": True},
             {"url": site.url("/lookup"), "request": {"json_body": {"sku": "A-1"}}},
             {"url": "https://shop.example/m/4", "request": {"method": "GET", "form": {"a": "b"}}},
@@ -308,6 +313,7 @@ async def test_each_url_of_a_batch_carries_its_own_options(
     tasks = {t.url: t for t in await _tasks(api, "mixed")}
     first, second, third = (tasks[f"https://shop.example/m/{n}"] for n in (1, 2, 3))
     assert (first.priority, second.priority, third.priority) == (7, 1, 7)
+    assert second.max_retries == first.max_retries  # null: the batch's
     assert third.is_recurring and not first.is_recurring
     assert third.scheduled_at.year == 2030
     lookup = tasks[results[3]["url"]]

@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from forager.api.event_schemas import EventPublic
 from forager.api.profile_schemas import TaskRequestIn, TaskRequestPublic, shown_request
@@ -132,13 +141,34 @@ class BatchURL(JsonBody):
     def _known_parser(cls, name: str | None) -> str | None:
         return _known_parser(name)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_url(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"url": data}
+        if not isinstance(data, dict | BatchURL):
+            raise ValueError("a URL, or an object with the url and its own options")
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # A bare string is a URL with the batch's options: say so in the description.
+        options = handler.resolve_ref_schema(handler(core_schema))
+        bare = {"type": "string", "description": "A URL with the batch's options."}
+        return {"anyOf": [bare, options]}
+
     def overrides(self) -> dict[str, Any]:
-        """The options this URL sets (tags and request are merged by the caller)."""
-        return self.model_dump(exclude_unset=True, exclude={"url", "tags", "request"})
+        """The options this URL sets (null: the batch's; tags and request are merged by the
+        caller)."""
+        return self.model_dump(
+            exclude_unset=True, exclude_none=True, exclude={"url", "tags", "request"}
+        )
 
 
 class TaskBatchCreate(TaskOptions):
-    urls: list[str | BatchURL] = Field(
+    urls: list[BatchURL] = Field(
         min_length=1,
         max_length=10_000,
         description="URLs, each a string (the batch's options) or an object with options of "

@@ -89,11 +89,10 @@ async def submit_tasks(
         try:
             specs.append(_url_spec(runtime, body, entry, key.name))
         except InvalidRequest as exc:  # this URL's request: invalid, the others go on
-            url = entry if isinstance(entry, str) else entry.url
             reason = f"urls.{index}.{exc.field}: {exc.message}"
-            refused[index] = SubmitResult(input_url=url, result="invalid", error=reason)
+            refused[index] = SubmitResult(input_url=entry.url, result="invalid", error=reason)
             continue
-        sent.append(body.model_fields_set | _url_given(entry))
+        sent.append(body.model_fields_set | set(entry.overrides()))
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
     answers = await _answer_duplicates(runtime, body.restart, specs, outcomes, sent, key.name)
@@ -112,12 +111,8 @@ async def submit_tasks(
     )
 
 
-def _url_spec(
-    runtime: RuntimeDep, body: TaskBatchCreate, entry: str | BatchURL, by: str
-) -> SubmitSpec:
+def _url_spec(runtime: RuntimeDep, body: TaskBatchCreate, entry: BatchURL, by: str) -> SubmitSpec:
     """The submit request of one URL of a batch: the batch's options, then the URL's own."""
-    if isinstance(entry, str):
-        return body.spec(entry, by)
     spec = replace(body.spec(entry.url, by), **entry.overrides())
     if entry.tags:
         spec = replace(spec, tags=tuple(dict.fromkeys((*spec.tags, *entry.tags))))
@@ -125,10 +120,6 @@ def _url_spec(
         given = entry.request.model_dump(exclude_unset=True)
         spec = replace(spec, fetch_request=profile.seal_request(given, runtime.box))
     return spec
-
-
-def _url_given(entry: str | BatchURL) -> set[str]:
-    return set() if isinstance(entry, str) else set(entry.model_fields_set)
 
 
 # Options a duplicate's answer compares with the known task, when the submission set them.
