@@ -219,7 +219,7 @@ async def test_restart_failed_only_then_all(api: httpx.AsyncClient, site: TestSi
     assert len(await _events(api, "task", "restarted")) == 8
 
 
-async def test_moves_walk_the_batch_in_chunks(
+async def test_moves_walk_the_batch_in_chunks_and_hold_finished_recurring_tasks(
     api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(batches, "CHUNK", 3)
@@ -232,12 +232,12 @@ async def test_moves_walk_the_batch_in_chunks(
     assert (await _move(api, "chunked", "resume"))["moved"] == 10
     assert await _statuses(api, "chunked") == ["pending"] * 10
 
-
-async def test_a_paused_recurring_batch_is_not_made_due_again(api: httpx.AsyncClient) -> None:
+    # A recurring task that finished is held too, or the scheduler would make it due again.
     await _submit(api, ["https://shop.example/r/1"], batch_name="daily", is_recurring=True)
     runtime = _runtime(api)
     async with runtime.db.session() as session:  # as a finished crawl leaves it
-        task = (await session.scalars(select(CrawlTask))).one()
+        query = select(CrawlTask).where(CrawlTask.batch_name == "daily")
+        task = (await session.scalars(query)).one()
         task.status, task.next_crawl_at = "completed", task.created_at
     assert (await _move(api, "daily", "pause"))["moved"] == 1
     assert await _statuses(api, "daily") == ["paused"]
@@ -322,13 +322,6 @@ async def test_each_url_of_a_batch_carries_its_own_options(
         tags = {(t.url_hash, t.tag) for t in await session.scalars(select(ProductTag))}
     assert {tag for h, tag in tags if h == second.url_hash} == {"sale", "front"}
     assert {tag for h, tag in tags if h == first.url_hash} == {"sale"}
-
-
-async def test_a_duplicate_names_what_its_own_options_did_not_change(
-    api: httpx.AsyncClient,
-) -> None:
-    await _submit(api, ["https://shop.example/d/1"])
-    again = await _submit(api, [{"url": "https://shop.example/d/1", "priority": 2}])
-    [result] = again["results"]
-    assert result["result"] == "duplicate"
-    assert "not applied: priority 2 (the task has 5)" in result["hint"]
+    # A known URL's own options that were not applied are named in its hint.
+    again = await _submit(api, [{"url": "https://shop.example/m/1", "priority": 2}])
+    assert "not applied: priority 2 (the task has 7)" in again["results"][0]["hint"]
