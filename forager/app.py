@@ -14,6 +14,7 @@ from forager import __version__
 from forager.api import agents as agents_api
 from forager.api import alerts as alerts_api
 from forager.api import (
+    batches,
     domains,
     errors,
     events,
@@ -132,6 +133,7 @@ def create_app(settings: Settings) -> FastAPI:
         alerts_api.router,
         jobs_api.router,
         feeds_api.router,
+        batches.router,
     ):
         app.include_router(router, dependencies=authenticated)
     install_dashboard(app)  # the dashboard at / (its own login; /api stays as above)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the settings bring pydantic, 0.1 s to import: only commands
     from forager.config import Settings
     from forager.db.engine import Database
     from forager.parse.plugins import ParserEntry
+    from forager.queue.door import BatchAction, BatchMoved, BatchProgress
     from forager.runtime import Runtime
 
 app = typer.Typer(
@@ -55,6 +56,10 @@ feed_app = typer.Typer(
     help="Feeds: scheduled exports of what changed since the last run.", no_args_is_help=True
 )
 app.add_typer(feed_app, name="feed")
+batch_app = typer.Typer(
+    help="Batches: the tasks submitted under one batch name, as a whole.", no_args_is_help=True
+)
+app.add_typer(batch_app, name="batch")
 
 _state = {"debug": False}
 
@@ -863,6 +868,88 @@ def job_rerun(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> N
 def job_cancel(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
     """Cancel the job and its waiting tasks."""
     _job_action(job_id, "cancel")
+
+
+def _show_batch(batch: object) -> None:
+    from forager.queue.door import BatchProgress
+
+    assert isinstance(batch, BatchProgress)
+    typer.echo(
+        f"{batch.name}\t{batch.state}\t{batch.done}/{batch.total} done\t{batch.paused} paused"
+        f"\t{batch.products} products\tstarted {batch.started_at.isoformat(timespec='seconds')}"
+    )
+
+
+def _figures(figures: dict[str, int]) -> str:
+    return "  ".join(f"{k} {v}" for k, v in sorted(figures.items())) or "none"
+
+
+@batch_app.command("list")
+def batch_list() -> None:
+    """Batches, newest first: name, state, tasks done of all, paused, products, start."""
+    from forager.queue.door import list_batches
+
+    settings = _settings(quiet=True)
+    for batch in _with_db(settings, lambda db: list_batches(db, limit=10_000, offset=0))[0]:
+        _show_batch(batch)
+
+
+@batch_app.command("show")
+def batch_show(name: Annotated[str, typer.Argument(help="The batch's name.")]) -> None:
+    """A batch's progress: tasks by status, failures by error type, pace and estimated end."""
+    from forager.queue.door import show_batch
+
+    settings = _settings(quiet=True)
+    batch = _with_db(settings, lambda db: show_batch(db, name))
+    _show_batch(batch)
+    typer.echo(f"  by status: {_figures(batch.by_status)}")
+    typer.echo(f"  failures: {_figures(batch.failures)}")
+    pace = "none lately" if batch.pages_per_minute is None else f"{batch.pages_per_minute}/min"
+    end = batch.estimated_end.isoformat(timespec="seconds") if batch.estimated_end else "-"
+    typer.echo(f"  pages: {pace}  estimated end: {end}")
+
+
+def _batch_move(name: str, action: BatchAction) -> None:
+    from forager.queue.door import move_batch, show_batch
+
+    settings = _settings(quiet=True)
+
+    async def work(db: Database) -> tuple[BatchMoved, BatchProgress]:
+        return await move_batch(db, name, action, by="cli"), await show_batch(db, name)
+
+    done, batch = _with_db(settings, work)
+    typer.echo(f"{done.moved} tasks of batch {name!r} moved to {done.to}")
+    _show_batch(batch)
+
+
+@batch_app.command("pause")
+def batch_pause(name: Annotated[str, typer.Argument(help="The batch's name.")]) -> None:
+    """Hold the batch's waiting and running tasks (workers drop those in flight)."""
+    _batch_move(name, "pause")
+
+
+@batch_app.command("resume")
+def batch_resume(name: Annotated[str, typer.Argument(help="The batch's name.")]) -> None:
+    """Give the batch's paused tasks back to the queue."""
+    _batch_move(name, "resume")
+
+
+@batch_app.command("cancel")
+def batch_cancel(name: Annotated[str, typer.Argument(help="The batch's name.")]) -> None:
+    """Cancel the batch's tasks not yet finished; finished ones keep their status."""
+    _batch_move(name, "cancel")
+
+
+@batch_app.command("restart")
+def batch_restart(
+    name: Annotated[str, typer.Argument(help="The batch's name.")],
+    all_tasks: Annotated[
+        bool, typer.Option("--all", help="Every finished task, not only the failed ones.")
+    ] = False,
+) -> None:
+    """Crawl the batch's failed tasks again (with --all: every completed, failed or cancelled
+    one)."""
+    _batch_move(name, "restart_all" if all_tasks else "restart_failed")
 
 
 def _show_agent(agent: object) -> None:

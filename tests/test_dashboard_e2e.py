@@ -667,6 +667,37 @@ def test_start_a_crawl_job_preview_its_rules_and_see_its_progress(
     server.wait(f"/api/jobs/{job_id}", lambda j: j["started_at"] != first["started_at"])
 
 
+def test_batches_page_follows_a_batch_and_moves_it(admin: Any, server: Server) -> None:
+    from playwright.sync_api import expect
+
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    urls = [server.site.url(f"/product/{n}?batch=e2e") for n in (61, 62)]
+    body = {"urls": urls, "batch_name": "e2e-batch", "scheduled_at": later}
+    assert server.api.post("/api/tasks/batch", json=body).json()["created"] == 2
+    go(admin, "/batches")
+    admin.locator("tr[data-batch='e2e-batch']").get_by_role("link", name="e2e-batch").click()
+    summary = admin.get_by_test_id("batch-summary")
+    expect(summary).to_contain_text("running")
+    expect(summary).to_contain_text("0 of 2 done")
+    expect(admin.get_by_test_id("batch-statuses")).to_contain_text("pending 2")
+    admin.get_by_role("button", name="Pause").click()
+    expect(summary).to_contain_text("paused")
+    expect(admin.get_by_test_id("batch-statuses")).to_contain_text("paused 2")
+    shoot(admin, "batches")
+    assert server.api.get("/api/batches/e2e-batch").json()["paused"] == 2
+    expect(admin.get_by_role("button", name="Resume")).to_be_visible()
+    admin.get_by_role("button", name="Cancel batch").click()
+    admin.get_by_role("dialog").get_by_role("button", name="Cancel batch").click()
+    expect(summary).to_contain_text("finished")
+    expect(admin.get_by_test_id("batch-statuses")).to_contain_text("cancelled 2")
+    admin.get_by_role("button", name="Restart all").click()
+    admin.get_by_role("dialog").get_by_role("button", name="Restart all").click()
+    expect(admin.get_by_test_id("batch-statuses")).to_contain_text("completed 2")  # live
+    expect(summary).to_contain_text("2 products")
+    events = server.api.get("/api/events", params={"entity_type": "batch"}).json()["items"]
+    assert [e["event"] for e in reversed(events)] == ["paused", "cancelled", "restarted"]
+
+
 def test_serve_stops_at_once_with_a_dashboard_stream_open(server: Server) -> None:
     """Runs last in this module: it stops the server."""
     headers = {"Authorization": f"Bearer {server.keys['read']}"}

@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from forager.api.event_schemas import EventPublic
 from forager.api.profile_schemas import TaskRequestIn, TaskRequestPublic, shown_request
@@ -21,6 +30,12 @@ from forager.api.wire import (
 )
 from forager.parse.registry import parser_names
 from forager.queue.door import SubmitSpec
+
+
+def _known_parser(name: str | None) -> str | None:
+    if name is not None and name not in parser_names():
+        raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
+    return name
 
 
 class TaskOptions(JsonBody):
@@ -74,9 +89,7 @@ class TaskOptions(JsonBody):
     @field_validator("parser_name")
     @classmethod
     def _known_parser(cls, name: str | None) -> str | None:
-        if name is not None and name not in parser_names():
-            raise ValueError(f"unknown parser {name!r} (known: {', '.join(parser_names())})")
-        return name
+        return _known_parser(name)
 
     def spec(self, url: str, created_by: str) -> SubmitSpec:
         """The submit path's request for ``url`` with these options (API and ``forager
@@ -119,8 +132,63 @@ class TaskCreate(TaskOptions):
     )
 
 
+class BatchURL(JsonBody):
+    """One URL of a batch with options of its own; those it leaves out are the batch's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(examples=["https://www.amazon.com.br/dp/B0ABC12345"])
+    priority: int | None = Field(None, ge=1, le=10, description="1 highest, 10 lowest.")
+    scheduled_at: Timestamp | None = Field(None, description="Not before this time.")
+    is_recurring: bool | None = Field(None, description="Recrawl every crawl_frequency_seconds.")
+    crawl_frequency_seconds: int | None = Field(None, ge=60, le=31_536_000)
+    max_retries: int | None = Field(None, ge=0, le=100)
+    parser_name: str | None = Field(None, json_schema_extra=choice_of(parser_names))
+    tags: Tags = Field(
+        default_factory=list, description="Tags of this URL's product, added to the batch's."
+    )
+    request: TaskRequestIn | None = Field(
+        None, description="This URL's own request (as a single task's request)."
+    )
+
+    @field_validator("parser_name")
+    @classmethod
+    def _known_parser(cls, name: str | None) -> str | None:
+        return _known_parser(name)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_url(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"url": data}
+        if not isinstance(data, dict | BatchURL):
+            raise ValueError("a URL, or an object with the url and its own options")
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # A bare string is a URL with the batch's options: say so in the description.
+        options = handler.resolve_ref_schema(handler(core_schema))
+        bare = {"type": "string", "description": "A URL with the batch's options."}
+        return {"anyOf": [bare, options]}
+
+    def overrides(self) -> dict[str, Any]:
+        """The options this URL sets (null: the batch's; tags and request are merged by the
+        caller)."""
+        return self.model_dump(
+            exclude_unset=True, exclude_none=True, exclude={"url", "tags", "request"}
+        )
+
+
 class TaskBatchCreate(TaskOptions):
-    urls: list[str] = Field(min_length=1, max_length=10_000)
+    urls: list[BatchURL] = Field(
+        min_length=1,
+        max_length=10_000,
+        description="URLs, each a string (the batch's options) or an object with options of "
+        "its own (priority, schedule, tags, request); mixed freely.",
+    )
     restart: bool = RESTART_FIELD
     webhook_url: CrawlURL | None = Field(
         None,

@@ -18,6 +18,7 @@ from forager.api.task_filters import TASK_ORDERS, TaskFiltersDep, TaskSortDep
 from forager.api.task_schemas import (
     AttemptPublic,
     BatchSubmitted,
+    BatchURL,
     RestartedTasks,
     RestartFailed,
     RestartParsing,
@@ -68,7 +69,8 @@ async def submit_task(
     if outcome.result == "invalid" or outcome.task_id is None:
         raise InvalidURL(outcome.error or "invalid URL")
     await tags.tag_submitted(runtime.db, [spec], [outcome])
-    [(_, hint)] = await _answer_duplicates(runtime, body, [spec], [outcome], key.name)
+    sent = [body.model_fields_set]
+    [(_, hint)] = await _answer_duplicates(runtime, body.restart, [spec], [outcome], sent, key.name)
     if body.webhook_url is not None:
         await completion.register(
             runtime.db,
@@ -89,8 +91,8 @@ async def submit_task(
 async def submit_tasks(
     body: TaskBatchCreate, runtime: RuntimeDep, key: ApiKeyDep
 ) -> BatchSubmitted:
-    """Submit many URLs at once; each gets its own result (created, duplicate or invalid)."""
-    specs = [body.spec(url, key.name) for url in body.urls]
+    """Submit many URLs at once, each with the batch's options or its own (priority, schedule,
+    tags, request); each gets its own result (created, duplicate or invalid, with the reason)."""
     if body.webhook_url is not None:
         if body.batch_name is None:
             raise InvalidRequest(
@@ -104,14 +106,26 @@ async def submit_tasks(
             secret=body.webhook_secret,
             batch_name=body.batch_name,
         )
+    refused: dict[int, SubmitResult] = {}
+    specs: list[SubmitSpec] = []
+    sent: list[set[str]] = []
+    for index, entry in enumerate(body.urls):
+        try:
+            specs.append(_url_spec(runtime, body, entry, key.name))
+        except InvalidRequest as exc:  # this URL's request: invalid, the others go on
+            reason = f"urls.{index}.{exc.field}: {exc.message}"
+            refused[index] = SubmitResult(input_url=entry.url, result="invalid", error=reason)
+            continue
+        sent.append(body.model_fields_set | set(entry.overrides()))
     outcomes = await submit_urls(runtime.db, runtime.settings, specs)
     await tags.tag_submitted(runtime.db, specs, outcomes)
-    answers = await _answer_duplicates(runtime, body, specs, outcomes, key.name)
+    answers = await _answer_duplicates(runtime, body.restart, specs, outcomes, sent, key.name)
     runtime.wake()
-    results = [
+    submitted = iter(
         SubmitResult.model_validate(o).model_copy(update={"status": status, "hint": hint})
         for o, (status, hint) in zip(outcomes, answers, strict=True)
-    ]
+    )
+    results = [refused.get(i) or next(submitted) for i in range(len(body.urls))]
     count = {kind: sum(r.result == kind for r in results) for kind in ("created", "duplicate")}
     return BatchSubmitted(
         created=count["created"],
@@ -121,34 +135,46 @@ async def submit_tasks(
     )
 
 
+def _url_spec(runtime: RuntimeDep, body: TaskBatchCreate, entry: BatchURL, by: str) -> SubmitSpec:
+    """The submit request of one URL of a batch: the batch's options, then the URL's own."""
+    spec = replace(body.spec(entry.url, by), **entry.overrides())
+    if entry.tags:
+        spec = replace(spec, tags=tuple(dict.fromkeys((*spec.tags, *entry.tags))))
+    if entry.request is not None:
+        given = entry.request.model_dump(exclude_unset=True)
+        spec = replace(spec, fetch_request=profile.seal_request(given, runtime.box))
+    return spec
+
+
 # Options a duplicate's answer compares with the known task, when the submission set them.
 _COMPARED = ("priority", "is_recurring", "crawl_frequency_seconds", "parser_name", "batch_name")
 
 
 async def _answer_duplicates(
     runtime: RuntimeDep,
-    body: TaskCreate | TaskBatchCreate,
+    restart: bool,
     specs: list[SubmitSpec],
     outcomes: list[SubmitOutcome],
+    given: list[set[str]],
     by: str,
 ) -> list[tuple[str | None, str | None]]:
-    """(status, hint) of each outcome. A duplicate says what its submission did not change on
-    the known task and how to crawl it again; with ``restart`` a finished one is restarted."""
+    """(status, hint) of each outcome. A duplicate says what its submission (the options
+    ``given`` for it) did not change on the known task and how to crawl it again; with
+    ``restart`` a finished one is restarted."""
     known = {o.task_id for o in outcomes if o.result == "duplicate" and o.task_id is not None}
     if not known:
         return [(o.status, None) for o in outcomes]
     async with runtime.db.reader() as session:
         rows = await session.scalars(select(CrawlTask).where(CrawlTask.id.in_(known)))
         tasks = {t.id: t for t in rows}
-    given = [name for name in _COMPARED if name in body.model_fields_set]
     answers: list[tuple[str | None, str | None]] = []
-    for spec, outcome in zip(specs, outcomes, strict=True):
+    for spec, outcome, sent in zip(specs, outcomes, given, strict=True):
         task = tasks.get(outcome.task_id or 0) if outcome.result == "duplicate" else None
         if task is None:
             answers.append((outcome.status, None))
             continue
         finished = task.status in door.RESTARTABLE
-        if body.restart and finished:
+        if restart and finished:
             again = await door.restart(
                 runtime.db, task.id, priority=spec.priority, scheduled_at=spec.scheduled_at, by=by
             )
@@ -156,8 +182,8 @@ async def _answer_duplicates(
             continue
         differs = [
             f"{name} {getattr(spec, name)!r} (the task has {getattr(task, name)!r})"
-            for name in given
-            if getattr(spec, name) != getattr(task, name)
+            for name in _COMPARED
+            if name in sent and getattr(spec, name) != getattr(task, name)
         ]
         hint = f"the task exists with status {task.status}"
         if differs:

@@ -12,9 +12,9 @@ arithmetic and signals). Every other module here is the queue's own business: ``
 ``discovered.py`` (a crawl job's links as tasks), ``moves.py`` (named
 compare-and-set moves, ``settle`` for many at once), ``attempts.py`` (``crawl_attempts`` rows and
 their outcomes), ``scheduler.py`` (expired leases, due recrawls), ``dispatch.py`` (Celery's
-outbox), ``submit.py``, ``admin.py`` and ``announce.py`` (``NEW_WORK``: the channel
-that tells listening workers of new work). A change to the task lifecycle reads and edits only
-``queue/``.
+outbox), ``submit.py``, ``admin.py``, ``batches.py`` (a batch's moves and progress) and
+``announce.py`` (``NEW_WORK``: the channel that tells listening workers of new work). A change
+to the task lifecycle reads and edits only ``queue/``.
 
 The transaction rule is the same everywhere: a method that takes a ``session`` runs inside the
 caller's transaction; one that does not opens exactly one.
@@ -48,6 +48,14 @@ from forager.queue.admin import (
 )
 from forager.queue.announce import NEW_WORK
 from forager.queue.attempts import FetchAttempt
+from forager.queue.batches import (
+    BatchAction,
+    BatchMoved,
+    BatchProgress,
+    list_batches,
+    move_batch,
+    show_batch,
+)
 from forager.queue.discovered import Discovery, Tally, enqueue, move_job_tasks
 from forager.queue.dispatch import OWNER_PREFIX, QUEUES, Message
 from forager.queue.moves import FETCHED_VIA, Ending
@@ -60,6 +68,9 @@ __all__ = [
     "OWNER_PREFIX",
     "QUEUES",
     "RESTARTABLE",
+    "BatchAction",
+    "BatchMoved",
+    "BatchProgress",
     "ClaimedTask",
     "Discovery",
     "Ending",
@@ -73,6 +84,8 @@ __all__ = [
     "cancel",
     "delete_domain_tasks",
     "enqueue",
+    "list_batches",
+    "move_batch",
     "move_job_tasks",
     "pause",
     "restart",
@@ -82,6 +95,7 @@ __all__ = [
     "resume",
     "set_priority",
     "set_recrawl",
+    "show_batch",
     "submit_urls",
 ]
 # The statuses a task can be restarted from (crawled again with ``restart``).

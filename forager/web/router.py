@@ -31,6 +31,7 @@ STATIC = Path(__file__).parent / "static"
 PAGES = (
     "/",
     "/tasks",
+    "/batches",
     "/submit",
     "/jobs",
     "/domains",

@@ -34,6 +34,7 @@ class CrawlTask(Timestamped, Base):
         Index("ix_crawl_tasks_next_crawl_at", "next_crawl_at"),
         Index("ix_crawl_tasks_updated_at", "updated_at"),  # the dashboard's live publisher
         Index("ix_crawl_tasks_job_status", "job_id", "status"),
+        Index("ix_crawl_tasks_batch_status", "batch_name", "status", "id"),  # issue 35
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -64,7 +65,7 @@ class CrawlTask(Timestamped, Base):
     # method, body and its content type, the task's own request profile (secrets sealed) and
     # the identity key its url_hash includes. None: a GET with the domain's profile.
     fetch_request: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
-    batch_name: Mapped[str | None] = mapped_column(String(255), index=True)
+    batch_name: Mapped[str | None] = mapped_column(String(255))
     created_by: Mapped[str] = mapped_column(String(100), default="api", index=True)
     lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -4,6 +4,7 @@ import { api, errorText, field, h, session, toast } from "./lib.js";
 import { live } from "./live.js";
 import * as overview from "./pages/overview.js";
 import * as tasks from "./pages/tasks.js";
+import * as batches from "./pages/batches.js";
 import * as submit from "./pages/submit.js";
 import * as jobs from "./pages/jobs.js";
 import * as domains from "./pages/domains.js";
@@ -20,6 +21,7 @@ import * as selectors from "./pages/selectors.js";
 const PAGES = [
   ["/", "Overview", overview.render],
   ["/tasks", "Tasks", tasks.render],
+  ["/batches", "Batches", batches.render],
   ["/submit", "Submit", submit.render],
   ["/jobs", "Jobs", jobs.render],
   ["/domains", "Domains", domains.render],

@@ -5,7 +5,7 @@ shown to admin keys only), and when a proxy was last tested and whether that tes
 Plain ``ADD COLUMN`` on both engines: no table copy.
 
 Revision ID: 0032
-Revises: 0030
+Revises: 0031
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from alembic import op
 import forager.db.types
 
 revision = "0032"
-down_revision = "0030"
+down_revision = "0031"
 branch_labels = None
 depends_on = None
 

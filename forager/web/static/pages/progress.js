@@ -47,9 +47,9 @@ export function progressView(batchName) {
       el.replaceChildren(
         h("p", { "data-testid": "progress-summary" }, h("b", {}, `${what}: `), summary(p)),
         bar(p.done, p.total),
-        p.remaining ? h("p", { class: "muted" },
+        ...[p.remaining ? h("p", { class: "muted" },
           `${plural(p.remaining, "task")} to go; why they wait, per domain:`) : null,
-        waits(p.domains));
+        waits(p.domains)].filter(Boolean)); // replaceChildren writes a null as "null"
     } catch (error) {
       el.replaceChildren(h("p", { class: "alert" }, `Progress unavailable: ${error.message}`));
     } finally {
