@@ -26,6 +26,7 @@ from forager.api import (
     progress,
     proxies,
     selector_parsers,
+    sticky_sessions,
     tasks,
 )
 from forager.api import jobs as jobs_api
@@ -117,6 +118,7 @@ def create_app(settings: Settings) -> FastAPI:
         products.router,
         items.router,
         domains.router,
+        sticky_sessions.router,
         proxies.router,
         proxies.mappings,
         events.router,

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forager.api.profile_schemas import RequestProfileIn, RequestProfilePublic
+from forager.api.sticky_session_schemas import StickySessionsIn, StickySessionsPublic
 from forager.api.wire import HOST_NAME, SITE_URL, JsonBody, Shape, without_null
 from forager.domains import profile
 from forager.parse.registry import parser_names
@@ -136,6 +137,11 @@ class _Editable(JsonBody):
         "fetchers and agents), replacing the stored ones; {} clears them. Secret values are "
         "stored encrypted and never shown.",
     )
+    sticky_sessions: StickySessionsIn | None = Field(
+        None,
+        description="Sticky sessions (cookie jar + proxy, reused, retired when blocked); "
+        '{"enabled": false} turns them off.',
+    )
 
     @field_validator("*")
     @classmethod
@@ -216,6 +222,9 @@ class DomainPublic(BaseModel):
     )
     request_profile: RequestProfilePublic | None = Field(
         None, description="Headers and cookies sent with every fetch; secret ones without value."
+    )
+    sticky_sessions: StickySessionsPublic | None = Field(
+        None, description="The sticky session policy; null: fetches carry no session."
     )
     breaker_state: Literal["closed", "open", "half_open"] = Field(
         "closed", description="Circuit breaker (the stored state)."

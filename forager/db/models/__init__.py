@@ -10,7 +10,7 @@ from forager.db.models.alerts import AlertAttempt, AlertDelivery, AlertRule
 from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
 from forager.db.models.discovery import CrawlJob
-from forager.db.models.domains import Domain, SelectorMapVersion
+from forager.db.models.domains import Domain, DomainSession, SelectorMapVersion
 from forager.db.models.items import Item, ItemVersion
 from forager.db.models.missions import (
     Ad,
@@ -49,6 +49,7 @@ __all__ = [
     "DispatchOutbox",
     "Domain",
     "DomainProxy",
+    "DomainSession",
     "Event",
     "Item",
     "ItemVersion",

@@ -1,0 +1,141 @@
+"""Issue 33: sticky sessions. A domain's fetches go through sessions (a sealed cookie jar bound to
+one proxy), each leased to one fetch at a time, reused for N fetches, warmed up first, retired
+after N uses or on a block and replaced; any process continues another's; no cookie value is
+ever shown or logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from forager.api.deps import Runtime
+from forager.db.models import DomainSession
+from tests.conftest import SettingsFactory
+from tests.support import sticky
+from tests.support.crawling import crawl
+from tests.support.site import TestSite
+
+
+def _runtime(api: httpx.AsyncClient) -> Runtime:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    return runtime
+
+
+async def _tasks(api: httpx.AsyncClient, *urls: str, **options: Any) -> list[int]:
+    ids = []
+    for url in urls:
+        response = await api.post("/api/tasks", json={"url": url, **options})
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["task"]["id"])
+    return ids
+
+
+async def _events(api: httpx.AsyncClient, domain_id: int) -> list[dict[str, Any]]:
+    response = await api.get(
+        "/api/events", params={"entity_type": "domain", "entity_id": str(domain_id), "limit": 200}
+    )
+    assert response.status_code == 200, response.text
+    return [e for e in response.json()["items"] if e["event"].startswith("session_")]
+
+
+async def test_sessions_keep_cookies_retire_after_n_uses_and_on_a_block(
+    api: httpx.AsyncClient,
+    make_settings: SettingsFactory,
+    site: TestSite,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    sticky.LOG.reset()
+    host = "127.0.0.3"
+    policy = {"max_uses": 3, "warmup_url": site.url("/sticky/warm", host=host)}
+    created = await api.post(
+        "/api/domains",
+        json={
+            "domain_name": host,
+            "base_url": site.url("/", host=host).rstrip("/"),
+            "crawl_delay_seconds": 0,
+            "sticky_sessions": policy,
+        },
+    )
+    assert created.status_code == 201, created.text
+    domain = created.json()
+    assert domain["sticky_sessions"] == {**policy, "max_age_minutes": 50.0}
+    runtime = _runtime(api)
+    settings = make_settings()
+
+    # Seven pages, one at a time: sessions of three fetches each (3 + 3 + 1), each warmed up.
+    ids = await _tasks(api, *(site.url(f"/sticky/p/{n}", host=host) for n in range(1, 8)))
+    tasks = await crawl(runtime.db, settings, ids, concurrency=1)
+    assert {t.status for t in tasks.values()} == {"completed"}
+    sessions = sticky.LOG.by_session()
+    assert sticky.LOG.warmups == 3 and len(sessions) == 3
+    for sid, visits in sessions.items():
+        assert sid.startswith("w")  # the warm-up's cookie, kept and sent
+        assert all(v.warmed for v in visits)
+        # Each answer's cookie went back with the session's next fetch: 0, 1, 2 earlier visits.
+        assert [v.hits for v in visits] == list(range(len(visits)))
+    assert sorted(len(v) for v in sessions.values()) == [1, 3, 3]
+    assert sticky.LOG.overlaps == 0
+
+    listed = (await api.get(f"/api/domains/{domain['id']}/sessions")).json()
+    assert listed["total"] == 3
+    by_state = Counter((s["state"], s["uses"], s["retired_reason"]) for s in listed["items"])
+    assert by_state == {("retired", 3, "max_uses"): 2, ("active", 1, None): 1}
+    [active] = [s for s in listed["items"] if s["state"] == "active"]
+    assert active["has_cookies"] and active["proxy_id"] is None and not active["leased"]
+
+    # A robot check through the active session retires it; the next page gets a new one.
+    [blocked] = await _tasks(api, site.url("/sticky/p/8?block=1", host=host), max_retries=0)
+    tasks = await crawl(runtime.db, settings, [blocked], concurrency=1)
+    assert tasks[blocked].status == "failed"
+    block = tasks[blocked].error_type
+    assert block in ("captcha", "blocked")
+    [after] = await _tasks(api, site.url("/sticky/p/9", host=host))
+    tasks = await crawl(runtime.db, settings, [after], concurrency=1)
+    assert tasks[after].status == "completed"
+    visits = sticky.LOG.visits
+    assert visits[-2].sid == active_sid(sessions, 1)  # the block came through the active one
+    assert visits[-1].sid not in sessions and visits[-1].hits == 0  # then a new session
+    shown = await api.get(f"/api/domains/{domain['id']}/sessions", params={"state": "retired"})
+    reasons = Counter(s["retired_reason"] for s in shown.json()["items"])
+    assert reasons == {"max_uses": 2, block: 1}
+
+    events = await _events(api, domain["id"])
+    assert Counter(e["event"] for e in events) == {"session_created": 4, "session_retired": 3}
+    assert {e["details"]["reason"] for e in events if e["event"] == "session_retired"} == {
+        "max_uses",
+        block,
+    }
+
+    # Retire them all (audited); then nothing is active.
+    retired = await api.post(f"/api/domains/{domain['id']}/sessions/retire")
+    assert retired.json() == {"retired": 1}
+    again = await api.post(f"/api/domains/{domain['id']}/sessions/{active['id']}/retire")
+    assert again.status_code == 409
+    events = await _events(api, domain["id"])
+    operator = [e for e in events if e["details"].get("reason") == "operator"]
+    assert len(operator) == 1 and operator[0]["actor"] == "test-admin"
+
+    # The cookies were stored sealed (and erased with the session), never shown or logged.
+    async with runtime.db.reader() as session:
+        rows = list(await session.scalars(select(DomainSession)))
+    assert len(rows) == 4 and all(r.cookies_sealed is None for r in rows)
+    answers = [
+        json.dumps(listed),
+        shown.text,
+        json.dumps(events),
+        (await api.get(f"/api/domains/{domain['id']}")).text,
+    ]
+    for text in [*answers, caplog.text]:
+        assert sticky.MARK not in text
+
+
+def active_sid(sessions: dict[str, list[sticky.Visit]], uses: int) -> str:
+    [sid] = [sid for sid, visits in sessions.items() if len(visits) == uses]
+    return sid
