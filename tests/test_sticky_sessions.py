@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,11 +16,16 @@ import pytest
 from sqlalchemy import select
 
 from forager.api.deps import Runtime
-from forager.db.models import DomainSession
+from forager.crypto import SecretBox
+from forager.db.engine import Database
+from forager.db.models import CrawlAttempt, CrawlTask, DomainSession
+from forager.domains import admin
 from tests.conftest import SettingsFactory
 from tests.support import sticky
-from tests.support.crawling import crawl
+from tests.support.crawling import crawl, submit, tasks_by_id
 from tests.support.site import TestSite
+from tests.support.waiting import eventually
+from tests.support.workers import all_up, logs, start_worker, stop_worker
 
 
 def _runtime(api: httpx.AsyncClient) -> Runtime:
@@ -139,3 +145,68 @@ async def test_sessions_keep_cookies_retire_after_n_uses_and_on_a_block(
 def active_sid(sessions: dict[str, list[sticky.Visit]], uses: int) -> str:
     [sid] = [sid for sid, visits in sessions.items() if len(visits) == uses]
     return sid
+
+
+@pytest.mark.slow
+async def test_two_worker_processes_share_sessions_never_at_once(
+    db: Database, make_settings: SettingsFactory, site: TestSite, tmp_path: Path
+) -> None:
+    """Two `forager worker` processes on one domain's sessions: each session's visits count up
+    without a gap (a process continues the cookies another stored), sessions pass between the
+    processes, and no session is ever in two requests at once."""
+    sticky.LOG.reset()
+    host = "127.0.0.4"
+    settings = make_settings(lease_seconds=120.0, fetch_timeout_seconds=30.0)
+    values = {
+        "base_url": site.url("/", host=host).rstrip("/"),
+        "crawl_delay_seconds": 0,
+        "max_concurrent_requests": 6,
+        "ignore_robots": True,
+        "sticky_sessions": {"max_uses": 1000, "warmup_url": site.url("/sticky/warm", host=host)},
+    }
+    await admin.create(db, settings, host, values, SecretBox(settings))
+    workers = [start_worker(settings, tmp_path, f"w{i}", 3, extra_env=_INFO) for i in range(2)]
+    try:
+        await all_up(db, workers, context=lambda: logs(tmp_path))
+        pages = {n: site.url(f"/sticky/p/{n}?ms=60", host=host) for n in range(1, 25)}
+        ids = await submit(db, settings, *pages.values())
+        await eventually(
+            lambda: _done(db, ids),
+            "every page fetched",
+            timeout=180,
+            context=lambda: logs(tmp_path),
+        )
+    finally:
+        codes = [stop_worker(w) for w in workers]
+    assert codes == [0, 0], logs(tmp_path)
+    assert sticky.LOG.overlaps == 0
+    sessions = sticky.LOG.by_session()
+    assert 1 <= len(sessions) <= 6  # at most one per fetch in flight
+    for visits in sessions.values():
+        assert [v.hits for v in visits] == list(range(len(visits)))
+    async with db.reader() as session:
+        fetched_by = dict(
+            (
+                await session.execute(
+                    select(CrawlTask.url, CrawlAttempt.worker_id)
+                    .join(CrawlAttempt, CrawlAttempt.task_id == CrawlTask.id)
+                    .where(CrawlAttempt.phase == "fetch", CrawlTask.id.in_(ids))
+                )
+            ).all()
+        )
+    by_url = {url: n for n, url in pages.items()}
+    workers_of = {
+        sid: {fetched_by[url] for url, n in by_url.items() if n in {v.n for v in visits}}
+        for sid, visits in sessions.items()
+    }
+    assert len(set().union(*workers_of.values())) == 2  # both processes fetched
+    assert any(len(w) == 2 for w in workers_of.values())  # a session went from one to the other
+    assert sticky.MARK not in logs(tmp_path)
+
+
+_INFO = {"FORAGER_LOG_LEVEL": "INFO"}
+
+
+async def _done(db: Database, ids: list[int]) -> bool:
+    tasks = await tasks_by_id(db, ids)
+    return all(t.status == "completed" for t in tasks.values())
