@@ -5,6 +5,7 @@ ever shown or logged."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import Counter
@@ -15,6 +16,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from forager.agents import admin as agents_admin
+from forager.agents.client import AgentClient
 from forager.api.deps import Runtime
 from forager.crypto import SecretBox
 from forager.db.engine import Database
@@ -22,6 +25,7 @@ from forager.db.models import CrawlAttempt, CrawlTask, DomainSession
 from forager.domains import admin
 from tests.conftest import SettingsFactory
 from tests.support import sticky
+from tests.support.agents import app_server
 from tests.support.crawling import crawl, submit, tasks_by_id
 from tests.support.site import TestSite
 from tests.support.waiting import eventually
@@ -210,3 +214,44 @@ _INFO = {"FORAGER_LOG_LEVEL": "INFO"}
 async def _done(db: Database, ids: list[int]) -> bool:
     tasks = await tasks_by_id(db, ids)
     return all(t.status == "completed" for t in tasks.values())
+
+
+async def test_an_agent_fetches_through_the_session_and_its_cookies_come_back(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """The real agent program: the control plane sends the session's cookies (and, for a new
+    session, the warm-up URL) with each task and keeps the cookies the agent brings back."""
+    sticky.LOG.reset()
+    host = "127.0.0.5"
+    settings = make_settings(serve_workers=0, agent_heartbeat_seconds=0.5)
+    async with app_server(settings) as (url, app):
+        db = app.state.runtime.db
+        _, token = await agents_admin.create_agent(db, "home-1")
+        values = {
+            "base_url": site.url("/", host=host).rstrip("/"),
+            "crawl_delay_seconds": 0,
+            "sticky_sessions": {"max_uses": 2, "warmup_url": site.url("/sticky/warm", host=host)},
+        }
+        await admin.create(db, settings, host, values, SecretBox(settings))
+        ids = await submit(
+            db, settings, *(site.url(f"/sticky/p/{n}", host=host) for n in (1, 2, 3))
+        )
+        client = AgentClient(url, token, concurrency=1, backoff_max=1.0)
+        runner = asyncio.create_task(client.run())
+        try:
+            await eventually(lambda: _done(db, ids), "the agent's tasks")
+        finally:
+            client.stop()
+            async with asyncio.timeout(20):
+                assert await runner == 0
+        async with db.reader() as session:
+            rows = list(await session.scalars(select(DomainSession).order_by(DomainSession.id)))
+    sessions = sticky.LOG.by_session()
+    assert sticky.LOG.warmups == 2 and sorted(len(v) for v in sessions.values()) == [1, 2]
+    for sid, visits in sessions.items():
+        assert sid.startswith("w") and [v.hits for v in visits] == list(range(len(visits)))
+    assert [(r.state, r.uses, r.retired_reason) for r in rows] == [
+        ("retired", 2, "max_uses"),
+        ("active", 1, None),
+    ]
+    assert rows[1].cookies_sealed is not None and sticky.MARK not in rows[1].cookies_sealed

@@ -373,7 +373,11 @@ class AgentHub:
         task = assigned.task
         try:
             status = await conn.pipeline.run_fetched(
-                task, assigned.started, outcome, gate_opened=assigned.gate_opened
+                task,
+                assigned.started,
+                outcome,
+                gate_opened=assigned.gate_opened,
+                sticky=assigned.sticky,
             )
             block = await self._block_reason(task.id) if status in (S.PENDING, S.FAILED) else None
         except Exception:

@@ -124,17 +124,21 @@ class Pipeline:
         outcome: FetchResponse | FetchError,
         *,
         gate_opened: bool = False,
+        sticky: Lease | None = None,
     ) -> str | None:
         """Finish a task fetched elsewhere (a home-network agent: DESIGN.md decision 4).
 
         ``task`` is ``crawling`` under this pipeline's worker id; the page is stored and
-        parsed exactly as after a local fetch. Returns the status it ended in (None: lost).
+        parsed exactly as after a local fetch, and ``sticky``, the session it was fetched
+        through, given back as after one. Returns the status it ended in (None: lost).
         """
         gate = _Gate(self, task, gate_opened)
         try:
             if isinstance(outcome, FetchError):
+                if sticky is not None:
+                    await self.sessions.give_back(sticky, None, outcome)
                 return await self._fetch_failed(task, None, started, outcome, gate)
-            return await self._store_and_parse(task, None, started, outcome, gate)
+            return await self._store_and_parse(task, None, started, outcome, gate, sticky)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, a database outage: keep the task, not the hub
