@@ -9,12 +9,13 @@ import asyncio
 import json
 import logging
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forager.agents import admin as agents_admin
 from forager.agents.client import AgentClient
@@ -22,11 +23,17 @@ from forager.api.deps import Runtime
 from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, DomainSession
+from forager.db.types import utcnow
 from forager.domains import admin
+from forager.domains.sticky_sessions import StickySessions
+from forager.errors import FetchError, FetchTimeout, HTTPStatusError
+from forager.fetch.base import FetchRequest
+from forager.fetch.fetcher_set import build_fetcher
 from tests.conftest import SettingsFactory
 from tests.support import sticky
 from tests.support.agents import app_server
 from tests.support.crawling import crawl, submit, tasks_by_id
+from tests.support.fetching import fetch_settings, require
 from tests.support.site import TestSite
 from tests.support.waiting import eventually
 from tests.support.workers import all_up, logs, start_worker, stop_worker
@@ -255,3 +262,80 @@ async def test_an_agent_fetches_through_the_session_and_its_cookies_come_back(
         ("active", 1, None),
     ]
     assert rows[1].cookies_sealed is not None and sticky.MARK not in rows[1].cookies_sealed
+
+
+# -- the pool's moves, in process -------------------------------------------------------------
+
+
+class _Task:
+    def __init__(self, task_id: int, domain_id: int, policy: dict[str, Any]) -> None:
+        self.id, self.domain_id, self.sticky_sessions = task_id, domain_id, policy
+
+
+async def test_a_session_is_leased_to_one_fetch_until_given_back_or_its_lease_runs_out(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings()
+    box = SecretBox(settings)
+    domain = await admin.create(db, settings, "pool.example", {}, box)
+    pool = StickySessions(db, settings, box)
+    policy = {"max_uses": 10}
+    first = await pool.take(_Task(1, domain.id, policy), "w1:1")
+    second = await pool.take(_Task(2, domain.id, policy), "w2:2")
+    assert first and second and first.new and second.new
+    assert first.session_id != second.session_id  # held: the other fetch made its own
+    assert await pool.give_back(first, {"sid": f"a-{sticky.MARK}"}) is None
+    third = await pool.take(_Task(3, domain.id, policy), "w2:3")
+    assert third and third.session_id == first.session_id and not third.new
+    assert third.cookies == {"sid": f"a-{sticky.MARK}"} and third.uses == 2
+    # A holder that never comes back: its lease runs out and the session is free again.
+    async with db.session() as session:
+        await session.execute(
+            update(DomainSession)
+            .where(DomainSession.id == second.session_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    taken = await pool.take(_Task(4, domain.id, policy), "w3:4")
+    assert taken and taken.session_id == second.session_id
+    assert await pool.give_back(second, {"late": "1"}) is None  # too late: nothing kept
+    # Faults raise the error score: three (less the answers) retire the session.
+    assert await pool.give_back(taken, None, FetchError("reset", error_type="network")) is None
+    reasons = []
+    for n in range(2):
+        again = await pool.take(_Task(10 + n, domain.id, policy), f"w3:{10 + n}")
+        assert again and again.session_id == second.session_id
+        reasons.append(await pool.give_back(again, None, FetchTimeout("slow")))
+    assert reasons == [None, "errors"]
+    async with db.reader() as session:
+        row = await session.get(DomainSession, second.session_id)
+    assert row is not None and row.state == "retired" and row.cookies_sealed is None
+    # A 404 is no fault; a ban retires at once; the stored jar is sealed.
+    assert await pool.give_back(third, {"n": "1"}, HTTPStatusError("gone", status_code=404)) is None
+    again = await pool.take(_Task(20, domain.id, policy), "w1:20")
+    assert again and again.session_id == first.session_id
+    blocked = FetchError("robot check", error_type="captcha")
+    assert await pool.give_back(again, None, blocked) == "captcha"
+    async with db.reader() as session:
+        rows = list(await session.scalars(select(DomainSession)))
+    assert {r.state for r in rows} == {"retired"}
+    assert all(r.cookies_sealed is None or sticky.MARK not in r.cookies_sealed for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["http", "impersonate", "browser"])
+async def test_every_fetcher_returns_the_cookies_the_site_set(
+    kind: str, site: TestSite, tmp_path: Path
+) -> None:
+    require(kind)
+    fetcher = build_fetcher(kind, fetch_settings(tmp_path))
+    try:
+        warm = await fetcher.fetch(FetchRequest(site.url("/sticky/warm"), "ua", jar="session-1"))
+        cookies = {"sid": warm.cookies["sid"], "hits": "4"}
+        page = await fetcher.fetch(
+            FetchRequest(site.url("/sticky/p/3"), "ua", cookies=cookies, jar="session-1")
+        )
+    finally:
+        await fetcher.aclose()
+    assert warm.cookies["sid"].startswith("w") and warm.cookies["warmed"] == "1"
+    assert page.cookies["hits"] == "5"  # a cookie with an Expires date (a comma inside)
+    [visit] = sticky.LOG.visits[-1:]
+    assert (visit.sid, visit.hits) == (cookies["sid"], 4)

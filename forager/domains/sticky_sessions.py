@@ -11,9 +11,10 @@ A domain whose ``sticky_sessions`` policy is set fetches through one of its sess
 - ``warm`` fetches the policy's warm-up URL first through a new session, keeping its cookies.
 - ``give_back`` keeps the cookies the answer set (sealed by the ``SecretBox``: cookies can be
   secrets) and ends the lease. A fetch that politeness judges a ban (block or robot-check page,
-  429, a proxy reset: ``politeness.outcomes.judge``) retires the session; other failures add to
-  its error score (retired at ``MAX_ERROR_SCORE``), answers lower it. After ``max_uses`` fetches
-  or ``max_age_minutes`` it is retired too, and the next fetch makes a new one.
+  429, a proxy reset: ``politeness.outcomes.judge``) retires the session; a fault that retries
+  (network, timeout, 5xx) adds 1 to its error score (retired at ``MAX_ERROR_SCORE``), an answer
+  takes 0.5 off. After ``max_uses`` fetches or ``max_age_minutes`` it is retired too, and the
+  next fetch makes a new one.
 
 Every creation and retirement is an event of the domain (``session_created`` /
 ``session_retired`` with the reason); a retired session's cookies are erased.
@@ -38,7 +39,7 @@ from forager.db import audit
 from forager.db.engine import Database
 from forager.db.models import Domain, DomainSession
 from forager.db.types import utcnow
-from forager.errors import FetchError
+from forager.errors import FetchError, effect
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.politeness.outcomes import judge
 from forager.proxies.selection import DomainPolicy, ProxyChoice, take_bound_proxy
@@ -341,7 +342,9 @@ class StickySessions:
                 )
                 return error.error_type if retired else None
             jar = lease.cookies | dict(cookies or {})
-            score = DomainSession.error_score + 1.0 if error is not None else _lowered()
+            score: Any = _lowered()  # an answer
+            if error is not None:  # a fault (network, timeout, 5xx) counts; a 404 says nothing
+                score = DomainSession.error_score + (1.0 if effect(error.error_type).retry else 0.0)
             result = await session.execute(
                 update(DomainSession)
                 .where(
