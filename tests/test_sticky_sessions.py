@@ -16,19 +16,21 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.agents import admin as agents_admin
 from forager.agents.client import AgentClient
 from forager.api.deps import Runtime
 from forager.crypto import SecretBox
 from forager.db.engine import Database
-from forager.db.models import CrawlAttempt, CrawlTask, DomainSession
+from forager.db.models import CrawlAttempt, CrawlTask, DomainProxy, DomainSession, Event, Proxy
 from forager.db.types import utcnow
 from forager.domains import admin
 from forager.domains.sticky_sessions import StickySessions
 from forager.errors import FetchError, FetchTimeout, HTTPStatusError
 from forager.fetch.base import FetchRequest
 from forager.fetch.fetcher_set import build_fetcher
+from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy
 from tests.conftest import SettingsFactory
 from tests.support import sticky
 from tests.support.agents import app_server
@@ -339,3 +341,70 @@ async def test_every_fetcher_returns_the_cookies_the_site_set(
     assert page.cookies["hits"] == "5"  # a cookie with an Expires date (a comma inside)
     [visit] = sticky.LOG.visits[-1:]
     assert (visit.sid, visit.hits) == (cookies["sid"], 4)
+
+
+async def test_a_session_keeps_its_proxy_and_is_retired_when_the_proxy_is_disabled(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings()
+    box = SecretBox(settings)
+    domain = await admin.create(db, settings, "proxied.example", {"proxy_strategy": "lru"}, box)
+    async with db.session() as session:
+        proxies = [Proxy(proxy_url="127.0.0.9", proxy_port=port) for port in (11, 12, 13)]
+        session.add_all(proxies)
+        await session.flush()
+        session.add_all(DomainProxy(domain_id=domain.id, proxy_id=p.id) for p in proxies)
+    pool = StickySessions(db, settings, box)
+
+    async def choose(session: AsyncSession, policy: DomainPolicy) -> ProxyChoice | None:
+        return await choose_proxy(session, policy, settings, box, owner="w")
+
+    task = _Task(1, domain.id, {"max_uses": 100})
+    first = await pool.take(task, "w:1", choose)
+    assert first is not None and first.proxy is not None
+    bound = first.proxy.proxy_id
+    await pool.give_back(first, {"a": "1"})
+    for n in range(2, 5):  # LRU would rotate the proxies: the session keeps its own
+        again = await pool.take(task, f"w:{n}", choose)
+        assert again and again.session_id == first.session_id and again.proxy
+        assert again.proxy.proxy_id == bound
+        await pool.give_back(again, {})
+    async with db.session() as session:
+        await session.execute(update(Proxy).where(Proxy.id == bound).values(is_active=False))
+    other = await pool.take(task, "w:9", choose)
+    assert other and other.new and other.proxy and other.proxy.proxy_id != bound
+    async with db.reader() as session:
+        old = await session.get(DomainSession, first.session_id)
+    assert old is not None and (old.state, old.retired_reason) == ("retired", "proxy_unusable")
+    # A direct fetch (an agent's) never takes a proxied session, nor the other way round.
+    direct = await pool.take(task, "agent:1")
+    assert direct and direct.new and direct.proxy is None
+
+
+async def test_a_session_past_its_age_is_retired_and_replaced(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings()
+    box = SecretBox(settings)
+    domain = await admin.create(db, settings, "aged.example", {}, box)
+    pool = StickySessions(db, settings, box)
+    task = _Task(1, domain.id, {"max_uses": 100, "max_age_minutes": 5})
+    first = await pool.take(task, "w:1")
+    assert first is not None
+    await pool.give_back(first, {"a": "1"})
+    async with db.session() as session:
+        await session.execute(
+            update(DomainSession)
+            .where(DomainSession.id == first.session_id)
+            .values(created_at=utcnow() - timedelta(minutes=6))
+        )
+    second = await pool.take(task, "w:2")
+    assert second and second.new and second.session_id != first.session_id
+    assert second.cookies == {}
+    async with db.reader() as session:
+        old = await session.get(DomainSession, first.session_id)
+        events = list(await session.scalars(select(Event).where(Event.event == "session_retired")))
+    assert old is not None and (old.state, old.retired_reason) == ("retired", "max_age")
+    assert [e.details for e in events] == [
+        {"session_id": first.session_id, "reason": "max_age", "uses": 1}
+    ]
