@@ -85,6 +85,15 @@ async def test_sessions_keep_cookies_retire_after_n_uses_and_on_a_block(
     assert created.status_code == 201, created.text
     domain = created.json()
     assert domain["sticky_sessions"] == {**policy, "max_age_minutes": 50.0}
+    for bad, field in (
+        ({"max_uses": 0}, "sticky_sessions.max_uses"),
+        ({"max_age_minutes": -1}, "sticky_sessions.max_age_minutes"),
+        ({"warmup_url": "ftp://x/"}, "sticky_sessions.warmup_url"),
+        ({"pool": 3}, "sticky_sessions.pool"),
+    ):
+        refused = await api.patch(f"/api/domains/{domain['id']}", json={"sticky_sessions": bad})
+        assert refused.status_code == 422, refused.text
+        assert field in [e["field"] for e in refused.json()["errors"]], refused.text
     runtime = _runtime(api)
     settings = make_settings()
 
@@ -140,6 +149,10 @@ async def test_sessions_keep_cookies_retire_after_n_uses_and_on_a_block(
     events = await _events(api, domain["id"])
     operator = [e for e in events if e["details"].get("reason") == "operator"]
     assert len(operator) == 1 and operator[0]["actor"] == "test-admin"
+    off = await api.patch(
+        f"/api/domains/{domain['id']}", json={"sticky_sessions": {"enabled": False}}
+    )
+    assert off.status_code == 200 and off.json()["sticky_sessions"] is None
 
     # The cookies were stored sealed (and erased with the session), never shown or logged.
     async with runtime.db.reader() as session:
