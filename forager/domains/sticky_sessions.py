@@ -277,10 +277,11 @@ class StickySessions:
         return Lease(row.id, domain_id, owner, policy, now, 1, proxy, new=True)
 
     def _expiry(self, now: datetime) -> datetime:
-        # A fetch (a warm-up and the page, each within the fetch timeout) and its parse.
-        return now + timedelta(
-            seconds=self.settings.lease_seconds + 2 * self.settings.fetch_timeout_seconds
-        )
+        # A fetch (a warm-up and the page, each within the fetch timeout) and its parse, or an
+        # agent's fetch and upload (the hub's task deadline, ``agents.liveness``).
+        s = self.settings
+        hold = max(s.lease_seconds, s.agent_timeout_seconds) + 2 * s.fetch_timeout_seconds
+        return now + timedelta(seconds=hold)
 
     async def _lease(
         self, session: AsyncSession, session_id: int, owner: str, now: datetime
