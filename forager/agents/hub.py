@@ -253,6 +253,7 @@ class AgentHub:
                 cut_off = conn.returned()
                 conn.in_flight.pop(msg.task_id)
                 await self.queue.release(msg.task_id, conn.owner)
+                await self.dispatch.sessions.release(assigned.sticky)  # unfetched: unchanged
                 if cut_off:
                     log.warning(
                         "agent %s returned %d tasks within %.0f s: no new tasks for %.0f s",
@@ -453,6 +454,7 @@ class AgentHub:
             with contextlib.suppress(Exception):
                 if await self.queue.release(task_id, conn.owner):
                     returned.append(task_id)
+                await self.dispatch.sessions.release(assigned.sticky)
         if code != protocol.CLOSE_REPLACED:
             with contextlib.suppress(Exception):
                 await presence.disconnected(self.db, conn.agent_id, reason, returned)

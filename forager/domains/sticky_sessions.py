@@ -374,6 +374,13 @@ class StickySessions:
                 )
             return reason
 
+    async def release(self, lease: Lease | None) -> None:
+        """End ``lease`` with nothing learned (the fetch never happened: an agent gave its task
+        back or went away); the session is free again as it was."""
+        if lease is not None:
+            async with self.db.session() as session:
+                await self._unlease(session, lease.session_id, lease.owner)
+
     # -- retire -------------------------------------------------------------------------------
 
     async def _retire(
