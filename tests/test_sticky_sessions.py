@@ -29,6 +29,7 @@ from forager.domains import admin
 from forager.domains.sticky_sessions import StickySessions
 from forager.errors import FetchError, FetchTimeout, HTTPStatusError
 from forager.fetch.base import FetchRequest
+from forager.fetch.browser import BrowserFetcher
 from forager.fetch.fetcher_set import build_fetcher
 from forager.proxies.selection import DomainPolicy, ProxyChoice, choose_proxy
 from tests.conftest import SettingsFactory
@@ -348,6 +349,8 @@ async def test_every_fetcher_returns_the_cookies_the_site_set(
         page = await fetcher.fetch(
             FetchRequest(site.url("/sticky/p/3"), "ua", cookies=cookies, jar="session-1")
         )
+        if isinstance(fetcher, BrowserFetcher):  # the jar's older context went with its cookies
+            assert (fetcher.contexts_created, fetcher.contexts_closed) == (2, 1)
     finally:
         await fetcher.aclose()
     assert warm.cookies["sid"].startswith("w") and warm.cookies["warmed"] == "1"

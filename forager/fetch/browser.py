@@ -467,6 +467,9 @@ class BrowserFetcher(CredentialSafeFetcher):
                 await self._retire(key)
                 entry = None
             if entry is None:
+                if request.jar is not None:  # the session's older cookies: its last context
+                    for old in [k for k in self._contexts if k[6] == request.jar]:
+                        await self._retire(old)
                 browser = await self._browser()
                 await self.gateway.start()
                 policy = EgressPolicy(self.settings.private_targets, private)
