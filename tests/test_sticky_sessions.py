@@ -195,7 +195,9 @@ async def test_two_processes_share_sessions_never_at_once(
     values = {
         "base_url": site.url("/", host=host).rstrip("/"),
         "crawl_delay_seconds": 0,
-        "max_concurrent_requests": 6,
+        # Fewer than the two processes' six slots: when a fetch ends, either process may claim
+        # the next task and take the session just given back.
+        "max_concurrent_requests": 3,
         "ignore_robots": True,
         "sticky_sessions": {"max_uses": 1000, "warmup_url": site.url("/sticky/warm", host=host)},
     }
@@ -211,7 +213,7 @@ async def test_two_processes_share_sessions_never_at_once(
     assert code == 0, logs(tmp_path)
     assert sticky.LOG.overlaps == 0
     sessions = sticky.LOG.by_session()
-    assert 1 <= len(sessions) <= 6  # at most one per fetch in flight
+    assert 1 <= len(sessions) <= 3  # at most one per fetch in flight
     for visits in sessions.values():
         assert [v.hits for v in visits] == list(range(len(visits)))
     async with db.reader() as session:
