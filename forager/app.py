@@ -27,6 +27,7 @@ from forager.api import (
     progress,
     proxies,
     selector_parsers,
+    sticky_sessions,
     tasks,
 )
 from forager.api import feeds as feeds_api
@@ -119,6 +120,7 @@ def create_app(settings: Settings) -> FastAPI:
         products.router,
         items.router,
         domains.router,
+        sticky_sessions.router,
         proxies.router,
         proxies.mappings,
         events.router,

@@ -24,6 +24,7 @@ from forager.db.models import Base
 from forager.items.persist import ItemBatch, ItemInput, save_items
 from forager.parse.base import ItemRecord
 from forager.parse.items import check_item
+from tests.support import sticky
 from tests.support.crawling import crawl
 from tests.support.proxy import TestProxy
 from tests.support.site import TestSite
@@ -135,11 +136,16 @@ async def _use_every_secret(
             "headers": [{"name": "Authorization", "value": PROFILE_TOKEN}],
             "cookies": [{"name": "sid", "value": PROFILE_COOKIE, "secret": True}],
         }
-        _ok(await api.patch(f"/api/domains/{domain_id}", json={"request_profile": profile}))
+        # Sticky sessions (issue 33): the warm-up's session cookie (``sticky.MARK``) is a secret.
+        sessions = {"warmup_url": site.url("/sticky/warm", host="127.0.0.3")}
+        patch = {"request_profile": profile, "sticky_sessions": sessions}
+        _ok(await api.patch(f"/api/domains/{domain_id}", json=patch))
         runtime = _runtime(api)
         done = await crawl(runtime.db, runtime.settings, [task_id], concurrency=1)
         assert done[task_id].status == "completed", done[task_id].error_message
-        assert good.count >= 2  # the test and the crawl both went through the proxy
+        assert good.count >= 3  # the test, the warm-up and the crawl went through the proxy
+        listed = _ok(await api.get(f"/api/domains/{domain_id}/sessions"))["items"]
+        assert [(s["proxy_id"], s["has_cookies"]) for s in listed] == [(proxy["id"], True)]
 
         # A refused password: the proxy's 407 is reported without the password in it.
         _ok(await api.patch(f"/api/proxies/{proxy['id']}", json={"proxy_password": WRONG}))
@@ -236,7 +242,12 @@ async def test_no_secret_in_any_response_log_line_or_row(
     runtime = _runtime(api)
     assert runtime.settings.secret_key is not None
     keys: dict[str, str] = api.keys  # type: ignore[attr-defined]
-    secrets = [*PASSWORDS, *keys.values(), runtime.settings.secret_key.get_secret_value()]
+    secrets = [
+        *PASSWORDS,
+        sticky.MARK,
+        *keys.values(),
+        runtime.settings.secret_key.get_secret_value(),
+    ]
 
     answers: list[httpx.Response] = []  # every answer the client gets, whatever the method
 

@@ -69,4 +69,5 @@ class BodyReceiver:
             headers={k.lower(): v for k, v in h.headers.items()},
             body=body,
             elapsed_ms=h.elapsed_ms,
+            cookies=dict(h.cookies),
         )

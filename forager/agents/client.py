@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -282,7 +283,13 @@ class AgentClient:
                 fetcher=msg.get("fetcher", "http"),
                 wait_for_selector=_text(msg.get("wait_for_selector")),
             )
+            warmed: dict[str, str] = {}
             try:
+                warmup = msg.get("warmup_url")
+                if isinstance(warmup, str) and warmup:  # a new sticky session's first fetch
+                    first = replace(request, url=warmup, method="GET", body=None, on_sent=None)
+                    warmed = (await fetcher.fetch(first)).cookies
+                    request = replace(request, cookies=request.cookies | warmed)
                 response = await fetcher.fetch(request)
             except FetchError as exc:
                 log.info("task %s: fetch failed (%s)", task_id, exc.error_type)
@@ -290,11 +297,17 @@ class AgentClient:
                 await self._failed(ws, task_id, exc)
                 return
             self._unacked.add(task_id)
-            await self._stream(ws, task_id, response)
+            await self._stream(ws, task_id, response, warmed | response.cookies)
         finally:
             self._jobs.pop(task_id, None)
 
-    async def _stream(self, ws: ClientConnection, task_id: int, response: FetchResponse) -> None:
+    async def _stream(
+        self,
+        ws: ClientConnection,
+        task_id: int,
+        response: FetchResponse,
+        cookies: dict[str, str],
+    ) -> None:
         await self._send(
             ws,
             protocol.message(
@@ -307,6 +320,8 @@ class AgentClient:
                 elapsed_ms=response.elapsed_ms,
                 body_bytes=len(response.body),
                 encoding="gzip",
+                # Kept in the task's sticky session, if it has one; never logged here.
+                cookies=_bounded(cookies),
             ),
         )
         await self._send_gzip(ws, task_id, response.body)
@@ -409,6 +424,12 @@ def _describe(exc: BaseException) -> str:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _bounded(cookies: dict[str, str]) -> dict[str, str]:
+    """The cookies a result may carry (the protocol's bounds: longer ones are left out)."""
+    fit = [(k, v) for k, v in cookies.items() if len(k) <= 200 and len(v) <= 4096]
+    return dict(fit[: protocol.MAX_COOKIES])
 
 
 def _strings(value: Any) -> dict[str, str]:

@@ -19,6 +19,7 @@ from forager.agents import protocol
 from forager.agents.admin import A
 from forager.agents.body import BodyReceiver
 from forager.agents.protocol import Hello
+from forager.domains.sticky_sessions import Lease
 from forager.queue.door import ClaimedTask
 from forager.worker.claiming import ClaimLoop
 from forager.worker.pipeline import Pipeline
@@ -39,6 +40,7 @@ class Assigned:
     gate_opened: bool = False
     body: BodyReceiver | None = None
     settling: bool = False
+    sticky: Lease | None = None  # the sticky session its fetch goes through (issue 33)
 
 
 @dataclass(eq=False)

@@ -18,6 +18,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.domains.profile import open_profile
+from forager.domains.sticky_sessions import StickySessions
 from forager.fetch.fetcher_set import AUTO
 from forager.queue.door import ClaimedTask, TaskQueue
 from forager.worker.claiming import ClaimLoop
@@ -35,6 +36,7 @@ class Dispatcher:
         self.settings = settings
         self.queue = queue
         self.box = box  # opens the request profiles' secrets for the agent's fetch
+        self.sessions = StickySessions(db, settings, box)  # sticky sessions (issue 33)
         # Until then, idle agents whose fetchers are among these skip claiming: an
         # unrestricted agent's last claim found nothing due.
         self._nothing_until = 0.0
@@ -91,13 +93,16 @@ class Dispatcher:
                         details={"task": task.id},
                     )
             conn.status = A.BUSY if conn.status == A.CONNECTED else conn.status
-            conn.in_flight[task.id] = Assigned(task, started=utcnow())
+            conn.in_flight[task.id] = assigned = Assigned(task, started=utcnow())
         if conn.dropped:  # the connection went away while the task was being handed out
             conn.in_flight.pop(task.id, None)
             await self.queue.release(task.id, conn.owner)
             return 0
         own = task.fetch_request or {}
         shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
+        # The agent fetches from its own address: its sessions are direct ones (no proxy); a
+        # lease the agent never answers for runs out as a dead worker's does.
+        sticky = assigned.sticky = await self.sessions.take(task, f"{conn.owner}:{task.id}")
         await conn.send(
             "task",
             task_id=task.id,
@@ -110,7 +115,9 @@ class Dispatcher:
             wait_for_selector=task.wait_for_selector,
             # The request profile in clear: the agent sends it and never logs it.
             headers=shopper.headers,
-            cookies=shopper.cookies,
+            cookies=shopper.cookies | (sticky.cookies if sticky else {}),
+            # A new session is warmed up by the agent first (its cookies come back with it).
+            warmup_url=sticky.policy.warmup_url if sticky and sticky.new else None,
             method=own.get("method", "GET"),
             body=own.get("body"),
             body_type=own.get("body_type"),

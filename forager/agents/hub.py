@@ -253,6 +253,7 @@ class AgentHub:
                 cut_off = conn.returned()
                 conn.in_flight.pop(msg.task_id)
                 await self.queue.release(msg.task_id, conn.owner)
+                await self.dispatch.sessions.release(assigned.sticky)  # unfetched: unchanged
                 if cut_off:
                     log.warning(
                         "agent %s returned %d tasks within %.0f s: no new tasks for %.0f s",
@@ -373,7 +374,11 @@ class AgentHub:
         task = assigned.task
         try:
             status = await conn.pipeline.run_fetched(
-                task, assigned.started, outcome, gate_opened=assigned.gate_opened
+                task,
+                assigned.started,
+                outcome,
+                gate_opened=assigned.gate_opened,
+                sticky=assigned.sticky,
             )
             block = await self._block_reason(task.id) if status in (S.PENDING, S.FAILED) else None
         except Exception:
@@ -449,6 +454,7 @@ class AgentHub:
             with contextlib.suppress(Exception):
                 if await self.queue.release(task_id, conn.owner):
                     returned.append(task_id)
+                await self.dispatch.sessions.release(assigned.sticky)
         if code != protocol.CLOSE_REPLACED:
             with contextlib.suppress(Exception):
                 await presence.disconnected(self.db, conn.agent_id, reason, returned)

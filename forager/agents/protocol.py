@@ -22,6 +22,8 @@ MAX_MESSAGE_BYTES = 256 * 1024
 # follows (the same the local fetcher keeps): enough to tell a block page (politeness/bans.py).
 ERROR_BODY_BYTES = 64 * 1024
 _TASK_ID = struct.Struct(">Q")
+# At most this many cookies come back with a result (a session's jar, not a cookie store).
+MAX_COOKIES = 100
 # How long a new connection may take to say hello.
 HELLO_SECONDS = 10.0
 
@@ -118,6 +120,11 @@ class Result(_Msg):
     encoding: Literal["gzip"] = "gzip"
     error_type: str | None = Field(None, max_length=50)
     message: str | None = Field(None, max_length=2000)
+    # The cookies the site set during the fetch (its warm-up included): kept in the task's
+    # sticky session (issue 33). Older agents send none.
+    cookies: dict[Annotated[str, Field(max_length=200)], Annotated[str, Field(max_length=4096)]] = (
+        Field(default_factory=dict, max_length=MAX_COOKIES)
+    )
 
 
 class BodyEnd(_Msg):

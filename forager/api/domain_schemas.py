@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forager.api.profile_schemas import RequestProfileIn, RequestProfilePublic
+from forager.api.sticky_session_schemas import StickySessionsIn, StickySessionsPublic
 from forager.api.wire import HOST_NAME, SITE_URL, JsonBody, Shape, without_null
 from forager.domains import profile
 from forager.parse.registry import parser_names
@@ -145,6 +146,11 @@ class _Editable(JsonBody):
         "agents only; tasks wait while none is connected) or agents_preferred (agents; "
         "workers too while no agent is connected).",
     )
+    sticky_sessions: StickySessionsIn | None = Field(
+        None,
+        description="Sticky sessions (cookie jar + proxy, reused, retired when blocked); "
+        '{"enabled": false} turns them off.',
+    )
 
     @field_validator("*")
     @classmethod
@@ -239,6 +245,9 @@ class DomainPublic(BaseModel):
     )
     routing: Literal["any", "agents_preferred", "agents_only"] = Field(
         "any", description="Who fetches its tasks: any, agents_preferred or agents_only."
+    )
+    sticky_sessions: StickySessionsPublic | None = Field(
+        None, description="The sticky session policy; null: fetches carry no session."
     )
     breaker_state: Literal["closed", "open", "half_open"] = Field(
         "closed", description="Circuit breaker (the stored state)."

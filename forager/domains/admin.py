@@ -18,7 +18,7 @@ from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask, Domain, Product
 from forager.db.queries import get_or_not_found, page
 from forager.db.types import utcnow
-from forager.domains import escalation, profile, robots
+from forager.domains import escalation, profile, robots, sticky_sessions
 from forager.errors import Conflict
 from forager.parse.registry import parser_name_for_host
 from forager.queue import door
@@ -111,6 +111,13 @@ def _sealed(values: dict[str, Any], box: SecretBox | None, stored: Any) -> dict[
     return {**values, "request_profile": sealed or None}
 
 
+def _sessions(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with a given sticky session policy in its stored form (None: off)."""
+    if "sticky_sessions" not in values:
+        return values
+    return {**values, "sticky_sessions": sticky_sessions.stored(values["sticky_sessions"])}
+
+
 async def create(
     db: Database,
     settings: Settings,
@@ -120,7 +127,7 @@ async def create(
 ) -> Domain:
     """A new domain; settings not in ``values`` get the defaults. ``Conflict`` if it exists."""
     duplicate = Conflict(f"domain {domain_name!r} already exists")
-    values = _sealed(values, box, None)
+    values = _sessions(_sealed(values, box, None))
     try:
         async with db.session() as session:
             if await session.scalar(select(Domain.id).where(Domain.domain_name == domain_name)):
@@ -142,7 +149,7 @@ async def update(
     """Set the given fields; the event names those whose value changed (never a value)."""
     async with db.session() as session:
         domain = await _get(session, domain_id, lock=True)
-        values = _sealed(values, box, domain.request_profile)
+        values = _sessions(_sealed(values, box, domain.request_profile))
         changed = sorted(k for k, v in values.items() if getattr(domain, k) != v)
         for key in changed:
             setattr(domain, key, values[key])

@@ -44,6 +44,9 @@ class FetchRequest:
     # The URL the operator submitted when it is not ``url`` (an image found on a submitted
     # page): FORAGER_PRIVATE_TARGETS=submitted allows a private address for its host only.
     submitted_url: str | None = None
+    # The sticky session whose cookie jar ``cookies`` is (forager.domains.sticky_sessions), as an
+    # opaque name: the browser gives each jar a context of its own.
+    jar: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,9 @@ class FetchResponse:
     headers: dict[str, str]
     body: bytes  # content-decoded (gzip/deflate undone), not charset-decoded
     elapsed_ms: int
+    # The cookies the site set during this fetch, every redirect hop included (name → value; a
+    # browser's: all its context holds for the final URL). A sticky session keeps them.
+    cookies: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def text(self) -> str:

@@ -206,13 +206,14 @@ def running_browsers() -> int:
 
 
 # (proxy URL, user agent, private host allowed, profile headers, profile cookies and the host
-# they were set for): a context carries one request profile.
+# they were set for, sticky session): a context carries one request profile, one cookie jar.
 _Key = tuple[
     str | None,
     str,
     str | None,
     tuple[tuple[str, str], ...],
     tuple[tuple[str, str], ...],
+    str | None,
     str | None,
 ]
 
@@ -453,6 +454,7 @@ class BrowserFetcher(CredentialSafeFetcher):
             tuple(sorted(request.headers.items())),
             cookies,
             urlsplit(request.url).hostname if cookies or request.headers else None,
+            request.jar,
         )
         async with self._context_lock:
             entry = self._contexts.get(key)
@@ -465,6 +467,9 @@ class BrowserFetcher(CredentialSafeFetcher):
                 await self._retire(key)
                 entry = None
             if entry is None:
+                if request.jar is not None:  # the session's older cookies: its last context
+                    for old in [k for k in self._contexts if k[6] == request.jar]:
+                        await self._retire(old)
                 browser = await self._browser()
                 await self.gateway.start()
                 policy = EgressPolicy(self.settings.private_targets, private)
@@ -635,8 +640,11 @@ class BrowserFetcher(CredentialSafeFetcher):
         headers["content-type"] = "text/html; charset=utf-8"
         headers.pop("content-encoding", None)
         headers.pop("content-length", None)
+        jar: dict[str, str] = {}
+        if request.jar is not None:  # a sticky session keeps what the page's context holds
+            jar = {c["name"]: c["value"] for c in await page.context.cookies([response.url])}
         elapsed_ms = int((time.perf_counter() - started) * 1000)
-        return FetchResponse(response.url, status, headers, html, elapsed_ms)
+        return FetchResponse(response.url, status, headers, html, elapsed_ms, jar)
 
     async def aclose(self) -> None:
         entries = list(self._contexts.values())

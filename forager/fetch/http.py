@@ -12,6 +12,7 @@ are out, and bodies are decoded by bounded decoders (``forager.fetch.transfer``)
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
@@ -41,12 +42,19 @@ def _target(url: str) -> tuple[str, int]:
     return host, port or _DEFAULT_PORTS[parts.scheme]
 
 
-def _cookies(jar: dict[str, str], headers: dict[str, str]) -> None:
-    """Keep a redirect's cookies for the next hops of this fetch (never across fetches)."""
-    for cookie in headers.get("set-cookie", "").split(","):
+# A Set-Cookie header's cookies, joined with ", " when there were several: split before each
+# "name=" (an Expires date's comma is followed by a day number, never by "name=").
+_NEXT_COOKIE = re.compile(r",\s*(?=[^;,=\s]+=)")
+
+
+def set_cookies(headers: dict[str, str]) -> dict[str, str]:
+    """The cookies an answer's ``Set-Cookie`` headers set (name → value; attributes dropped)."""
+    found: dict[str, str] = {}
+    for cookie in _NEXT_COOKIE.split(headers.get("set-cookie", "")):
         name, sep, value = cookie.split(";", 1)[0].strip().partition("=")
-        if sep and name and "=" not in name and " " not in name:
-            jar[name] = value
+        if sep and name and " " not in name:
+            found[name] = value.strip()
+    return found
 
 
 class CurlFetcher(CredentialSafeFetcher):
@@ -81,10 +89,11 @@ class CurlFetcher(CredentialSafeFetcher):
         s = self.settings
         started = time.perf_counter()
         sent: list[asyncio.Future[None]] = []
+        jar: dict[str, str] = {}  # the cookies this fetch's answers set, hop after hop
         try:
             async with asyncio.timeout(s.fetch_timeout_seconds):
                 try:
-                    answer = await self._follow(request, sent, time.monotonic())
+                    answer = await self._follow(request, sent, time.monotonic(), jar)
                 finally:
                     if sent:  # the politeness hook runs to its end whatever happened
                         await asyncio.shield(sent[0])
@@ -103,14 +112,18 @@ class CurlFetcher(CredentialSafeFetcher):
                 headers=answer.headers,
                 body=answer.body,
             )
-        return FetchResponse(answer.url, status, answer.headers, answer.body, elapsed_ms)
+        jar |= set_cookies(answer.headers)
+        return FetchResponse(answer.url, status, answer.headers, answer.body, elapsed_ms, jar)
 
     async def _follow(
-        self, request: FetchRequest, sent: list[asyncio.Future[None]], began: float
+        self,
+        request: FetchRequest,
+        sent: list[asyncio.Future[None]],
+        began: float,
+        jar: dict[str, str],
     ) -> Answer:
         s = self.settings
         policy = EgressPolicy(s.private_targets, _target(request.submitted_url or request.url)[0])
-        jar: dict[str, str] = {}
         url = request.url
         body = (request.body or b"") if request.method == "POST" else None
         limit = s.max_body_bytes
@@ -143,7 +156,7 @@ class CurlFetcher(CredentialSafeFetcher):
             location = answer.headers.get("location")
             if answer.status not in _REDIRECTS or not location:
                 return answer
-            _cookies(jar, answer.headers)
+            jar |= set_cookies(answer.headers)  # sent on the next hops of this fetch
             url = urljoin(url, location.strip())
             if answer.status in (301, 302, 303):
                 body = None  # followed with a GET, as browsers do

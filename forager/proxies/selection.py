@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from sqlalchemy import and_, case, func, or_, select, update
@@ -282,3 +282,40 @@ async def release_proxy(session: AsyncSession, proxy_id: int, owner: str) -> boo
         .execution_options(synchronize_session=False)
     )
     return bool(getattr(result, "rowcount", 0))
+
+
+async def take_bound_proxy(
+    session: AsyncSession,
+    policy: DomainPolicy,
+    settings: Settings,
+    box: SecretBox | None,
+    proxy_id: int,
+    *,
+    owner: str,
+) -> ProxyChoice | Literal["unusable", "busy"]:
+    """Take the one proxy a sticky session is bound to, as ``choose_proxy`` takes a pick, or say
+    why not: ``unusable`` (disabled, deleted, its mapping failed, wrong country: never again for
+    this session) or ``busy`` (breaker, rate, hourly budget or another's exclusive lease: now)."""
+    now = utcnow()
+    on = and_(DomainProxy.proxy_id == Proxy.id, DomainProxy.domain_id == policy.domain_id)
+    usable = (
+        select(Proxy, DomainProxy)
+        .outerjoin(DomainProxy, on)
+        .where(Proxy.id == proxy_id, *_usable(policy, settings.mapping_failure_limit))
+    )
+    if (await session.execute(usable.with_only_columns(Proxy.id))).one_or_none() is None:
+        return "unusable"
+    row = (
+        await session.execute(
+            usable.where(*_free_now(policy, settings, now)).with_for_update(
+                of=Proxy, skip_locked=True
+            )
+        )
+    ).one_or_none()
+    if row is None:
+        return "busy"
+    proxy, mapping = row
+    if not await _take(session, policy, settings, proxy, mapping, owner, now):
+        return "busy"
+    lease = owner if policy.strategy == "exclusive" else None
+    return ProxyChoice(proxy.id, proxy_url(proxy, box), lease)

@@ -87,6 +87,7 @@ DOMAIN_COLUMNS = (
     Domain.robots_txt_last_fetched,
     Domain.selector_version,
     Domain.request_profile,
+    Domain.sticky_sessions,
     _SELECTOR_FIELDS,
     or_(Domain.use_global_pool.is_(True), Domain.required_country_code.is_not(None), _MAPPED).label(
         "uses_proxies"
@@ -140,6 +141,7 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         job_action=row.job_action,
         domain_profile=domain.request_profile,
         fetch_request=row.fetch_request,
+        sticky_sessions=domain.sticky_sessions,
     )
 
 

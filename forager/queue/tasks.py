@@ -56,3 +56,5 @@ class ClaimedTask:
     domain_profile: dict[str, Any] | None = None
     # The task's own request as stored (method, body, its profile; None: a bare GET).
     fetch_request: dict[str, Any] | None = None
+    # The domain's sticky-session policy (issue 33; None: no sessions).
+    sticky_sessions: dict[str, Any] | None = None

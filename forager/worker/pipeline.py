@@ -14,9 +14,11 @@ import asyncio
 import contextlib
 import logging
 import traceback
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from forager.crypto import SecretBox
@@ -26,6 +28,7 @@ from forager.db.types import utcnow
 from forager.discovery.policies import LinkPolicies
 from forager.domains.profile import open_profile
 from forager.domains.robots import Verdict
+from forager.domains.sticky_sessions import Lease, StickySessions
 from forager.errors import FetchError, PageStoreError
 from forager.fetch.base import Fetcher, FetchRequest, FetchResponse
 from forager.fetch.fetcher_set import AUTO
@@ -99,6 +102,7 @@ class Pipeline:
         self.parser = parser
         self.writer = writer
         self.link_policies = LinkPolicies(db)  # crawl jobs' scope and rules (issue 32)
+        self.sessions = StickySessions(db, queue.settings, box)  # sticky sessions (issue 33)
         # robots.txt and the proxy choice; the outcome's bookkeeping is the writer's.
         self.policy = FetchPolicy(
             db, queue.settings, box, worker_id, fetcher=robots_fetcher or fetcher
@@ -125,17 +129,21 @@ class Pipeline:
         outcome: FetchResponse | FetchError,
         *,
         gate_opened: bool = False,
+        sticky: Lease | None = None,
     ) -> str | None:
         """Finish a task fetched elsewhere (a home-network agent: DESIGN.md decision 4).
 
         ``task`` is ``crawling`` under this pipeline's worker id; the page is stored and
-        parsed exactly as after a local fetch. Returns the status it ended in (None: lost).
+        parsed exactly as after a local fetch, and ``sticky``, the session it was fetched
+        through, given back as after one. Returns the status it ended in (None: lost).
         """
         gate = _Gate(self, task, gate_opened)
         try:
             if isinstance(outcome, FetchError):
+                if sticky is not None:
+                    await self.sessions.give_back(sticky, None, outcome)
                 return await self._fetch_failed(task, None, started, outcome, gate)
-            return await self._store_and_parse(task, None, started, outcome, gate)
+            return await self._store_and_parse(task, None, started, outcome, gate, sticky=sticky)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, a database outage: keep the task, not the hub
@@ -168,11 +176,15 @@ class Pipeline:
             await asyncio.sleep(task.crawl_delay_seconds)  # robots.txt took the domain's turn
         gate = _Gate(self, task)
         proxy: ProxyChoice | None = None
-        if task.uses_proxies:
-            try:
+        sticky: Lease | None = None
+        try:
+            if task.sticky_sessions is not None:  # the session brings its bound proxy
+                sticky = await self._take_session(task)
+                proxy = sticky.proxy if sticky else None
+            elif task.uses_proxies:
                 proxy = await self._choose_proxy(task)
-            except NoProxyAvailable as exc:
-                return await self._no_proxy(task, exc, gate)
+        except NoProxyAvailable as exc:
+            return await self._no_proxy(task, exc, gate)
         if self.fetcher is None:
             raise RuntimeError("this pipeline has no fetcher (it only finishes fetched tasks)")
         started = utcnow()
@@ -183,23 +195,39 @@ class Pipeline:
             shopper.user_agent or task.user_agent,
             proxy.url if proxy else None,
             headers=shopper.headers,
-            cookies=shopper.cookies,
+            cookies=shopper.cookies | (sticky.cookies if sticky else {}),
             method=own.get("method", "GET"),
             body=own["body"].encode() if "body" in own else None,
             body_type=own.get("body_type"),
             on_sent=gate.open if task.crawl_delay_seconds > 0 else None,
             fetcher=task.fetcher,
             wait_for_selector=task.wait_for_selector,
+            jar=sticky.jar if sticky else None,
         )
         parsed: Parsed | None = None
         try:
+            if sticky is not None and sticky.new:
+                await self.sessions.warm(sticky, self.fetcher, request)
+                request = replace(request, cookies=shopper.cookies | sticky.cookies)
             if task.fetcher == AUTO:  # the cheapest fetcher that works, parsed (issue 33)
                 response, parsed = await self.escalation.climb(task, request)
             else:
                 response = await self.fetcher.fetch(request)
         except FetchError as exc:
+            if sticky is not None:
+                await self.sessions.give_back(sticky, None, exc)
             return await self._fetch_failed(task, proxy, started, exc, gate)
-        return await self._store_and_parse(task, proxy, started, response, gate, parsed)
+        return await self._store_and_parse(task, proxy, started, response, gate, parsed, sticky)
+
+    async def _take_session(self, task: ClaimedTask) -> Lease | None:
+        """A sticky session for ``task``'s fetch (its proxy picked by the fetch policy)."""
+        choose = None
+        if task.uses_proxies:
+
+            async def choose(session: AsyncSession, domain: DomainPolicy) -> ProxyChoice | None:
+                return await self.policy.choose(session, task, domain)
+
+        return await self.sessions.take(task, self.policy.owner(task), choose)
 
     async def _robots_refused(self, task: ClaimedTask, verdict: Verdict) -> str | None:
         """Disallowed: fail ``robots_denied``. Unreachable robots.txt (RFC 9309: nothing may be
@@ -299,13 +327,19 @@ class Pipeline:
         response: FetchResponse,
         gate: _Gate,
         parsed: Parsed | None = None,
+        sticky: Lease | None = None,
     ) -> str | None:
-        """Finish a fetched page: parsed here, unless the caller did (``parse_fetched``)."""
+        """Finish a fetched page: parsed here, unless the caller did (``parse_fetched``); a
+        sticky session given back with what the page says of it."""
         if parsed is None:
             parsed = await self.parse_fetched(task, response)
+        ban = None
         if parsed.ban is not None:  # a robot check served as a page: a failed fetch
             kind, message = parsed.ban
             ban = FetchError(message, error_type=kind, status_code=response.status_code)
+        if sticky is not None:  # the page says whether the session was blocked
+            await self.sessions.give_back(sticky, response.cookies, ban)
+        if ban is not None:
             return await self._fetch_failed(task, proxy, started, ban, gate)
         page_key, stored = parsed.page_key, parsed.page_bytes  # stored by the parse process
         store_error = parsed.store_error

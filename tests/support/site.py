@@ -51,7 +51,7 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.support import adlibrary, pages, pictures, shop
+from tests.support import adlibrary, pages, pictures, shop, sticky
 
 DEFAULT_ROBOTS = "User-agent: *\nDisallow: /private/\n"
 MIB = 1024 * 1024
@@ -694,6 +694,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/ads", ads),
         Route("/listing/{n:int}", listing),
         *shop.ROUTES,
+        *sticky.ROUTES,
         Route("/__log", control_log),
         Route("/__reset", control_reset, methods=["POST"]),
         Route("/__price/{n:int}", control_price, methods=["POST"]),

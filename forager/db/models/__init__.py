@@ -11,7 +11,7 @@ from forager.db.models.audit import Event
 from forager.db.models.base import Base, Timestamped
 from forager.db.models.completion import CompletionHook
 from forager.db.models.discovery import CrawlJob
-from forager.db.models.domains import Domain, SelectorMapVersion
+from forager.db.models.domains import Domain, DomainSession, SelectorMapVersion
 from forager.db.models.feeds import Feed, FeedRun, FeedSequence
 from forager.db.models.items import Item, ItemVersion
 from forager.db.models.missions import (
@@ -53,6 +53,7 @@ __all__ = [
     "DispatchOutbox",
     "Domain",
     "DomainProxy",
+    "DomainSession",
     "Event",
     "Feed",
     "FeedRun",

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -85,6 +86,33 @@ class Domain(Timestamped, Base):
     # Agent routing (migration 0030): any | agents_preferred | agents_only — who may claim its
     # tasks (``forager.queue.claim``; docs/AGENTS.md).
     routing: Mapped[str] = mapped_column(String(20), default="any", server_default="any")
+    # Sticky sessions (migration 0028): {"max_uses", "max_age_minutes", "warmup_url"}; None when
+    # the domain's fetches carry no session (``forager.domains.sticky_sessions``).
+    sticky_sessions: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)
+
+
+class DomainSession(Base):
+    """A sticky session (issue 33): a cookie jar, sealed, bound to one proxy, leased to one fetch
+    at a time (compare-and-set on ``lease_owner`` / ``lease_expires_at``), retired after its
+    domain's max uses or age, or when a fetch through it is blocked."""
+
+    __tablename__ = "domain_sessions"
+    __table_args__ = (Index("ix_domain_sessions_domain_state", "domain_id", "state"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(10), default="active")  # active | retired
+    # The cookie jar as JSON ({name: value}), encrypted by the SecretBox: cookies may be secrets.
+    cookies_sealed: Mapped[str | None] = mapped_column(Text)
+    proxy_id: Mapped[int | None] = mapped_column(ForeignKey("proxies.id", ondelete="SET NULL"))
+    uses: Mapped[int] = mapped_column(Integer, default=0)
+    error_score: Mapped[float] = mapped_column(Float, default=0.0)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    retired_reason: Mapped[str | None] = mapped_column(String(50))
 
 
 class SelectorMapVersion(Base):

@@ -4,7 +4,7 @@ last worked, why, since when, and when a cheaper one is tried again.
 Plain ``ADD COLUMN`` on both engines: no table copy.
 
 Revision ID: 0029
-Revises: 0027
+Revises: 0028
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from alembic import op
 from forager.db.types import UTCDateTime
 
 revision = "0029"
-down_revision = "0027"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
