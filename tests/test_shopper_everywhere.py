@@ -1,22 +1,30 @@
 """Issue 33: the request profile everywhere a domain is fetched. robots.txt and product images
 go out with the domain's headers, cookies and user agent as its pages do (a shop that answers
-them only to a shopper), against the test site's shopper gate on loopback."""
+them only to a shopper), against the test site's shopper gate on loopback; a crawl job's own
+profile goes out with every task it discovers; and a parser plugin reads a JSON POST answer
+(the body as text) into products."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from decimal import Decimal
 from typing import Any
 
 import httpx
 from sqlalchemy import select, update
 
 from forager.crypto import SecretBox
-from forager.db.models import Domain, ProductImage
-from forager.domains.profile import seal
+from forager.db.models import Domain, Product, ProductImage
+from forager.domains.profile import seal, seal_request
+from forager.errors import NotProductPage
+from forager.parse import registry
+from forager.parse.base import Extracted, ProductRecord
+from forager.parse.jsonpath import value_at
 from forager.runtime import open_database
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
-from tests.support.crawling import submit
+from tests.support.crawling import crawl, run_pool_until, submit
 from tests.support.site import TestSite
 from tests.support.waiting import eventually
 
@@ -28,10 +36,10 @@ PROFILE: dict[str, Any] = {
 }
 
 
-def _gate(site: TestSite) -> None:
-    """robots.txt and /pics/… answer 403 unless the shopper's cookies, header and agent come."""
+def _gate(site: TestSite, paths: tuple[str, ...] = ("/robots.txt", "/pics/")) -> None:
+    """``paths`` answer 403 unless the shopper's cookies, header and user agent come."""
     site.set_gate(
-        {"zip": "10115", "sid": SID}, {"X-Store": "berlin-7", "User-Agent": SHOPPER_AGENT}
+        {"zip": "10115", "sid": SID}, {"X-Store": "berlin-7", "User-Agent": SHOPPER_AGENT}, paths
     )
 
 
@@ -97,5 +105,109 @@ async def test_product_images_are_fetched_with_the_domains_profile(
             assert (images[name].error, images[name].image_path is not None) == (None, True)
         pics = [r.status for r in site.requests() if r.path in ("/pics/photo.png", "/robots.txt")]
         assert pics and set(pics) == {200}  # through the gate: robots.txt and the image
+    finally:
+        await db.dispose()
+
+
+JOB_RULES = [
+    {"pattern": "/shop/c/[a-z]+$", "action": "follow"},
+    {"pattern": "http://**/shop/p/*", "action": "parse", "syntax": "glob"},
+]
+
+
+async def test_every_fetch_of_a_job_carries_its_profile(
+    api: httpx.AsyncClient, site: TestSite
+) -> None:
+    """The job's profile (no domain profile at all) goes out with each task it discovers; its
+    secret is sealed and never shown; a bad header is refused as a task's would be."""
+    body: dict[str, Any] = {
+        "name": "shopper job",
+        "start_urls": [site.url("/shop/")],
+        "rules": JOB_RULES,
+        "max_depth": 2,
+        "max_pages": 12,
+    }
+    bad = {**body, "request_profile": {"headers": [{"name": "Host", "value": "x"}]}}
+    refused = await api.post("/api/jobs", json=bad)
+    assert refused.status_code == 422, refused.text
+    assert "request_profile.headers.0.name" in [e["field"] for e in refused.json()["errors"]]
+    _gate(site, ("/shop/",))
+    override = {**PROFILE, "user_agent": SHOPPER_AGENT}
+    started = await api.post("/api/jobs", json={**body, "request_profile": override})
+    assert started.status_code == 201, started.text
+    job = started.json()
+    assert job["request_profile"]["cookies"][1] == {"name": "sid", "value": None, "secret": True}
+    runtime: Any = api.app.state.runtime  # type: ignore[attr-defined]
+
+    async def ended() -> dict[str, Any] | None:
+        shown = (await api.get(f"/api/jobs/{job['id']}")).json()
+        progress = shown["progress"]
+        return shown if progress["queued"] == 0 and progress["in_flight"] == 0 else None
+
+    done = await run_pool_until(runtime.db, runtime.settings, ended, concurrency=4, timeout=60)
+    assert SID not in json.dumps(done) and SID not in started.text
+    assert done["progress"]["errors"] == 0, done
+    assert done["progress"]["parsed"] >= 1 and done["progress"]["discovered"] >= 4
+    shop = [r for r in site.requests() if r.path.startswith("/shop/")]
+    assert len(shop) >= 4 and {r.status for r in shop} == {200}  # each through the gate
+
+
+class JsonApiParser:
+    """A plugin reading a shop's JSON API answer (the body as text, as any parser gets it)."""
+
+    name = "test-json-api"
+    version = "1"
+
+    def parse(self, html: str, url: str) -> Extracted:
+        doc = json.loads(html, parse_float=Decimal)  # the digits JSON wrote, exactly
+        product = value_at(doc, "data.product")
+        if not isinstance(product, dict):
+            raise NotProductPage(f"{url}: no data.product")
+        record = ProductRecord(
+            url=url,
+            product_name=product["title"],
+            price=value_at(product, "price.amount"),
+            currency=value_at(product, "price.currency"),
+            sku=product["sku"],
+            is_available=bool(product["stock"]),
+        )
+        return Extracted(record)
+
+
+# Registered on import: here, and in each parse process (``parser_modules``).
+registry.register(JsonApiParser())
+
+
+async def test_a_plugin_parses_a_json_post_answer_into_products(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    settings = make_settings(parser_modules=["tests.test_shopper_everywhere"])
+    db = await open_database(settings)
+    try:
+        site.set_price(21, "21.07", available=False)
+        box = SecretBox(settings)
+        ids = []
+        for n in (21, 22):
+            sealed = seal_request({"method": "POST", "json_body": {"n": n}}, box)
+            ids += await submit(
+                db, settings, site.url("/api/product"), parser_name=JsonApiParser.name,
+                fetch_request=sealed,
+            )  # fmt: skip
+        tasks = await crawl(db, settings, ids)
+        assert [tasks[i].status for i in ids] == ["completed", "completed"], [
+            tasks[i].error_message for i in ids
+        ]
+        async with db.reader() as session:
+            rows = await session.scalars(select(Product).where(Product.crawl_task_id.in_(ids)))
+            found = {
+                p.crawl_task_id: (p.product_name, p.price, p.currency, p.sku, p.is_available)
+                for p in rows
+            }
+        assert found == {
+            ids[0]: ("Test Product 21", Decimal("21.07"), "USD", "SKU-21", False),
+            ids[1]: ("Test Product 22", Decimal("22.99"), "USD", "SKU-22", True),
+        }
+        assert tasks[ids[0]].parser_name == JsonApiParser.name
+        assert [r.method for r in site.requests() if r.path == "/api/product"] == ["POST"] * 2
     finally:
         await db.dispose()

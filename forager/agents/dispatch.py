@@ -97,7 +97,9 @@ class Dispatcher:
             await self.queue.release(task.id, conn.owner)
             return 0
         own = task.fetch_request or {}
-        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
+        shopper = open_profile(
+            task.domain_profile, own.get("profile"), self.box, job=task.job_profile
+        )
         await conn.send(
             "task",
             task_id=task.id,

@@ -56,3 +56,5 @@ class ClaimedTask:
     domain_profile: dict[str, Any] | None = None
     # The task's own request as stored (method, body, its profile; None: a bare GET).
     fetch_request: dict[str, Any] | None = None
+    # The crawl job's request profile as stored (secret values sealed; None: none, or no job).
+    job_profile: dict[str, Any] | None = None

@@ -94,9 +94,9 @@ class SiteState:
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
         self.live: dict[str, tuple[Any, int]] = {}  # /live/{key}: (value, status code)
         self.echoed: list[tuple[str, dict[str, str]]] = []  # /echo-headers: (host, headers)
-        # A shopper gate on /robots.txt and /pics/…: the cookies and headers (lower-case
-        # names) a request must carry, else 403 (``TestSite.set_gate``).
-        self.gate: tuple[dict[str, str], dict[str, str]] | None = None
+        # A shopper gate: the paths (prefixes) it guards and the cookies and headers (lower-case
+        # names) a request to them must carry, else 403 (``TestSite.set_gate``).
+        self.gate: tuple[tuple[str, ...], dict[str, str], dict[str, str]] | None = None
         self._released: set[str] = set()
         self._turns: dict[str, int] = {}  # /turn/{key}: requests let through, not yet taken
 
@@ -221,6 +221,16 @@ class RequestLogMiddleware:
         self.app = app
         self.state = state
 
+    def _gated(self, scope: Scope) -> bool:
+        """Refused by the shopper gate: a guarded path without a cookie or header it names."""
+        gate = self.state.gate
+        if gate is None or not scope["path"].startswith(gate[0]):
+            return False
+        request = Request(scope)
+        return any(request.cookies.get(k) != v for k, v in gate[1].items()) or any(
+            request.headers.get(k) != v for k, v in gate[2].items()
+        )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith("/__"):
             await self.app(scope, receive, send)
@@ -251,8 +261,9 @@ class RequestLogMiddleware:
                 log()
             await send(message)
 
+        app = _status_response(403) if self._gated(scope) else self.app
         try:
-            await self.app(scope, receive, send_and_log)
+            await app(scope, receive, send_and_log)
         finally:
             log()  # no complete response: failed, or the client went away
 
@@ -401,21 +412,8 @@ async def notproduct(request: Request) -> Response:
     return HTMLResponse(pages.article_page(_kb(request)))
 
 
-def _gated(request: Request) -> bool:
-    """Refused by the shopper gate: a cookie or header it names is missing or different."""
-    gate = _state(request).gate
-    if gate is None:
-        return False
-    cookies, headers = gate
-    return any(request.cookies.get(k) != v for k, v in cookies.items()) or any(
-        request.headers.get(k) != v for k, v in headers.items()
-    )
-
-
 async def robots(request: Request) -> Response:
     state = _state(request)
-    if _gated(request):
-        return _status_response(403)
     if state.robots_status != 200:
         return _status_response(state.robots_status)
     return PlainTextResponse(state.robots)
@@ -571,8 +569,6 @@ async def gallery(request: Request) -> Response:
 
 
 async def picture(request: Request) -> Response:
-    if _gated(request):
-        return _status_response(403)
     found = pictures.files().get(request.path_params["name"])
     if found is None:
         return _status_response(404)
@@ -914,10 +910,15 @@ class TestSite:
         self.state.robots = text
         self.state.robots_status = status
 
-    def set_gate(self, cookies: dict[str, str], headers: dict[str, str]) -> None:
-        """Answer /robots.txt and /pics/… with 403 unless these cookies and headers (the
-        user agent among them, lower-case names) are sent: a shop gating them on a shopper."""
-        self.state.gate = (cookies, {k.lower(): v for k, v in headers.items()})
+    def set_gate(
+        self,
+        cookies: dict[str, str],
+        headers: dict[str, str],
+        paths: tuple[str, ...] = ("/robots.txt", "/pics/"),
+    ) -> None:
+        """Answer requests to ``paths`` (prefixes) with 403 unless these cookies and headers
+        (the user agent among them) are sent: a shop that serves only a shopper."""
+        self.state.gate = (paths, cookies, {k.lower(): v for k, v in headers.items()})
 
     def set_ads(self, per_day: int = 40, bad_per_day: int = 0, **days: int) -> None:
         """What ``POST /__ads`` does; ``days`` maps ``d2026_01_15=0`` to a day's own count."""
