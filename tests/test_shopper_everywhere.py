@@ -12,19 +12,17 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select, update
 
 from forager.crypto import SecretBox
 from forager.db.models import Domain, Product, ProductImage
-from forager.domains.profile import seal, seal_request
-from forager.errors import NotProductPage
-from forager.parse import registry
-from forager.parse.base import Extracted, ProductRecord
-from forager.parse.jsonpath import value_at
+from forager.domains.profile import open_profile, seal, seal_request
 from forager.runtime import open_database
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, run_pool_until, submit
+from tests.support.jsonparser import JsonApiParser
 from tests.support.site import TestSite
 from tests.support.waiting import eventually
 
@@ -152,36 +150,13 @@ async def test_every_fetch_of_a_job_carries_its_profile(
     assert len(shop) >= 4 and {r.status for r in shop} == {200}  # each through the gate
 
 
-class JsonApiParser:
-    """A plugin reading a shop's JSON API answer (the body as text, as any parser gets it)."""
-
-    name = "test-json-api"
-    version = "1"
-
-    def parse(self, html: str, url: str) -> Extracted:
-        doc = json.loads(html, parse_float=Decimal)  # the digits JSON wrote, exactly
-        product = value_at(doc, "data.product")
-        if not isinstance(product, dict):
-            raise NotProductPage(f"{url}: no data.product")
-        record = ProductRecord(
-            url=url,
-            product_name=product["title"],
-            price=value_at(product, "price.amount"),
-            currency=value_at(product, "price.currency"),
-            sku=product["sku"],
-            is_available=bool(product["stock"]),
-        )
-        return Extracted(record)
-
-
-# Registered on import: here, and in each parse process (``parser_modules``).
-registry.register(JsonApiParser())
-
-
+# The parse processes' path, not SQL: a JSON POST crawled on both engines is
+# tests/test_json_responses.py.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_plugin_parses_a_json_post_answer_into_products(
     make_settings: SettingsFactory, site: TestSite
 ) -> None:
-    settings = make_settings(parser_modules=["tests.test_shopper_everywhere"])
+    settings = make_settings(parser_modules=["tests.support.jsonparser"], parse_processes=1)
     db = await open_database(settings)
     try:
         site.set_price(21, "21.07", available=False)
@@ -211,3 +186,38 @@ async def test_a_plugin_parses_a_json_post_answer_into_products(
         assert [r.method for r in site.requests() if r.path == "/api/product"] == ["POST"] * 2
     finally:
         await db.dispose()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # no database: the settings' key
+def test_a_tasks_profile_goes_over_its_jobs_and_the_jobs_over_its_domains(
+    make_settings: SettingsFactory,
+) -> None:
+    box = SecretBox(make_settings())
+    domain = seal(
+        {
+            "headers": [{"name": "Accept-Language", "value": "en"}, {"name": "X-A", "value": "d"}],
+            "cookies": [{"name": "zip", "value": "1"}, {"name": "store", "value": "d"}],
+        },
+        box,
+        None,
+        "request_profile",
+    )
+    job = seal(
+        {
+            "user_agent": "JobAgent/1",
+            "headers": [{"name": "accept-language", "value": "de"}],
+            "cookies": [
+                {"name": "zip", "value": "2"},
+                {"name": "sid", "value": SID, "secret": True},
+            ],
+        },
+        box,
+        None,
+        "request_profile",
+    )
+    task = seal({"cookies": [{"name": "zip", "value": "3"}]}, box, None, "request")
+    opened = open_profile(domain, task, box, job=job)
+    assert opened.headers == {"accept-language": "de", "X-A": "d"}  # one Accept-Language
+    assert opened.cookies == {"zip": "3", "store": "d", "sid": SID}
+    assert opened.user_agent == "JobAgent/1"
+    assert open_profile(domain, None, box).cookies == {"zip": "1", "store": "d"}
