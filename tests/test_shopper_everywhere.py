@@ -15,12 +15,16 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
+from forager.agents import admin as agents_admin
+from forager.agents.client import AgentClient
+from forager.apikeys import create_key
 from forager.crypto import SecretBox
 from forager.db.models import Domain, Product, ProductImage
 from forager.domains.profile import open_profile, seal, seal_request
 from forager.runtime import open_database
 from forager.worker.pool import WorkerPool
 from tests.conftest import SettingsFactory
+from tests.support.agents import app_server
 from tests.support.crawling import crawl, run_pool_until, submit
 from tests.support.jsonparser import JsonApiParser
 from tests.support.site import TestSite
@@ -221,3 +225,47 @@ def test_a_tasks_profile_goes_over_its_jobs_and_the_jobs_over_its_domains(
     assert opened.cookies == {"zip": "3", "store": "d", "sid": SID}
     assert opened.user_agent == "JobAgent/1"
     assert open_profile(domain, None, box).cookies == {"zip": "1", "store": "d"}
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the agent's wiring, not SQL
+async def test_an_agent_fetches_a_jobs_tasks_with_the_jobs_profile(
+    make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """The real agent program (no built-in workers): each page of the job passes the gate."""
+    settings = make_settings(serve_workers=0, agent_heartbeat_seconds=0.5)
+    _gate(site, ("/shop/",))
+    async with app_server(settings) as (url, app):
+        db = app.state.runtime.db
+        _, token = await agents_admin.create_agent(db, "home-job")
+        _, key = await create_key(db, "ops", "admin")
+        body = {
+            "name": "agent job",
+            "start_urls": [site.url("/shop/c/kettles")],
+            "rules": [{"pattern": "http://**/shop/p/*", "action": "parse", "syntax": "glob"}],
+            "max_depth": 1,
+            "max_pages": 4,
+            "request_profile": {**PROFILE, "user_agent": SHOPPER_AGENT},
+        }
+        auth = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(base_url=url, headers=auth, timeout=20) as http:
+            started = await http.post("/api/jobs", json=body)
+            assert started.status_code == 201, started.text
+            job_id = started.json()["id"]
+
+            async def ended() -> dict[str, Any] | None:
+                shown = (await http.get(f"/api/jobs/{job_id}")).json()
+                progress = shown["progress"]
+                waiting = progress["queued"] + progress["in_flight"]
+                return progress if progress["discovered"] >= 2 and waiting == 0 else None
+
+            client = AgentClient(url, token, concurrency=1, backoff_max=1.0)
+            runner = asyncio.create_task(client.run())
+            try:
+                progress = await eventually(ended, "the job's tasks fetched by the agent")
+            finally:
+                client.stop()
+                async with asyncio.timeout(20):
+                    assert await runner == 0
+    assert progress["errors"] == 0 and progress["parsed"] >= 1, progress
+    shop = [r for r in site.requests() if r.path.startswith("/shop/")]
+    assert len(shop) >= 2 and {r.status for r in shop} == {200}
