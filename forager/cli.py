@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar
 
 import typer
 
@@ -785,12 +785,30 @@ def job_start(
         int | None,
         typer.Option(help="Seconds from each run's start to the next (once it is done)."),
     ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(help="'Name: value', sent with every fetch of the job (repeat)."),
+    ] = None,
+    cookie: Annotated[
+        list[str] | None, typer.Option(help="NAME=VALUE, sent with every fetch (repeat).")
+    ] = None,
+    secret_header: Annotated[
+        list[str] | None, typer.Option(help="As --header, stored encrypted, never shown.")
+    ] = None,
+    secret_cookie: Annotated[
+        list[str] | None, typer.Option(help="As --cookie, stored encrypted, never shown.")
+    ] = None,
+    user_agent: Annotated[
+        str | None, typer.Option(help="Instead of the domains' user agents.")
+    ] = None,
 ) -> None:
     """Start a crawl job; its start URLs are queued now, the links its rules take as the
-    workers crawl them."""
+    workers crawl them. --header, --cookie and --user-agent go over the domains' request
+    profiles for every task of the job."""
     from forager.discovery.jobs import JobSpec, start
 
     settings = _settings(quiet=True)
+    given = _job_profile(header, cookie, secret_header, secret_cookie, user_agent)
     spec = JobSpec(
         name=name,
         start_urls=tuple(start_url),
@@ -805,8 +823,55 @@ def job_start(
         max_duration_seconds=max_duration,
         rerun_every_seconds=rerun_every,
         created_by="cli",
+        request_profile=None if given is None else _sealed_profile(settings, given),
     )
     _show_job(_with_db(settings, lambda db: start(db, settings, spec)))
+
+
+def _job_profile(
+    header: list[str] | None,
+    cookie: list[str] | None,
+    secret_header: list[str] | None,
+    secret_cookie: list[str] | None,
+    user_agent: str | None,
+) -> dict[str, Any] | None:
+    """The request profile of ``forager job start``'s options, checked as the API checks a
+    task's (``TaskProfileIn``); None when none is given."""
+    from pydantic import ValidationError
+
+    from forager.api.profile_schemas import TaskProfileIn
+
+    headers, cookies = [], []
+    given_headers = [(h, False) for h in header or []] + [(h, True) for h in secret_header or []]
+    given_cookies = [(c, False) for c in cookie or []] + [(c, True) for c in secret_cookie or []]
+    for raw, secret in given_headers:
+        name, sep, value = raw.partition(":")
+        if not sep:
+            raise _fail(f"--header {raw!r}: give 'Name: value'")
+        headers.append({"name": name.strip(), "value": value.strip(), "secret": secret})
+    for raw, secret in given_cookies:
+        name, sep, value = raw.partition("=")
+        if not sep:
+            raise _fail(f"--cookie {raw!r}: give NAME=VALUE")
+        cookies.append({"name": name.strip(), "value": value, "secret": secret})
+    if not headers and not cookies and user_agent is None:
+        return None
+    try:
+        checked = TaskProfileIn.model_validate(
+            {"headers": headers, "cookies": cookies, "user_agent": user_agent}
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _fail(f"request profile {where}: {first['msg']}") from None
+    return checked.model_dump()
+
+
+def _sealed_profile(settings: Settings, given: dict[str, Any]) -> dict[str, Any] | None:
+    from forager.crypto import SecretBox
+    from forager.domains.profile import seal
+
+    return seal(given, SecretBox(settings), None, "request_profile") or None
 
 
 @job_app.command("list")

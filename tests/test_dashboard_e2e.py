@@ -417,6 +417,48 @@ def test_edit_a_domain_disable_a_proxy_and_filter_events(admin: Any, server: Ser
     expect(admin.locator("tbody tr").first).to_contain_text(f"domain {domain['id']}")
 
 
+def test_edit_a_domains_request_profile_and_routing(admin: Any, server: Server) -> None:
+    """Issue 33: a stored secret is shown masked (its value never reaches the browser), kept or
+    replaced; the replaced one is what the next fetch sends (the shop prices in euros)."""
+    from playwright.sync_api import expect
+
+    server.task(server.site.url("/product/51"))
+    domain = server.api.get("/api/domains", params={"q": "127.0.0.1"}).json()["items"][0]
+    stale = {"cookies": [{"name": "locale", "value": "en-US-Kq93", "secret": True}]}
+    seeded = server.api.patch(f"/api/domains/{domain['id']}", json={"request_profile": stale})
+    assert seeded.status_code == 200, seeded.text
+    go(admin, "/domains")
+    line = admin.locator("tr[data-domain='127.0.0.1']")
+    line.get_by_text("Profile & routing", exact=True).click()
+    secret = line.get_by_label("127.0.0.1 cookie value")
+    expect(secret).to_have_value("")  # masked: the stored value is not in the page
+    expect(secret).to_have_attribute("type", "password")
+    assert "en-US-Kq93" not in admin.content()
+    line.get_by_role("button", name="Add header").click()
+    line.get_by_label("127.0.0.1 header name").fill("Accept-Language")
+    line.get_by_label("127.0.0.1 header value").fill("de-DE,de;q=0.9")
+    secret.fill("de-DE")  # replaces the stored secret
+    line.get_by_label("Routing of 127.0.0.1").select_option("agents_preferred")
+    line.get_by_role("button", name="Apply profile & routing").click()
+    saved = server.wait(f"/api/domains/{domain['id']}", lambda d: d["routing"] != "any")
+    assert saved["routing"] == "agents_preferred"
+    assert saved["request_profile"]["headers"] == [
+        {"name": "Accept-Language", "value": "de-DE,de;q=0.9", "secret": False}
+    ]
+    shown = saved["request_profile"]["cookies"]
+    assert shown == [{"name": "locale", "value": None, "secret": True}]
+    back = server.api.patch(f"/api/domains/{domain['id']}", json={"routing": "any"})
+    assert back.status_code == 200, back.text
+    try:
+        task = server.task(server.site.url("/shop/77"))
+        server.wait_task(task["id"], lambda t: t["status"] == "completed")
+        products = server.api.get("/api/products", params={"currency": "EUR"}).json()["items"]
+        assert [p["url"] for p in products if p["url"].endswith("/shop/77")], products
+    finally:
+        cleared = server.api.patch(f"/api/domains/{domain['id']}", json={"request_profile": {}})
+        assert cleared.status_code == 200, cleared.text
+
+
 def test_upload_a_file_and_use_the_keyboard(admin: Any, server: Server, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 

@@ -3,6 +3,8 @@ database; the crawl itself: tests/test_discovery.py."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 from tests.support.cli import forager, one_error_line
@@ -79,3 +81,35 @@ def test_a_rule_line_reads_its_region_glob_and_recrawl_schedule() -> None:
         "syntax": "regex",
         "region": None,
     }
+
+
+def test_a_jobs_request_profile_is_given_checked_and_sealed(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """--header / --cookie / --secret-cookie / --user-agent: checked as a task's profile, the
+    secret stored sealed (issue 33)."""
+    assert forager(tmp_path, cli_env, "db", "upgrade").returncode == 0
+    base = ["job", "start", "--name", "de", "--start-url", "https://shop.example.com/"]
+    base += ["--rule", "parse=/p/"]
+    bad = forager(tmp_path, cli_env, *base, "--header", "Host: evil.example")
+    assert bad.returncode == 1
+    assert one_error_line(bad).startswith("error: request profile headers.0.name:")
+    started = forager(
+        tmp_path,
+        cli_env,
+        *base,
+        "--header",
+        "Accept-Language: de-DE",
+        "--secret-cookie",
+        "sid=sess-cli-Qw27",
+        "--user-agent",
+        "ShopperBot/2.0",
+    )
+    assert started.returncode == 0, started.stderr
+    [db_file] = (tmp_path / "data").glob("*.db")
+    with sqlite3.connect(db_file) as con:
+        [stored] = con.execute("SELECT request_profile FROM crawl_jobs").fetchone()
+    profile = json.loads(stored)
+    assert profile["headers"] == [{"name": "Accept-Language", "value": "de-DE"}]
+    assert profile["user_agent"] == "ShopperBot/2.0"
+    assert profile["cookies"][0]["secret"] is True and "sess-cli-Qw27" not in stored

@@ -99,7 +99,9 @@ class Dispatcher:
             await self.queue.release(task.id, conn.owner)
             return 0
         own = task.fetch_request or {}
-        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
+        shopper = open_profile(
+            task.domain_profile, own.get("profile"), self.box, job=task.job_profile
+        )
         # The agent fetches from its own address: its sessions are direct ones (no proxy); a
         # lease the agent never answers for runs out as a dead worker's does.
         sticky = assigned.sticky = await self.sessions.take(task, f"{conn.owner}:{task.id}")

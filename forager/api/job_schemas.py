@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from forager.api.profile_schemas import RequestProfilePublic, TaskProfileIn
 from forager.api.wire import HOST_NAME, CrawlURL, Shape
+from forager.domains import profile
 
 ScopeName = Literal["host", "domain", "hosts"]
 ActionName = Literal["follow", "parse", "ignore"]
@@ -105,6 +107,12 @@ class JobCreate(LinkPolicyBody):
         "re-run crawls again only the sitemap pages whose lastmod moved on). None: by hand.",
         examples=[86_400],
     )
+    request_profile: TaskProfileIn | None = Field(
+        None,
+        description="Headers, cookies and a user agent every task of the job is fetched with, "
+        "over its domain's request profile (a header by name, a cookie by name), checked and "
+        "sealed as a task's own profile: secret values are never shown again.",
+    )
 
 
 class JobPreviewIn(LinkPolicyBody):
@@ -190,4 +198,13 @@ class JobPublic(BaseModel):
     created_by: str
     rerun_every_seconds: int | None
     next_run_at: datetime | None = Field(description="When the next scheduled run is due.")
+    request_profile: RequestProfilePublic | None = Field(
+        None, description="The job's request profile; secret entries without their value."
+    )
     progress: JobProgress | None = Field(None, description="Given by GET /api/jobs/{id}.")
+
+    @field_validator("request_profile", mode="before")
+    @classmethod
+    def _no_secret(cls, value: Any) -> Any:
+        # The stored form holds sealed values: only its public view leaves the server.
+        return profile.public(value) if isinstance(value, dict) else value

@@ -20,6 +20,7 @@ from forager.api.job_schemas import (
 from forager.api.pages import Page
 from forager.db.models import CrawlJob
 from forager.discovery import admin, jobs
+from forager.domains import profile
 from forager.worker.parsing import ParseJob
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
@@ -71,6 +72,9 @@ async def start_job(body: JobCreate, runtime: RuntimeDep, key: ApiKeyDep) -> Job
         max_url_length=body.max_url_length,
         rerun_every_seconds=body.rerun_every_seconds,
         created_by=key.name,
+        request_profile=None
+        if body.request_profile is None
+        else profile.seal(body.request_profile.model_dump(), runtime.box, None, "request_profile"),
     )
     return public(await jobs.start(runtime.db, runtime.settings, spec))
 

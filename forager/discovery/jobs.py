@@ -44,6 +44,9 @@ class JobSpec:
     max_url_length: int = 512
     rerun_every_seconds: int | None = None  # a schedule: the next run this long after a start
     created_by: str = "api"
+    # Headers, cookies and a user agent over the domains' profiles for every task of the job,
+    # checked and sealed by the caller (``forager.domains.profile.seal``); None: the domains'.
+    request_profile: dict[str, Any] | None = None
 
 
 def _urls(raw: tuple[str, ...], name: str) -> list[NormalizedURL]:
@@ -120,6 +123,7 @@ async def start(db: Database, settings: Settings, spec: JobSpec) -> CrawlJob:
         rerun_every_seconds=spec.rerun_every_seconds,
         next_run_at=next_run(now, spec.rerun_every_seconds),
         created_by=spec.created_by,
+        request_profile=spec.request_profile or None,
     )
     async with db.session() as session:
         session.add(job)

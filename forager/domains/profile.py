@@ -4,7 +4,8 @@ page is fetched the way a shopper sees it (locale, delivery ZIP code, store).
 A profile is checked here (``check_header`` / ``check_cookie``: no CR/LF/NUL, bounded sizes, no
 hop-by-hop or connection-level header), stored as JSON with every secret value sealed by the
 ``SecretBox`` (``seal``), shown without secret values (``public``), and opened only in memory just
-before a fetch (``open_profile``). A task's own profile overrides its domain's name by name.
+before a fetch (``open_profile``). A crawl job's profile overrides its domain's name by name,
+and a task's own profile both.
 
 Stored shape::
 
@@ -190,17 +191,23 @@ def _entries(stored: Mapping[str, Any] | None, kind: str, box: SecretBox | None)
 
 
 def open_profile(
-    domain: Mapping[str, Any] | None, task: Mapping[str, Any] | None, box: SecretBox | None
+    domain: Mapping[str, Any] | None,
+    task: Mapping[str, Any] | None,
+    box: SecretBox | None,
+    job: Mapping[str, Any] | None = None,
 ) -> OpenProfile:
-    """The domain's profile with the task's over it (a header by name, case-insensitively; a
-    cookie by name), secrets decrypted."""
-    headers = _entries(domain, "headers", box)
-    for name, value in _entries(task, "headers", box).items():
-        for old in [h for h in headers if h.lower() == name.lower()]:
-            del headers[old]
-        headers[name] = value
-    cookies = _entries(domain, "cookies", box) | _entries(task, "cookies", box)
-    user_agent = (task or {}).get("user_agent") or (domain or {}).get("user_agent")
+    """The domain's profile with its crawl job's over it and the task's over both (a header by
+    name, case-insensitively; a cookie by name), secrets decrypted."""
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
+    user_agent = None
+    for layer in (domain, job, task):
+        for name, value in _entries(layer, "headers", box).items():
+            for old in [h for h in headers if h.lower() == name.lower()]:
+                del headers[old]
+            headers[name] = value
+        cookies |= _entries(layer, "cookies", box)
+        user_agent = (layer or {}).get("user_agent") or user_agent
     return OpenProfile(user_agent, headers, cookies)
 
 

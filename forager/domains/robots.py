@@ -4,10 +4,12 @@ robots.txt is fetched through the fetcher port like a page: the domain's fetcher
 for a ``browser`` domain: a text file needs no rendering), through the domain's proxy choice,
 under the egress policy (its host is the domain's own; a redirect into a private address is
 refused under ``submitted``), with bodies bounded and cut at ``ROBOTS_MAX_BYTES`` on a line
-boundary (RFC 9309 lets a crawler stop at 500 KiB). The text is kept in the ``robots_txt_*``
-columns, refreshed after ``FORAGER_ROBOTS_REFRESH_SECONDS`` (a day), parsed once per process
-and version, and returned by the domains API: it is the site's public text, and the egress
-check means it can only come from where a page of the domain could.
+boundary (RFC 9309 lets a crawler stop at 500 KiB), and with the domain's request profile
+(headers, cookies, user agent: a shop may answer robots.txt only to a shopper's cookie). The
+text is kept in the ``robots_txt_*`` columns, refreshed after
+``FORAGER_ROBOTS_REFRESH_SECONDS`` (a day), parsed once per process and version, and returned
+by the domains API: it is the site's public text, and the egress check means it can only come
+from where a page of the domain could.
 
 The rules are read by Protego (Scrapy's parser), which follows RFC 9309 where the stdlib's
 ``urllib.robotparser`` does not: the longest matching rule wins (``Allow`` on a tie), ``*`` and
@@ -46,6 +48,7 @@ from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.queries import get_or_not_found
 from forager.db.types import utcnow
+from forager.domains.profile import open_profile
 from forager.errors import FetchError, HTTPStatusError, NotFound, effect
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.fetcher_set import for_files
@@ -80,11 +83,21 @@ class RobotsFetch:
         return effect(self.error_type).robots_unreachable
 
 
-async def _fetch(fetcher: Fetcher, domain: Domain, proxy_url: str | None) -> RobotsFetch:
+async def _fetch(
+    fetcher: Fetcher, domain: Domain, proxy_url: str | None, box: SecretBox
+) -> RobotsFetch:
     url = f"{domain.base_url.rstrip('/')}/robots.txt"
     kind = for_files(domain.fetcher, domain.auto_fetcher)
+    # The domain's request profile, as its pages get it: a shop may gate robots.txt on it.
+    shopper = open_profile(domain.request_profile, None, box)
     request = FetchRequest(
-        url, domain.user_agent, proxy_url, fetcher=kind, truncate_at=ROBOTS_MAX_BYTES
+        url,
+        shopper.user_agent or domain.user_agent,
+        proxy_url,
+        headers=shopper.headers,
+        cookies=shopper.cookies,
+        fetcher=kind,
+        truncate_at=ROBOTS_MAX_BYTES,
     )
     try:
         response = await fetcher.fetch(request)
@@ -119,7 +132,7 @@ async def _fetch_for(
     except NoProxyAvailable as exc:
         return RobotsFetch(f"{domain.base_url.rstrip('/')}/robots.txt", error=exc.message)
     try:
-        return await _fetch(fetcher, domain, proxy.url if proxy else None)
+        return await _fetch(fetcher, domain, proxy.url if proxy else None, box)
     finally:
         if proxy is not None and proxy.lease_owner is not None:
             async with db.session() as session:

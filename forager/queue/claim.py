@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
-from forager.db.models import CrawlTask, Domain, DomainProxy, SelectorMapVersion
+from forager.db.models import CrawlJob, CrawlTask, Domain, DomainProxy, SelectorMapVersion
 from forager.fetch.fetcher_set import AUTO
 from forager.parse.selectors import SELECTOR
 from forager.politeness import gate
@@ -60,6 +60,11 @@ TASK_COLUMNS = (
     CrawlTask.depth,
     CrawlTask.job_action,
     CrawlTask.fetch_request,
+    # The crawl job's request profile (issue 33): over the domain's, under the task's own.
+    select(CrawlJob.request_profile)
+    .where(CrawlJob.id == CrawlTask.job_id)
+    .scalar_subquery()
+    .label("job_profile"),
 )
 _SELECTOR_FIELDS = (
     select(SelectorMapVersion.fields)
@@ -142,6 +147,7 @@ def as_claimed(row: Any, domain: Any) -> ClaimedTask:
         domain_profile=domain.request_profile,
         fetch_request=row.fetch_request,
         sticky_sessions=domain.sticky_sessions,
+        job_profile=row.job_profile,
     )
 
 

@@ -58,3 +58,5 @@ class ClaimedTask:
     fetch_request: dict[str, Any] | None = None
     # The domain's sticky-session policy (issue 33; None: no sessions).
     sticky_sessions: dict[str, Any] | None = None
+    # The crawl job's request profile as stored (secret values sealed; None: none, or no job).
+    job_profile: dict[str, Any] | None = None

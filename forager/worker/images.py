@@ -14,6 +14,7 @@ one read is all) and leases a few due images; each is fetched like a page:
 - the domain's fetcher (``impersonate`` for a ``browser`` domain), with the egress policy's
   submitted host being the product page's: an image URL cannot reach a private address the
   page's host could not;
+- the domain's request profile (headers, cookies, user agent), ``Accept`` being an image's;
 - at most ``FORAGER_IMAGE_MAX_BYTES``, refused while downloading past it.
 
 The bytes must be an image by their header *and* their content (``imagefile.inspect``); they
@@ -35,6 +36,7 @@ from forager.crypto import SecretBox
 from forager.db.engine import Database
 from forager.db.models import Domain
 from forager.db.types import utcnow
+from forager.domains.profile import open_profile
 from forager.errors import FetchError, PageStoreError, effect
 from forager.fetch.base import Fetcher, FetchRequest
 from forager.fetch.fetcher_set import for_files
@@ -212,11 +214,16 @@ class ImageDownloader:
         proxy: ProxyChoice | None,
         reopen: Callable[[], Awaitable[None]],
     ) -> None:
+        # The domain's request profile, as its pages get it (a shop may serve images only to
+        # a shopper's cookie or header); Accept stays an image's.
+        shopper = open_profile(domain.request_profile, None, self.box)
+        headers = {k: v for k, v in shopper.headers.items() if k.lower() != "accept"}
         request = FetchRequest(
             image.url,
-            domain.user_agent,
+            shopper.user_agent or domain.user_agent,
             proxy.url if proxy else None,
-            headers={"Accept": ACCEPT},
+            headers=headers | {"Accept": ACCEPT},
+            cookies=shopper.cookies,
             on_sent=reopen,
             fetcher=for_files(domain.fetcher, domain.auto_fetcher),
             max_bytes=self.settings.image_max_bytes,

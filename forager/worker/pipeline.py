@@ -189,7 +189,9 @@ class Pipeline:
             raise RuntimeError("this pipeline has no fetcher (it only finishes fetched tasks)")
         started = utcnow()
         own = task.fetch_request or {}
-        shopper = open_profile(task.domain_profile, own.get("profile"), self.box)
+        shopper = open_profile(
+            task.domain_profile, own.get("profile"), self.box, job=task.job_profile
+        )
         request = FetchRequest(
             task.url,
             shopper.user_agent or task.user_agent,

@@ -94,6 +94,9 @@ class SiteState:
         self._held: dict[str, int] = {}  # requests waiting in /hold/{key}; survives reset
         self.live: dict[str, tuple[Any, int]] = {}  # /live/{key}: (value, status code)
         self.echoed: list[tuple[str, dict[str, str]]] = []  # /echo-headers: (host, headers)
+        # A shopper gate: the paths (prefixes) it guards and the cookies and headers (lower-case
+        # names) a request to them must carry, else 403 (``TestSite.set_gate``).
+        self.gate: tuple[tuple[str, ...], dict[str, str], dict[str, str]] | None = None
         self._released: set[str] = set()
         self._turns: dict[str, int] = {}  # /turn/{key}: requests let through, not yet taken
 
@@ -112,6 +115,7 @@ class SiteState:
             self.flaky = {}
             self.live = {}
             self.echoed = []
+            self.gate = None
 
     def begin(self, host: str) -> int:
         """Count a request in; returns the log generation to pass to :meth:`end`."""
@@ -217,6 +221,16 @@ class RequestLogMiddleware:
         self.app = app
         self.state = state
 
+    def _gated(self, scope: Scope) -> bool:
+        """Refused by the shopper gate: a guarded path without a cookie or header it names."""
+        gate = self.state.gate
+        if gate is None or not scope["path"].startswith(gate[0]):
+            return False
+        request = Request(scope)
+        return any(request.cookies.get(k) != v for k, v in gate[1].items()) or any(
+            request.headers.get(k) != v for k, v in gate[2].items()
+        )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith("/__"):
             await self.app(scope, receive, send)
@@ -247,8 +261,9 @@ class RequestLogMiddleware:
                 log()
             await send(message)
 
+        app = _status_response(403) if self._gated(scope) else self.app
         try:
-            await self.app(scope, receive, send_and_log)
+            await app(scope, receive, send_and_log)
         finally:
             log()  # no complete response: failed, or the client went away
 
@@ -895,6 +910,16 @@ class TestSite:
         """What ``POST /__robots`` does; a ``status`` other than 200 is answered instead."""
         self.state.robots = text
         self.state.robots_status = status
+
+    def set_gate(
+        self,
+        cookies: dict[str, str],
+        headers: dict[str, str],
+        paths: tuple[str, ...] = ("/robots.txt", "/pics/"),
+    ) -> None:
+        """Answer requests to ``paths`` (prefixes) with 403 unless these cookies and headers
+        (the user agent among them) are sent: a shop that serves only a shopper."""
+        self.state.gate = (paths, cookies, {k.lower(): v for k, v in headers.items()})
 
     def set_ads(self, per_day: int = 40, bad_per_day: int = 0, **days: int) -> None:
         """What ``POST /__ads`` does; ``days`` maps ``d2026_01_15=0`` to a day's own count."""

@@ -58,3 +58,6 @@ class CrawlJob(Timestamped, Base):
     # once it is done (``next_run_at``; None: re-run by hand only).
     rerun_every_seconds: Mapped[int | None] = mapped_column(Integer)
     next_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A request profile over its domains' (migration 0035; forager.domains.profile, secret
+    # values sealed): headers, cookies and a user agent every task of the job is fetched with.
+    request_profile: Mapped[dict[str, Any] | None] = mapped_column(JsonDoc)

@@ -1,12 +1,39 @@
-// Domains: settings edited in place (robots.txt, proxy strategy too), per-domain stats.
+// Domains: settings edited in place (robots.txt, proxy strategy too), per-domain stats, and
+// each domain's request profile (headers, cookies, user agent; secrets masked) and routing.
 
 import {
   api, errorText, field, formValues, go, h, isAdmin, link, pager, params, query, table, time,
   toast,
 } from "../lib.js";
+import { profileEditor } from "../profile.js";
 
 const FETCHERS = ["http", "impersonate", "browser", "auto"];
 const STRATEGIES = ["lru", "random", "exclusive"];
+const ROUTINGS = [["any", "any worker"], ["agents_preferred", "agents preferred"],
+  ["agents_only", "agents only"]];
+
+// The request profile and routing of a domain, in a <details> (docs/DASHBOARD.md): secret
+// values never come to the browser; a stored one is shown masked and kept unless replaced.
+function shopperEditor(domain, reload) {
+  const name = domain.domain_name;
+  const editor = profileEditor(domain.request_profile, name);
+  const userAgent = h("input", { value: domain.user_agent, size: 40, maxlength: 255,
+    "aria-label": `User agent of ${name}` });
+  const routing = h("select", { "aria-label": `Routing of ${name}` },
+    ROUTINGS.map(([v, text]) => h("option", { value: v, selected: v === domain.routing }, text)));
+  const save = async () => {
+    try {
+      await api("PATCH", `/api/domains/${domain.id}`, { request_profile: editor.value(),
+        user_agent: userAgent.value.trim(), routing: routing.value });
+      toast(`${name}: profile and routing saved`);
+      reload();
+    } catch (error) { toast(errorText(error), "error"); }
+  };
+  return h("details", { "data-testid": "shopper" }, h("summary", {}, "Profile & routing"),
+    h("div", { class: "row" }, field("User agent", userAgent), field("Routing", routing)),
+    editor.element,
+    h("button", { type: "button", class: "primary", onclick: save }, "Apply profile & routing"));
+}
 
 // What "auto" remembers (docs/FETCHING.md): the fetcher that last worked, why, the next probe.
 function autoFetcher(domain) {
@@ -76,7 +103,8 @@ function editRow(domain, reload, wait) {
   return h("tr", { "data-domain": domain.domain_name },
     h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
       domain.domain_name), wait ? h("div", { class: "muted", "data-testid": "domain-wait",
-      "data-reason": wait.reason }, wait.message) : null),
+      "data-reason": wait.reason }, wait.message) : null,
+    admin ? shopperEditor(domain, reload) : null),
     h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser),
     h("td", {}, fetcher, autoFetcher(domain)),
     h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, images), h("td", {}, strategy),

@@ -7,6 +7,7 @@ import {
   select, sortHeader, statusBadge, table, time, toast,
 } from "../lib.js";
 import { live } from "../live.js";
+import { profileEditor } from "../profile.js";
 
 const LIMIT = 20;
 const COUNTS = ["discovered", "queued", "in_flight", "fetched", "parsed", "products", "errors"];
@@ -121,6 +122,15 @@ function startForm(reload) {
     rerun_every_seconds: h("input", { name: "rerun_every_seconds", type: "number", min: 60,
       class: "short", placeholder: "by hand" }),
   };
+  // The job's request profile (docs/DISCOVERY.md): over its domains' for every task it finds.
+  const profile = profileEditor(null, "Job");
+  const userAgent = h("input", { name: "user_agent", size: 40, maxlength: 255,
+    placeholder: "the domains' own" });
+  const profileOf = () => {
+    const given = profile.value();
+    if (userAgent.value.trim()) given.user_agent = userAgent.value.trim();
+    return given.headers.length || given.cookies.length || given.user_agent ? given : null;
+  };
   const message = h("p", { role: "alert", class: "muted" });
   const previewTask = h("input", { name: "preview_task", type: "number", min: 1, class: "short" });
   const preview = h("div", { "data-testid": "preview" });
@@ -133,7 +143,7 @@ function startForm(reload) {
       max_depth: Number(inputs.max_depth.value), max_pages: Number(inputs.max_pages.value),
       max_duration_seconds: Number(inputs.max_duration_seconds.value),
       rerun_every_seconds: inputs.rerun_every_seconds.value
-        ? Number(inputs.rerun_every_seconds.value) : null };
+        ? Number(inputs.rerun_every_seconds.value) : null, request_profile: profileOf() };
     try {
       const job = await api("POST", "/api/jobs", body);
       toast(`Job #${job.id} started`);
@@ -156,6 +166,8 @@ function startForm(reload) {
     field("Run again every (s)", inputs.rerun_every_seconds),
     h("label", { class: "inline" }, inputs.follow_nofollow, "Follow nofollow links"),
     h("label", { class: "inline" }, inputs.robots_sitemaps, "robots.txt sitemaps")),
+  h("details", { "data-testid": "job-profile" }, h("summary", {}, "Request profile"),
+    field("User agent", userAgent), profile.element),
   h("div", { class: "row" },
     field("Preview on the stored page of task", previewTask),
     h("button", { type: "button", onclick: async () => {
