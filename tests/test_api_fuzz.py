@@ -89,6 +89,19 @@ checks.positive_data_acceptance.expected-statuses = [
 ]
 
 [[operations]]
+# A feed's item_kind is only for feeds of items (a rule across two fields): tests/test_feeds.py.
+include-operation-id = "create_feed"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
+
+[[operations]]
+include-operation-id = "update_feed"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",
+]
+
+[[operations]]
 include-operation-id = "create_missions"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx",

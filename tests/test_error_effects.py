@@ -126,9 +126,11 @@ async def test_an_image_may_pass_as_the_table_says(settings: Settings, error_typ
 
     downloader = images.ImageDownloader.__new__(images.ImageDownloader)
     downloader.fetcher, downloader.db, downloader.policy = Fetcher(), Db(), Policy()  # type: ignore[assignment]
-    downloader.settings = settings
+    downloader.settings, downloader.box = settings, None
     downloader._failed = failed  # type: ignore[method-assign]
-    domain = SimpleNamespace(user_agent="ua", fetcher="http")
+    domain = SimpleNamespace(
+        user_agent="ua", fetcher="http", auto_fetcher=None, request_profile=None
+    )
     image = SimpleNamespace(url="http://shop.test/a.png", product_url="http://shop.test/a")
     await downloader._fetch(domain, image, None, None, reopen)  # type: ignore[arg-type]
     assert seen == [_row(error_type).retry]

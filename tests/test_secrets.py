@@ -129,7 +129,7 @@ async def _use_every_secret(
             ),
             201,
         )  # fmt: skip
-        submitted = _ok(await api.post("/api/tasks", json={"url": url}), 201)
+        submitted = _ok(await api.post("/api/tasks", json={"url": url, "batch_name": "b1"}), 201)
         task_id, domain_id = submitted["task"]["id"], submitted["task"]["domain_id"]
         _ok(await api.post(f"/api/domains/{domain_id}/proxies", json={"proxy_ids": [proxy["id"]]}))
         profile = {
@@ -178,6 +178,8 @@ async def _use_every_secret(
     async with _runtime(api).db.session() as session:
         batch = ItemBatch((ad,), url, "test", "1")
         await save_items(session, [ItemInput(domain_id, task_id, batch)])
+    feed = {"name": "daily", "kind": "products", "format": "jsonl", "destination": "directory"}
+    made_feed = _ok(await api.post("/api/feeds", json=feed), 201)
     items = _ok(await api.get("/api/items"))["items"]
     images = _ok(await api.get(f"/api/products/{products[0]['id']}/images"))
     return {
@@ -188,6 +190,8 @@ async def _use_every_secret(
         "version": version["version"],
         "monitor_id": monitor["id"],
         "job_id": job["id"],
+        "feed_id": made_feed["id"],
+        "name": "b1",
         "mission_id": missions[0]["id"],
         "service_id": worker["id"],
         "writer_id": writer["id"],
