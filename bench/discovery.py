@@ -316,6 +316,37 @@ def _wait_sqlite(path: Path, procs: list[subprocess.Popen[Any]]) -> None:
         time.sleep(0.1)
 
 
+PROFILE = os.environ.get("FORAGER_BENCH_DISCO_PROFILE", "")  # py-spy's path: profile workers
+
+
+def _spy(tmp: Path, proc: subprocess.Popen[Any], name: str) -> subprocess.Popen[Any] | None:
+    """With ``FORAGER_BENCH_DISCO_PROFILE``, py-spy samples the worker and its parse processes
+    (collapsed stacks in bench/results/discovery-profile-NAME.txt; the figures of a profiled
+    run are not comparable)."""
+    if not PROFILE:
+        return None
+    out = ROOT / "bench" / "results" / f"discovery-profile-{name}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            PROFILE,
+            "record",
+            "--pid",
+            str(proc.pid),
+            "--subprocesses",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--rate",
+            "200",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / f"py-spy-{name}.log").open("wb"),
+    )
+
+
 def run_forager(
     tmp: Path, mode: str, start: str, engine: str, processes: int, concurrency: int
 ) -> dict[str, Any]:
@@ -347,6 +378,9 @@ def run_forager(
             )
             for i in range(processes)
         ]
+        spies = [
+            _spy(tmp, proc, f"{mode}-{engine}-{processes}-{i}") for i, proc in enumerate(procs)
+        ]
         try:
             if database:
                 asyncio.run(_wait_pg(database, procs))
@@ -358,6 +392,8 @@ def run_forager(
                 if proc.poll() is None:
                     proc.terminate()
             runs = [_measured(p, started) for p in procs]
+            for spy in filter(None, spies):
+                spy.wait()
         found = json.loads(
             subprocess.run(
                 [*me, "progress"], env=env, check=True, cwd=ROOT, capture_output=True, text=True
