@@ -80,6 +80,8 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.dispatch_latency
 	$(RUN)/python -m bench.missions
 	$(RUN)/python -m bench.prune_under_load
+	$(RUN)/python -m bench.discovery
+	$(RUN)/python -m bench.frontier
 
 # Parser accuracy against ../shared/pages/truth.json, then the Zyte benchmark's P/R/F1 on
 # zyte-bench-train (dev and held-out halves) beside the other systems (skips without the pages).
