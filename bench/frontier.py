@@ -15,7 +15,7 @@ of them a crawl job's. At each size, after ``VACUUM ANALYZE``:
   untimed, so no domain fills its concurrency; tasks/s and milliseconds per claim.
 
 Both are measured without ``ix_crawl_tasks_domain_due`` (domain, status, priority, schedule, id:
-migration 0035) and with it (its build time, and the discover phase's rate, say what it costs
+migration 0036) and with it (its build time, and the discover phase's rate, say what it costs
 on writes). Which indexes each path read comes from ``pg_stat_user_indexes`` (scans counted
 over the phase), with every index's size; the load's rows/s is what all of them cost on
 inserts. A size
@@ -64,7 +64,7 @@ CLAIMS = int(os.environ.get("FORAGER_BENCH_FRONTIER_CLAIMS", "200"))
 PHASE_S = float(os.environ.get("FORAGER_BENCH_FRONTIER_PHASE_S", "30"))
 # Sizes above this are measured with the index only (without it a claim takes minutes at 10 M).
 WITHOUT_MAX = int(os.environ.get("FORAGER_BENCH_FRONTIER_WITHOUT_MAX", "1000000"))
-# The claim's per-domain index (migration 0035), measured without and with it; it is left in
+# The claim's per-domain index (migration 0036), measured without and with it; it is left in
 # place for the loads (as migrated).
 DOMAIN_INDEX = (
     "CREATE INDEX IF NOT EXISTS ix_crawl_tasks_domain_due ON crawl_tasks"

@@ -30,7 +30,7 @@ class CrawlTask(Timestamped, Base):
     __table_args__ = (
         Index("ix_crawl_tasks_claim", "status", "priority", "scheduled_at", "id"),
         Index("ix_crawl_tasks_domain_status", "domain_id", "status"),
-        # A domain's best due task in one probe (the claim; migration 0035).
+        # A domain's best due task in one probe (the claim; migration 0036).
         Index("ix_crawl_tasks_domain_due", "domain_id", "status", "priority", "scheduled_at", "id"),
         Index("ix_crawl_tasks_lease", "lease_expires_at"),
         Index("ix_crawl_tasks_next_crawl_at", "next_crawl_at"),

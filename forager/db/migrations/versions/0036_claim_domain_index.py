@@ -11,16 +11,16 @@ size. ``ix_crawl_tasks_domain_status`` stays: on SQLite its entries within (doma
 in id order, which the task list's newest page relies on. Plain ``CREATE INDEX`` on both
 engines.
 
-Revision ID: 0035
-Revises: 0034
+Revision ID: 0036
+Revises: 0035
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0035"
-down_revision = "0034"
+revision = "0036"
+down_revision = "0035"
 branch_labels = None
 depends_on = None
 
