@@ -19,7 +19,7 @@ from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.domains.profile import open_profile
 from forager.domains.sticky_sessions import StickySessions
-from forager.fetch.fetcher_set import AUTO
+from forager.fetch.fetcher_set import current
 from forager.queue.door import ClaimedTask, TaskQueue
 from forager.worker.claiming import ClaimLoop
 
@@ -113,7 +113,7 @@ class Dispatcher:
             domain=task.domain_name,
             # One of the fetchers the agent advertised (the claim's filter): its domain's, or
             # for an auto domain the one auto remembers.
-            fetcher=(task.rung or "http") if task.fetcher == AUTO else task.fetcher,
+            fetcher=current(task.fetcher, task.rung),
             wait_for_selector=task.wait_for_selector,
             # The request profile in clear: the agent sends it and never logs it.
             headers=shopper.headers,

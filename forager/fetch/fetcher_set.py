@@ -18,11 +18,17 @@ AUTO = "auto"
 DOMAIN_FETCHERS = (*FETCHER_KINDS, AUTO)
 
 
+def current(fetcher: str, rung: str | None = None) -> str:
+    """The fetcher a domain using ``fetcher`` fetches with now: for ``auto`` the remembered
+    ``rung`` (None: http, the cheapest)."""
+    return (rung or "http") if fetcher == AUTO else fetcher
+
+
 def for_files(fetcher: str, rung: str | None = None) -> str:
     """The fetcher for what is not a page (robots.txt, an image) of a domain using ``fetcher``:
     no browser (its TLS fingerprint through ``impersonate``), and for ``auto`` the remembered
     ``rung`` (None: http)."""
-    kind = (rung or "http") if fetcher == AUTO else fetcher
+    kind = current(fetcher, rung)
     return "impersonate" if kind == "browser" else kind
 
 
