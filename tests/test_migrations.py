@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncpg
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
@@ -14,9 +15,11 @@ from forager import runtime
 from forager.config import Settings
 from forager.db import migrate, revisions
 from forager.db.engine import Database
+from forager.db.listen import asyncpg_dsn
 from forager.db.migrate import current_revision, head_revision, schema_drift, upgrade
 from forager.db.models import Base
 from forager.errors import ConfigError
+from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
 from tests.support.cli import forager
 
@@ -143,3 +146,44 @@ def test_cli_db_downgrade(cli_env: dict[str, str], tmp_path: Path) -> None:
     assert done.returncode == 0 and f"database at revision {below} " in done.stdout
     bad = forager(tmp_path, cli_env, "db", "downgrade", "nonsense")
     assert bad.returncode != 0 and "cannot downgrade to 'nonsense'" in bad.stderr
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+async def test_an_index_built_concurrently_beforehand_is_kept(
+    db_url: str, db: Database, settings: Settings
+) -> None:
+    """docs/DEPLOY.md's large-database upgrade: the claim index built by hand with ``CREATE
+    INDEX CONCURRENTLY`` before ``forager db upgrade`` is found by migration 0036, and an invalid
+    one a failed concurrent build left behind is dropped and built again."""
+    conn = await asyncpg.connect(asyncpg_dsn(db_url))
+    try:
+        await migrate.downgrade(db, "0035")
+        await submit_urls(db, settings, [SubmitSpec(f"https://shop.example/{p}") for p in "ab"])
+        # A concurrent build that fails (two tasks share a domain) leaves an invalid index.
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY ix_crawl_tasks_domain_due"
+                " ON crawl_tasks (domain_id)"
+            )
+        await upgrade(db)
+        assert await schema_drift(db) == []
+        assert await conn.fetchval(_VALID, "ix_crawl_tasks_domain_due") is True
+        # Built by hand beforehand: the upgrade keeps that index (same object, not rebuilt).
+        await migrate.downgrade(db, "0035")
+        await conn.execute(
+            "CREATE INDEX CONCURRENTLY ix_crawl_tasks_domain_due"
+            " ON crawl_tasks (domain_id, status, priority, scheduled_at, id)"
+        )
+        built = await conn.fetchval(_OID, "ix_crawl_tasks_domain_due")
+        await upgrade(db)
+        assert await conn.fetchval(_OID, "ix_crawl_tasks_domain_due") == built
+        assert await schema_drift(db) == []
+    finally:
+        await conn.close()
+
+
+_VALID = (
+    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+    " WHERE c.relname = $1"
+)
+_OID = "SELECT oid FROM pg_class WHERE relname = $1"
