@@ -43,7 +43,14 @@ PROCESS_MODULES = frozenset(
     }
 )
 # Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
-WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_dashboard_first_hour", "test_fetchers"})
+WHOLE_MODULES = frozenset(
+    {
+        "test_dashboard_e2e",
+        "test_dashboard_first_hour",
+        "test_dashboard_feeds_products",
+        "test_fetchers",
+    }
+)
 # Modules that use the session's SeaweedFS server: one xdist worker runs them, so one starts.
 S3_MODULES = frozenset({"test_page_store", "test_page_retention", "test_many_hosts"})
 

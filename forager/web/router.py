@@ -38,6 +38,7 @@ PAGES = (
     "/proxies",
     "/products",
     "/items",
+    "/feeds",  # scheduled exports (issue 35)
     "/agents",
     "/events",
 )

@@ -11,6 +11,7 @@ import * as domains from "./pages/domains.js";
 import * as proxies from "./pages/proxies.js";
 import * as products from "./pages/products.js";
 import * as items from "./pages/items.js";
+import * as feeds from "./pages/feeds.js";
 import * as events from "./pages/events.js";
 import * as agents from "./pages/agents.js";
 import * as missions from "./pages/missions.js";
@@ -28,6 +29,7 @@ const PAGES = [
   ["/proxies", "Proxies", proxies.render],
   ["/products", "Products", products.render],
   ["/items", "Items", items.render],
+  ["/feeds", "Feeds", feeds.render],
   ["/agents", "Agents", agents.render],
   ["/missions", "Missions", missions.render],
   ["/monitors", "Monitors", monitors.render],

@@ -1,9 +1,10 @@
-// Domains: settings edited in place (robots.txt, proxy strategy too), per-domain stats, and
-// each domain's request profile (headers, cookies, user agent; secrets masked) and routing.
+// Domains: settings edited in place (robots.txt, proxy strategy too), per-domain stats, each
+// domain's request profile (headers, cookies, user agent; secrets masked) and routing, and its
+// sticky sessions (state, uses, age, proxy; never a cookie), retired one by one or all at once.
 
 import {
-  api, errorText, field, formValues, go, h, isAdmin, link, pager, params, query, table, time,
-  toast,
+  api, confirmAction, errorText, field, formValues, go, h, isAdmin, link, pager, params, plural,
+  query, statusBadge, table, time, toast,
 } from "../lib.js";
 import { profileEditor } from "../profile.js";
 
@@ -45,6 +46,68 @@ function autoFetcher(domain) {
   domain.auto_fetcher_changed_at ? [" (since ", time(domain.auto_fetcher_changed_at), ")"] : "",
   domain.auto_fetcher_probe_at ? [", tries http again ", time(domain.auto_fetcher_probe_at)]
     : "");
+}
+
+function age(seconds) {
+  if (seconds < 120) return `${Math.round(seconds)} s`;
+  return seconds < 7200 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
+}
+
+// The domain's sticky sessions (docs/FETCHING.md), loaded when opened: what the API shows of
+// each (its cookies stay sealed on the server: only whether it has any), retire for admins.
+function sessionsView(domain) {
+  const name = domain.domain_name;
+  const policy = domain.sticky_sessions;
+  const body = h("div", {});
+  const retire = async (path, what) => {
+    try {
+      const done = await api("POST", `/api/domains/${domain.id}/sessions/${path}`);
+      toast(done.retired === undefined ? `${name}: ${what} retired`
+        : `${name}: ${plural(done.retired, "session")} retired`);
+    } catch (error) { toast(errorText(error), "error"); }
+    await load();
+  };
+  const retireAll = async () => {
+    if (!(await confirmAction(`Retire every active session of ${name}? Their cookies are `
+      + "erased; the next fetches start new ones.", "Retire them all", "Keep them"))) return;
+    await retire("retire", "all sessions");
+  };
+  async function load() {
+    try {
+      const page = await api("GET", `/api/domains/${domain.id}/sessions?limit=50`);
+      const active = page.items.filter((x) => x.state === "active").length;
+      body.replaceChildren(
+        h("p", { class: "muted" }, policy ? `On: a session serves ${plural(policy.max_uses,
+          "fetch", "fetches")} or ${policy.max_age_minutes} min` + (policy.warmup_url
+          ? `, each warmed up at ${policy.warmup_url}` : "") : "Off for this domain (the "
+          + "sessions below, if any, are kept).", `. ${plural(page.total, "session")}, `
+          + `newest first.`),
+        page.items.length ? table(["Session", "State", "Uses", "Error score", "Age", "Proxy",
+          "Cookies", "Last used", "Retired", ""], page.items.map((x) => h("tr", {
+          "data-session": x.id },
+        h("td", { class: "num" }, `#${x.id}`),
+        h("td", { "data-cell": "state" }, statusBadge(x.state), x.leased ? " (in use)" : ""),
+        h("td", { class: "num" }, String(x.uses)),
+        h("td", { class: "num" }, String(x.error_score)),
+        h("td", { class: "num" }, age(x.age_seconds)),
+        h("td", {}, x.proxy_id === null ? "direct" : `#${x.proxy_id}`),
+        h("td", {}, x.has_cookies ? "kept (not shown)" : "none"),
+        h("td", {}, time(x.last_used_at)),
+        h("td", {}, x.retired_at ? [time(x.retired_at), ` (${x.retired_reason})`] : ""),
+        h("td", {}, isAdmin() && x.state === "active" ? h("button", { type: "button",
+          "aria-label": `Retire session ${x.id}`,
+          onclick: () => retire(`${x.id}/retire`, `session ${x.id}`) }, "Retire") : null))),
+        { class: "stack", "aria-label": `Sessions of ${name}` })
+          : h("p", { class: "muted" }, "No sessions."),
+        isAdmin() && active ? h("button", { type: "button", class: "danger",
+          onclick: retireAll }, `Retire all ${plural(active, "active session")}`) : null);
+    } catch (error) {
+      body.replaceChildren(h("p", { class: "alert", role: "alert" }, errorText(error)));
+    }
+  }
+  return h("details", { "data-testid": "sessions", ontoggle: (event) => {
+    if (event.target.open) load();
+  } }, h("summary", {}, "Sticky sessions"), body);
 }
 
 function editRow(domain, reload, wait) {
@@ -104,7 +167,7 @@ function editRow(domain, reload, wait) {
     h("td", {}, link(`/tasks?domain=${encodeURIComponent(domain.domain_name)}`,
       domain.domain_name), wait ? h("div", { class: "muted", "data-testid": "domain-wait",
       "data-reason": wait.reason }, wait.message) : null,
-    admin ? shopperEditor(domain, reload) : null),
+    admin ? shopperEditor(domain, reload) : null, sessionsView(domain)),
     h("td", {}, delay), h("td", {}, concurrency), h("td", {}, parser),
     h("td", {}, fetcher, autoFetcher(domain)),
     h("td", {}, active), h("td", {}, ignoreRobots), h("td", {}, images), h("td", {}, strategy),

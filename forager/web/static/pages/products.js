@@ -1,13 +1,16 @@
-// Products: search and filters (in the URL), price change arrows, export of the current
-// filter; a product's page with its images and price history chart.
+// Products: search and filters (in the URL: codes and rating too), sorted by price, rating or
+// last change, price change arrows, export of the current filter (and order); a product's page
+// with its images and price history chart.
 
 import {
   api, errorText, exportLinks, field, formValues, go, h, isAdmin, link, lineChart, outLink,
   pager, params, query, select, sortHeader, table, time, toast,
 } from "../lib.js";
 
-const FILTERS = ["q", "tag", "brand", "category", "domain", "min_price", "max_price",
-  "currency", "is_available"];
+// Every filter the list and its exports take (GET /api/products); a bad value is the API's 422,
+// which names the field.
+const FILTERS = ["q", "tag", "brand", "category", "domain", "sku", "asin", "gtin", "min_price",
+  "max_price", "currency", "min_rating", "is_available"];
 
 function arrow(price, previous) {
   if (previous === undefined || previous === null || price === null) return "";
@@ -35,14 +38,20 @@ export async function render(view, _arg, current) {
     input("tag", "Tag", { size: 10 }),
     input("brand", "Brand", { size: 10 }), input("category", "Category", { size: 10 }),
     input("domain", "Domain", { size: 12 }),
+    input("sku", "SKU", { size: 10, maxlength: 100 }),
+    input("asin", "ASIN", { size: 10, maxlength: 10 }),
+    input("gtin", "GTIN / EAN", { size: 14, maxlength: 21 }),
     input("min_price", "Price from", { type: "number", step: "0.01", min: 0 }),
     input("max_price", "to", { type: "number", step: "0.01", min: 0 }),
     input("currency", "Currency", { size: 3, maxlength: 3 }),
+    input("min_rating", "Rating from", { type: "number", step: "0.1", min: 0, max: 5 }),
     field("Available", select("is_available", [["", "any"], ["true", "yes"], ["false", "no"]],
       values.is_available || "")),
+    // A new filter keeps the order chosen by a column header.
+    sort ? h("input", { type: "hidden", name: "sort", value: sort }) : null,
     h("button", { type: "submit", class: "primary" }, "Search"),
     h("a", { href: "/products", "data-link": true }, "Clear")),
-    exportLinks("/api/products", values));
+    exportLinks("/api/products", { ...values, sort }));
   const data = await api("GET", `/api/products${query({ ...values, sort, limit: 50, offset })}`);
   const ids = data.items.map((x) => x.id);
   const previous = ids.length
@@ -54,12 +63,14 @@ export async function render(view, _arg, current) {
     return;
   }
   view.append(table([sortHeader("Product", "name", sort, sortBy),
-    sortHeader("Price", "price", sort, sortBy), "Brand", "Tags", "Available",
-    sortHeader("Updated", "updated", sort, sortBy)],
+    sortHeader("Price", "price", sort, sortBy), sortHeader("Rating", "rating", sort, sortBy),
+    "Brand", "Tags", "Available", sortHeader("Last change", "updated", sort, sortBy)],
     data.items.map((x) => h("tr", { "data-product-id": x.id },
       h("td", {}, link(`/products/${x.id}`, x.product_name)),
       h("td", { class: "num" }, x.price === null ? "—" : `${x.price} ${x.currency || ""}`,
         arrow(x.price, previous[String(x.id)])),
+      h("td", { class: "num", "data-cell": "rating" },
+        x.rating === null ? "—" : String(Number(x.rating))),
       h("td", {}, x.brand || ""),
       h("td", {}, x.tags.map((t) => link(`/products${query({ tag: t })}`, t))
         .flatMap((a, i) => (i ? [" ", a] : [a]))),
@@ -165,6 +176,7 @@ export async function renderOne(view, id) {
       ["Category", x.category || "—"], ["Availability", x.availability || "—"],
       ["Rating", x.rating === null ? "—" : `${x.rating} (${x.review_count ?? 0} reviews)`],
       ["SKU / ASIN", [x.sku, x.asin].filter(Boolean).join(" / ") || "—"],
+      ["GTIN", x.gtin || "—"],
       ["URL", outLink(x.url)],
       ["Parser", `${x.parser_name} ${x.parser_version}`],
       ["Last crawled", time(x.last_crawled_at)],
