@@ -4,9 +4,11 @@ N tasks on one domain are submitted and claimed (not measured), then finished th
 ``GroupWriter`` in groups of 64 as a crawl's fetches end: each a fetched page with a product
 record (one price), an attempt and an answer on the domain. The measured span is the writer's
 work only; the figure is the process's CPU per page (``time.process_time``: on SQLite that
-includes the database's own work on aiosqlite's thread; on PostgreSQL the server's backend is
-not in it). The median of ``FORAGER_BENCH_WRITER_ROUNDS`` rounds (default 5) on a fresh database
-each. ``python -m bench.writer_group [sqlite|postgresql]``.
+includes the database's own work on aiosqlite's thread; on PostgreSQL the server's backends
+are read apart from ``/proc``, as ``server_cpu_ms_per_page``: the server must run on this
+machine, and the unmeasured claims between groups are in that figure). The median of
+``FORAGER_BENCH_WRITER_ROUNDS`` rounds (default 5), each on a fresh database.
+``python -m bench.writer_group [sqlite|postgresql]``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from sqlalchemy import text
+
 from bench.pg import scratch_database
 from forager.config import load_settings
+from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
 from forager.queue.door import FETCHED_VIA, Ending, FetchAttempt, SubmitSpec, TaskQueue, submit_urls
@@ -64,7 +69,27 @@ def _finish(task: object, n: int) -> Finish:
     return Finish(ending, record=record, answered_ms=5)
 
 
-async def _round(url: str, data_dir: Path) -> float:
+def _backend_cpu(pids: set[int]) -> float:
+    """Seconds of CPU the PostgreSQL backends ``pids`` have used (they run on this machine)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def _backends(db: Database) -> set[int]:
+    if db.dialect != "postgresql":
+        return set()
+    async with db.reader() as session:
+        found = await session.execute(
+            text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        )
+        return set(found.scalars())
+
+
+async def _round(url: str, data_dir: Path) -> tuple[float, float]:
     settings = load_settings(
         database_url=url,
         data_dir=data_dir,
@@ -80,6 +105,7 @@ async def _round(url: str, data_dir: Path) -> float:
         queue = TaskQueue(db, settings)
         writer = GroupWriter(db, settings, None)
         spent, written = 0.0, 0
+        server: dict[int, float] = {}
         for first in range(0, PAGES, GROUP):
             group = await queue.claim("bench", GROUP, start=True)  # unmeasured
             assert len(group) == GROUP, f"{len(group)} claimed"
@@ -90,25 +116,32 @@ async def _round(url: str, data_dir: Path) -> float:
             if first:  # the first group warms the statement caches, unmeasured
                 spent += time.process_time() - started
                 written += len(group)
+            if first == 0:
+                server = {pid: _backend_cpu({pid}) for pid in await _backends(db)}
             assert all(s == TaskStatus.COMPLETED for s in statuses), statuses
         await writer.aclose()
-        return spent * 1000 / written
+        pids = await _backends(db)
+        server_s = sum(_backend_cpu({pid}) - server.get(pid, 0.0) for pid in pids)
+        return spent * 1000 / written, server_s * 1000 / written
     finally:
         await db.dispose()
 
 
 def main() -> None:
     engine = sys.argv[1] if len(sys.argv) > 1 else "sqlite"
-    figures = []
+    figures: list[float] = []
+    servers: list[float] = []
     for n in range(ROUNDS):
         with tempfile.TemporaryDirectory() as tmp:
             if engine == "sqlite":
                 url = f"sqlite+aiosqlite:///{tmp}/bench.db"
-                figures.append(asyncio.run(_round(url, Path(tmp))))
+                figure, server = asyncio.run(_round(url, Path(tmp)))
             else:
                 with contextlib.ExitStack() as stack:
                     url = stack.enter_context(scratch_database(f"forager_bench_writer_{n}"))
-                    figures.append(asyncio.run(_round(url, Path(tmp))))
+                    figure, server = asyncio.run(_round(url, Path(tmp)))
+            figures.append(figure)
+            servers.append(server)
     load = os.getloadavg()[0]
     print(
         json.dumps(
@@ -119,6 +152,8 @@ def main() -> None:
                 "via_events": len(VIA),
                 "writer_cpu_ms_per_page": round(statistics.median(figures), 3),
                 "rounds": [round(f, 3) for f in figures],
+                # PostgreSQL: its backends' CPU over the same groups (their claims included)
+                "server_cpu_ms_per_page": round(statistics.median(servers), 3),
                 "load_1min": round(load, 1),
             }
         )
