@@ -15,6 +15,7 @@ from forager.db.engine import Database
 from forager.db.models import Domain, DomainProxy, Event, Proxy
 from forager.db.types import utcnow
 from forager.fetch.fetcher_set import FetcherSet
+from forager.politeness.outcomes import Outcomes
 from forager.proxies.retest import retest_due
 from forager.queue.door import TaskQueue
 from forager.runtime import open_database
@@ -412,3 +413,38 @@ async def test_rate_limit_per_domain_and_proxy_spaces_requests(
     assert (first.count, second.count) == (2, 1)
     assert len([r for r in site.requests(host=host) if r.path.startswith("/product/")]) == 3
     assert {t.retry_count for t in (await tasks_by_id(db, ids)).values()} == {0}  # waiting is free
+
+
+async def test_a_groups_answers_book_each_domains_breaker_and_throttle(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    """The writer's one statement for a group's answers (built once per size, padded): every
+    domain of the group gets its own count, a half-open breaker closes (and says so), a
+    throttled domain steps its delay, and a domain outside the group is not touched."""
+    settings = make_settings(breaker_success_threshold=2)
+    hosts = ("a.test", "b.test", "c.test", "d.test")
+    ids = await submit(db, settings, *[f"http://{h}/p" for h in hosts])
+    tasks = await tasks_by_id(db, ids)
+    a, b, c, outside = (t.domain_id for t in sorted(tasks.values(), key=lambda t: t.url))
+    now = utcnow()
+    async with db.session() as session:
+        await session.execute(
+            update(Domain)
+            .where(Domain.id == a)
+            .values(breaker_state="half_open", breaker_successes=1, breaker_changed_at=now)
+        )
+        await session.execute(
+            update(Domain).where(Domain.id == b).values(throttle_delay_seconds=4.0)
+        )
+    outcomes = Outcomes(settings)
+    async with db.session() as session:  # three domains: a statement for four
+        await outcomes.answered_many(session, [(a, 10), (b, 10), (b, 12), (c, 10)])
+    async with db.session() as session:  # one: another statement, the first one's size kept
+        await outcomes.answered_many(session, [(c, 10)])
+    got = {d: await _domain(db, d) for d in (a, b, c, outside)}
+    assert {d: got[d].breaker_total_successes for d in got} == {a: 1, b: 2, c: 2, outside: 0}
+    assert (got[a].breaker_state, got[a].breaker_successes) == ("closed", 0)
+    assert "breaker_closed" in await entity_events(db, "domain", a)
+    assert got[b].throttle_delay_seconds is not None and got[b].throttle_delay_seconds < 4.0
+    assert got[b].breaker_state == got[c].breaker_state == "closed"
+    assert got[c].throttle_delay_seconds is None

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.alerts import people
@@ -204,28 +204,36 @@ async def events(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
         await _fire(session, ended)
 
 
+# The hooks of a transaction's ended tasks: built once, as every group of the writer asks.
+_HOOKS_OF = (
+    select(
+        CompletionHook.id,
+        CompletionHook.rule_id,
+        CompletionHook.task_id,
+        CompletionHook.batch_name,
+    )
+    .join(AlertRule, AlertRule.id == CompletionHook.rule_id)
+    .where(
+        AlertRule.enabled.is_(True),
+        or_(
+            CompletionHook.task_id.in_(bindparam("b_completed", expanding=True)),
+            CompletionHook.fired_at.is_(None)
+            & CompletionHook.batch_name.in_(
+                select(CrawlTask.batch_name).where(
+                    CrawlTask.id.in_(bindparam("b_ended", expanding=True))
+                )
+            ),
+        ),
+    )
+    .order_by(CompletionHook.id)  # rows locked in one order: no deadlock
+)
+
+
 async def _fire(session: AsyncSession, ended: dict[int, str]) -> None:
     """Deliveries for the hooks of ``ended`` tasks (id → status) and of their batches."""
     completed = [t for t, to in ended.items() if to == TaskStatus.COMPLETED]
-    of_ended = select(CrawlTask.batch_name).where(CrawlTask.id.in_(list(ended)))
     hooks = (
-        await session.execute(
-            select(
-                CompletionHook.id,
-                CompletionHook.rule_id,
-                CompletionHook.task_id,
-                CompletionHook.batch_name,
-            )
-            .join(AlertRule, AlertRule.id == CompletionHook.rule_id)
-            .where(
-                AlertRule.enabled.is_(True),
-                or_(
-                    CompletionHook.task_id.in_(completed),
-                    CompletionHook.fired_at.is_(None) & CompletionHook.batch_name.in_(of_ended),
-                ),
-            )
-            .order_by(CompletionHook.id)  # rows locked in one order: no deadlock
-        )
+        await session.execute(_HOOKS_OF, {"b_completed": completed, "b_ended": list(ended)})
     ).all()
     if not hooks:
         return

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.alerts import episodes, outbox
@@ -44,11 +44,14 @@ from forager.db.models import (
 )
 from forager.db.types import utcnow
 
+# The enabled rules of some kinds: built once (every group of the writer asks for them).
+_RULES = select(AlertRule).where(
+    AlertRule.enabled.is_(True), AlertRule.kind.in_(bindparam("b_kinds", expanding=True))
+)
+
 
 async def _rules(session: AsyncSession, kinds: Iterable[str]) -> list[AlertRule]:
-    found = await session.execute(
-        select(AlertRule).where(AlertRule.enabled.is_(True), AlertRule.kind.in_(list(kinds)))
-    )
+    found = await session.execute(_RULES, {"b_kinds": list(kinds)})
     return list(found.scalars())
 
 

@@ -34,7 +34,8 @@ STATES = (CLOSED, OPEN, HALF_OPEN)
 log = logging.getLogger(__name__)
 
 
-def _reopen_cutoff(settings: Settings, now: datetime) -> datetime:
+def reopen_cutoff(settings: Settings, now: datetime) -> datetime:
+    """The latest ``breaker_opened_at`` of an open breaker whose time is up at ``now``."""
     return now - timedelta(seconds=settings.breaker_open_seconds)
 
 
@@ -43,7 +44,7 @@ def allows(model: Any, settings: Settings, now: datetime) -> Any:
     return or_(
         model.breaker_state != OPEN,
         model.breaker_opened_at.is_(None),
-        model.breaker_opened_at <= _reopen_cutoff(settings, now),
+        model.breaker_opened_at <= reopen_cutoff(settings, now),
     )
 
 
@@ -51,18 +52,21 @@ def effective_state(
     state: str, opened_at: datetime | None, settings: Settings, now: datetime
 ) -> str:
     """The state as callers see it: an open breaker whose time is up is half-open."""
-    if state == OPEN and (opened_at is None or opened_at <= _reopen_cutoff(settings, now)):
+    if state == OPEN and (opened_at is None or opened_at <= reopen_cutoff(settings, now)):
         return HALF_OPEN
     return state
 
 
-def outcome_values(model: Any, settings: Settings, now: datetime, *, ok: bool) -> dict[str, Any]:
-    """Column values recording one success or failure on ``model``'s breaker."""
+def outcome_values(
+    model: Any, settings: Settings, now: Any, *, ok: bool, cutoff: Any = None
+) -> dict[str, Any]:
+    """Column values recording one success or failure on ``model``'s breaker. ``now`` is a
+    datetime, or a bound parameter with ``cutoff`` (``now`` less ``breaker_open_seconds``)
+    beside it, for a statement built once and run with new times."""
     state = model.breaker_state
-    half_open = or_(
-        state == HALF_OPEN,
-        and_(state == OPEN, model.breaker_opened_at <= _reopen_cutoff(settings, now)),
-    )
+    if cutoff is None:
+        cutoff = reopen_cutoff(settings, now)
+    half_open = or_(state == HALF_OPEN, and_(state == OPEN, model.breaker_opened_at <= cutoff))
     if ok:
         closes = and_(half_open, model.breaker_successes + 1 >= settings.breaker_success_threshold)
         # A stored open breaker whose time is up becomes half_open: a change of the stored state.

@@ -14,18 +14,27 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Integer, Table, bindparam, case, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import breakers
 from forager.db.models import Domain
-from forager.db.types import utcnow
+from forager.db.types import UTCDateTime, utcnow
 from forager.errors import FetchError, effect
 from forager.politeness import bans, gate, throttle
 from forager.proxies import health
 from forager.proxies.selection import ProxyChoice, release_proxy
+
+_DOMAINS = cast(Table, Domain.__table__)  # Core, not ORM: the writer's group, every time
+
+
+def _slots(count: int) -> int:
+    """The size of statement that takes ``count`` domains: a power of two, so that a few
+    statements, built once, serve every group."""
+    return 1 << (count - 1).bit_length()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,7 @@ class Outcomes:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._answered: dict[int, Any] = {}  # answered_many's statements, by size
 
     async def succeeded(
         self,
@@ -184,30 +194,47 @@ class Outcomes:
         if not outcomes:
             return
         per_domain = Counter(domain_id for domain_id, _ in outcomes)
-        domain_ids = sorted(per_domain)
         now = utcnow()
-        values = breakers.outcome_values(Domain, self.settings, now, ok=True)
-        rows = await session.execute(
-            update(Domain)
-            .where(Domain.id.in_(domain_ids))
-            .values(**values, **breakers.tally(Domain, ok=True, per_id=per_domain))
-            .returning(*breakers.returning(Domain))
-            .execution_options(synchronize_session=False)
-        )
+        params: dict[str, Any] = {
+            "b_now": now,
+            "b_cutoff": breakers.reopen_cutoff(self.settings, now),
+        }
+        slots = _slots(len(per_domain))
+        for index, (domain_id, count) in enumerate(sorted(per_domain.items())):
+            params[f"b_d{index}"], params[f"b_n{index}"] = domain_id, count
+        for index in range(len(per_domain), slots):  # padding: an id no row has
+            params[f"b_d{index}"], params[f"b_n{index}"] = 0, 0
+        rows = (await session.execute(self._answered_statement(slots), params)).all()
         breakers.transitions(session, "domain", rows, now)
         slow_ms = self.settings.throttle_slow_seconds * 1000
-        throttled = set(
-            (
-                await session.execute(
-                    select(Domain.id).where(
-                        Domain.id.in_(domain_ids), Domain.throttle_delay_seconds.is_not(None)
-                    )
-                )
-            ).scalars()
-        )
+        throttled = {row[0] for row in rows if row[3] is not None}
         for domain_id, elapsed_ms in outcomes:
             if domain_id in throttled or elapsed_ms >= slow_ms:
                 await throttle.on_response(session, domain_id, self.settings, elapsed_ms)
+
+    def _answered_statement(self, slots: int) -> Any:
+        """``answered_many``'s statement for up to ``slots`` domains, built once per size (its
+        times and counts are parameters): the breaker's success on each domain, ``n`` answers
+        on its total, read back with whether the domain is being throttled."""
+        statement = self._answered.get(slots)
+        if statement is None:
+            ids = [bindparam(f"b_d{i}", type_=Integer) for i in range(slots)]
+            counts = [bindparam(f"b_n{i}", type_=Integer) for i in range(slots)]
+            now = bindparam("b_now", type_=UTCDateTime)
+            cutoff = bindparam("b_cutoff", type_=UTCDateTime)
+            c = _DOMAINS.c
+            statement = (
+                update(_DOMAINS)
+                .where(c.id.in_(ids))
+                .values(
+                    **breakers.outcome_values(c, self.settings, now, ok=True, cutoff=cutoff),
+                    breaker_total_successes=c.breaker_total_successes
+                    + case(*((c.id == i, n) for i, n in zip(ids, counts, strict=True)), else_=0),
+                )
+                .returning(*breakers.returning(c), c.throttle_delay_seconds)
+            )
+            self._answered[slots] = statement
+        return statement
 
     async def _breaker(self, session: AsyncSession, domain_id: int, *, ok: bool) -> None:
         now = utcnow()

@@ -299,6 +299,14 @@ async def _write_endings(session: AsyncSession, rows: list[dict[str, Any]], now:
     await session.execute(_PG_SETTLE, {"b_now": now, **columns})
 
 
+# The group's tasks as they stand, locked (built once: the writer asks it every group).
+_HELD = (
+    select(_TASKS.c.id, _TASKS.c.status, _TASKS.c.lease_owner)
+    .where(_TASKS.c.id.in_(bindparam("b_ids", expanding=True)))
+    .with_for_update()
+)
+
+
 async def settle(
     session: AsyncSession, settings: Settings, endings: Sequence[Ending]
 ) -> dict[int, str]:
@@ -310,13 +318,7 @@ async def settle(
     """
     if not endings:
         return {}
-    locked = (
-        await session.execute(
-            select(_TASKS.c.id, _TASKS.c.status, _TASKS.c.lease_owner)
-            .where(_TASKS.c.id.in_([e.task.id for e in endings]))
-            .with_for_update()
-        )
-    ).all()
+    locked = (await session.execute(_HELD, {"b_ids": [e.task.id for e in endings]})).all()
     held = {row.id: (row.status, row.lease_owner) for row in locked}
     now = utcnow()
     moved: dict[int, str] = {}
