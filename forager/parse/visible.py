@@ -457,7 +457,7 @@ def read(
             _read_stock(found, text, low, parent, names, position - start <= _CHECK_AFTER_HEADING)
         # Read in the buy box too when structured data is complete: the article number printed
         # for shoppers is the sku even where the data names another id (``crosscheck.sku``).
-        labelled = len(text) <= 80 and signals.ANY_ID_LABEL.match(text) and not found.labels_read
+        labelled = len(text) <= 80 and signals.starts_with_id_label(text) and not found.labels_read
         if labelled:
             _read_label(found, text, texts[position + 1 : position + 3], title or "", parent, names)
     if digits is not None:
