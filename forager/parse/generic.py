@@ -101,7 +101,11 @@ class GenericParser:
             references.insert(0, _text(main.data.get("name")) or "")
         # Read once: whether the product is complete and the record both need its offer.
         offers = offer_facts(main.data.get("offers") if main is not None else None)
-        seen = visible.read(tree, url, references, full=not _complete(main, offers))
+        complete = _complete(main, offers)
+        structured_price = offers.price
+        _apply_meta_prices(offers, meta)
+        # Complete data is cross-checked against the buy box; its price first (``expect``).
+        seen = visible.read(tree, url, references, full=not complete, expect=offers.price)
         if main is None and not _meta_is_product(meta):
             _refuse_or_accept(url, page_title, seen)
         data = main.data if main is not None else {}
@@ -116,8 +120,6 @@ class GenericParser:
             raise NotProductPage(f"{url} has product markup but no product name")
         if title in headings:
             sources["product_name"] = "heading"
-        structured_price = offers.price
-        _apply_meta_prices(offers, meta)
         if offers.price is not None and offers.price != structured_price:
             sources["price"] = "meta"
         if crosscheck.visible_price(offers, seen):

@@ -32,6 +32,7 @@ _ANCESTOR_LEVELS = 12  # how far up an element's name (class / id) says what it 
 _WORD = re.compile(r"\w+")
 # A text that may start with an item-number label (checked before the full label patterns).
 _DIGIT = re.compile(r"\d")
+_DIGIT_RUN = re.compile(r"\d+")
 _LETTERS = re.compile(r"[^\W\d_]")
 # At least six / four letters (the same class), found without listing every letter.
 _SIX_LETTERS = re.compile(r"(?:[^\W\d_][\W\d_]*){6}")
@@ -76,6 +77,9 @@ class Evidence:
     form_id: str | None = None  # a hidden sku / product_id field of the page's form
     # The text nodes read around the heading, in page order, with their text.
     window: list[tuple[LexborNode, str]] = field(default_factory=list)
+    # Only the texts that may show the expected price were read as prices (``read``'s
+    # ``expect``): ``prices`` holds those, and the page shows that price, not struck.
+    prices_expected: bool = False
 
     @property
     def labels_read(self) -> bool:
@@ -395,11 +399,24 @@ def _sku_after(label_end: str, following: list[str], title: str | None) -> str |
     return None
 
 
-def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = True) -> Evidence:
+def read(
+    tree: LexborHTMLParser,
+    url: str,
+    references: list[str],
+    full: bool = True,
+    expect: Decimal | None = None,
+) -> Evidence:
     """The visible evidence of ``tree``'s product (``references``: names the page gives it).
 
     ``full=False`` (structured data already names price, stock and item number) reads only the
     buy box next to the heading, for the cross-checks: price, sold-out notice and buy button.
+
+    ``expect`` (with ``full=False``: the structured price) reads as prices first only the texts
+    that may show it (the last digits of its whole amount in them). When one of them shows it,
+    not struck through and not in an aside block, and none shows it struck, the price
+    cross-check keeps the structured price whatever the other texts show
+    (``crosscheck.visible_price``), so they are not read as prices (``prices_expected``).
+    Otherwise they are, and the evidence is the same as without ``expect``.
     """
     found = Evidence()
     body = tree.body
@@ -415,6 +432,10 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     found.heading = title
     texts = [node.text(deep=False) for node in nodes]
     found.window = list(zip(nodes, texts, strict=True))
+    # The expected price's last whole digits, which any text showing it holds ("1.299,90").
+    digits = _digits_of(expect) if expect is not None and not full else None
+    whole = str(int(abs(expect))) if digits is not None and expect is not None else ""
+    skipped: list[tuple[int, str]] = []  # texts not read as prices (yet)
     # Cheap text tests first; whether the text sits in an aside block is asked only of texts
     # that could be evidence.
     for position, node in enumerate(nodes):
@@ -427,28 +448,24 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
             continue
         text = clean(short) or ""
         if len(short) <= _PRICE_CHARS and _DIGIT.search(short):
-            seen = _price_at(parent, text, names, position, url)
-            if seen is not None and not names.aside(parent):
-                # Prices after the heading belong to it; closer ones more.
-                distance = position - start
-                # Before it (some layouts put the price above the name), the nearest ones more.
-                seen.score += (
-                    2.0 * (1 - distance / _AFTER_HEADING)
-                    if distance >= 0
-                    else 0.3 + 0.4 * (1 + distance / _BEFORE_HEADING)
-                )
-                # A listing's tiles follow its heading; tiles above a product's name are other
-                # offers (a list of ads beside it) and do not make the page a listing.
-                seen.in_card = distance >= 0 and _after_link(nodes, texts, position)
-                found.prices.append(seen)
+            if digits is None or _may_show(short, digits, whole):
+                _read_price(found, nodes, texts, position, start, text, names, url)
+            else:
+                skipped.append((position, text))
         # Stock notices follow the heading (menus come before it); most texts state no stock.
         if position >= start and signals.may_state_stock(low := text.lower()):
             _read_stock(found, text, low, parent, names, position - start <= _CHECK_AFTER_HEADING)
         # Read in the buy box too when structured data is complete: the article number printed
         # for shoppers is the sku even where the data names another id (``crosscheck.sku``).
-        labelled = len(text) <= 80 and signals.ANY_ID_LABEL.match(text) and not found.labels_read
+        labelled = len(text) <= 80 and signals.starts_with_id_label(text) and not found.labels_read
         if labelled:
             _read_label(found, text, texts[position + 1 : position + 3], title or "", parent, names)
+    if digits is not None:
+        found.prices_expected = _shown_unstruck(found.prices, expect)
+        if not found.prices_expected:  # read them all, as without ``expect``
+            for position, text in skipped:
+                _read_price(found, nodes, texts, position, start, text, names, url)
+            found.prices.sort(key=lambda p: p.position)
     _unstrike_lone_prices(found.prices)
     main = [p for p in found.prices if not p.struck]
     if main:
@@ -460,6 +477,64 @@ def read(tree: LexborHTMLParser, url: str, references: list[str], full: bool = T
     if full:
         found.quantity = has_quantity(tree, names)
     return found
+
+
+def _read_price(
+    found: Evidence,
+    nodes: list[LexborNode],
+    texts: list[str],
+    position: int,
+    start: int,
+    text: str,
+    names: _Names,
+    url: str,
+) -> None:
+    """Note the price the text at ``position`` shows (``text``: cleaned), scored by where it
+    sits from the heading (``start``), unless it shows none or sits in an aside block."""
+    parent = nodes[position].parent
+    if parent is None:
+        return
+    seen = _price_at(parent, text, names, position, url)
+    if seen is None or names.aside(parent):
+        return
+    # Prices after the heading belong to it; closer ones more.
+    distance = position - start
+    # Before it (some layouts put the price above the name), the nearest ones more.
+    seen.score += (
+        2.0 * (1 - distance / _AFTER_HEADING)
+        if distance >= 0
+        else 0.3 + 0.4 * (1 + distance / _BEFORE_HEADING)
+    )
+    # A listing's tiles follow its heading; tiles above a product's name are other offers (a
+    # list of ads beside it) and do not make the page a listing.
+    seen.in_card = distance >= 0 and _after_link(nodes, texts, position)
+    found.prices.append(seen)
+
+
+def _digits_of(price: Decimal) -> str | None:
+    """The last (up to three) digits of ``price``'s whole amount, which every text showing it
+    holds in any format ("1.299,90", "1 299", "$229" + "<sup>99</sup>"); None for an amount too
+    large or not finite to take them cheaply (``int()`` of a huge amount is quadratic)."""
+    if not price.is_finite() or price.adjusted() >= 16:
+        return None
+    return str(int(abs(price)))[-3:]
+
+
+def _may_show(short: str, digits: str, whole: str) -> bool:
+    """Whether a text may show a price whose whole amount is ``whole`` (``digits``: its last
+    digits): it holds them, or its first number starts the amount ("1" of "<b>1</b> 299 €",
+    which is read with the element's text around it)."""
+    if digits in short:
+        return True
+    first = _DIGIT_RUN.search(short)
+    return first is not None and whole.startswith(first.group(0))
+
+
+def _shown_unstruck(prices: list[PriceSeen], price: Decimal | None) -> bool:
+    """Whether ``prices`` show ``price`` and never struck through (as read, before a lone struck
+    price is taken for the current one: that only ever unstrikes)."""
+    same = [p for p in prices if p.value == price]
+    return bool(same) and not any(p.struck for p in same)
 
 
 def _after_link(nodes: list[LexborNode], texts: list[str], position: int) -> bool:

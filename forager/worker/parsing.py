@@ -91,6 +91,10 @@ class ParseJob:
     # say whether the page looks filled in by its scripts (``Parsed.scripted``).
     script_check: bool = False
 
+    def __reduce__(self) -> tuple[type[ParseJob], tuple[Any, ...]]:
+        """Pickled (to a parse process) as its values in field order (see ``Parsed``)."""
+        return ParseJob, tuple([getattr(self, name) for name in _JOB_FIELDS])
+
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
@@ -112,6 +116,15 @@ class Parsed:
     links_refused: int = 0  # the page's other links (out of scope, traps, no rule)
     scripted: str | None = None  # why the product looks rendered by scripts (``script_check``)
     link_fates: tuple[LinkFate, ...] = ()  # a rule preview: every link and what came of it
+
+    def __reduce__(self) -> tuple[type[Parsed], tuple[Any, ...]]:
+        """Pickled (from a parse process) as its values in field order: rebuilt by one call,
+        where a slotted dataclass's own pickling sets one slot at a time."""
+        return Parsed, tuple([getattr(self, name) for name in _PARSED_FIELDS])
+
+
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(ParseJob))
+_PARSED_FIELDS = tuple(f.name for f in dataclasses.fields(Parsed))
 
 
 def prepare(job: ParseJob, appender: Appender, compresslevel: int) -> tuple[Parsed, str]:
