@@ -18,6 +18,7 @@ from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
 from tests.support.cli import clean_env
+from tests.support.databases import Clones
 from tests.support.rabbit import RABBIT, delete_queues, rabbit_up
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 from tests.support.site import SiteProcess, TestSite
@@ -99,14 +100,25 @@ def pg_template() -> Iterator[str]:
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture(scope="session")
+def pg_clones(pg_template: str) -> Iterator[Clones]:
+    """The session's clones of the template, made and dropped by a thread of their own."""
+
+    async def connect() -> asyncpg.Connection:
+        return await asyncpg.connect(host=PG_HOST, user=PG_USER, database=PG_ADMIN_DB, timeout=5)
+
+    clones = Clones(pg_template, connect)
+    yield clones
+    clones.close()
+
+
 @pytest.fixture
 def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh migrated PostgreSQL database for one test; its URL."""
-    template = request.getfixturevalue("pg_template")
-    name = f"forager_t_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    clones: Clones = request.getfixturevalue("pg_clones")
+    name = clones.take()
     yield pg_url(name)
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    clones.give_back(name)
 
 
 @pytest.fixture(scope="session")
