@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
 
 # On a parallel run (`make test`: pytest-xdist, --dist loadgroup) the tests that start many
 # processes load the cores on their own: they share one group, so one xdist worker runs them one
-# at a time while the other runs in-process tests; being the biggest group they start first.
+# at a time while the others run in-process tests. Being the longest group they start first:
+# `make test` passes --no-loadscope-reorder, so xdist hands out groups in the order the items
+# come in (below: processes, the other groups largest first, then single tests).
 PROCESS_MODULES = frozenset(
     {
         "test_agent_processes",
@@ -41,24 +44,46 @@ PROCESS_MODULES = frozenset(
         "test_celery_processes",
         "test_monitor_processes",
         "test_package",
+        "test_discovery_processes",
     }
 )
-# Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
-WHOLE_MODULES = frozenset({"test_dashboard_e2e", "test_dashboard_first_hour", "test_fetchers"})
+# Modules whose module-scoped servers (Chromium, a site process, the missions' fleet of service
+# processes, an installed plugin) would otherwise start on every xdist worker: --dist loadgroup
+# deals ungrouped tests out one by one, so a module's tests land on all of them. Every
+# test_dashboard_* module (real Chromium, one app server per module) is whole too.
+WHOLE_MODULES = frozenset({"test_fetchers", "test_missions_e2e", "test_parser_plugins"})
 # Modules that use the session's SeaweedFS server: one xdist worker runs them, so one starts.
 S3_MODULES = frozenset({"test_page_store", "test_page_retention", "test_many_hosts"})
 
 
+def _group(module: str) -> str | None:
+    if module in PROCESS_MODULES:
+        return "processes"
+    if module in WHOLE_MODULES or module.startswith("test_dashboard_"):
+        return module
+    if module in S3_MODULES:
+        return "s3"
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups: dict[str, str | None] = {}
     for item in items:
         module = item.nodeid.partition("::")[0].rpartition("/")[2].removesuffix(".py")
-        if module in PROCESS_MODULES:
-            item.add_marker(pytest.mark.xdist_group("processes"))
-        elif module in WHOLE_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
-        elif module in S3_MODULES:
-            item.add_marker(pytest.mark.xdist_group("s3"))
+        group = groups[item.nodeid] = _group(module)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike: one collection
+        sizes = Counter(groups.values())
+
+        def order(item: pytest.Item) -> tuple[int, int]:
+            group = groups[item.nodeid]
+            if group is None:
+                return (2, 0)
+            return (0, 0) if group == "processes" else (1, -sizes[group])
+
+        items.sort(key=order)  # stable: each group's and module's tests stay in their order
 
 
 def service_missing(what: str, why: str) -> None:
