@@ -10,6 +10,7 @@ database no other test has touched.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections import deque
@@ -37,7 +38,8 @@ class Clones:
         self._used: deque[str] = deque()
         self._wanted = 0  # tests waiting in take()
         self._closing = False
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # the last clone's failure, for one take()
+        self._dead: BaseException | None = None  # the thread's own failure (its connection)
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="pg-clones", daemon=True)
         self._thread.start()
@@ -49,8 +51,11 @@ class Clones:
             self._changed.notify_all()
             try:
                 while not self._ready:
-                    if self._error is not None:
-                        raise RuntimeError("cloning the template failed") from self._error
+                    if self._error is not None:  # this test fails; the next one tries again
+                        error, self._error = self._error, None
+                        raise RuntimeError("cloning the template failed") from error
+                    if self._dead is not None:
+                        raise RuntimeError("the cloning thread has stopped") from self._dead
                     self._changed.wait()
                 return self._ready.popleft()
             finally:
@@ -98,7 +103,7 @@ class Clones:
                 if what == "clone":
                     try:
                         await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
-                    except BaseException as exc:
+                    except asyncpg.PostgresError as exc:  # the server said no: that test fails
                         with self._changed:
                             self._error = exc
                             self._changed.notify_all()
@@ -107,12 +112,12 @@ class Clones:
                         self._ready.append(name)
                         self._changed.notify_all()
                 else:
-                    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        except BaseException as exc:
+                    with contextlib.suppress(asyncpg.PostgresError):  # left behind, no test's
+                        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except BaseException as exc:  # kept for take() to raise: no traceback from a thread
             with self._changed:
-                self._error = exc
+                self._dead = exc
                 self._changed.notify_all()
-            raise
         finally:
             if conn is not None:
                 await conn.close()
