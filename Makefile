@@ -55,7 +55,7 @@ apikey: $(STAMP)
 # hundreds of forager processes, and each would compile every module it imports again.
 TEST_WORKERS ?= 3
 test: $(STAMP) chromium prometheus
-	env -u PYTHONDONTWRITEBYTECODE $(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup
+	env -u PYTHONDONTWRITEBYTECODE $(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(RUN)/ruff check forager tests bench

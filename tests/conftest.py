@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from forager.config import Settings, load_settings
 from forager.db.engine import Database
 from forager.runtime import open_database
 from tests.support.cli import clean_env
+from tests.support.databases import Clones
 from tests.support.rabbit import RABBIT, delete_queues, rabbit_up
 from tests.support.seaweed import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 from tests.support.site import SiteProcess, TestSite
@@ -31,7 +33,9 @@ SITE_HOSTS = [f"127.0.0.{n}" for n in range(1, 6)]
 
 # On a parallel run (`make test`: pytest-xdist, --dist loadgroup) the tests that start many
 # processes load the cores on their own: they share one group, so one xdist worker runs them one
-# at a time while the other runs in-process tests; being the biggest group they start first.
+# at a time while the others run in-process tests. Being the longest group they start first:
+# `make test` passes --no-loadscope-reorder, so xdist hands out groups in the order the items
+# come in (below: processes, the other groups largest first, then single tests).
 PROCESS_MODULES = frozenset(
     {
         "test_agent_processes",
@@ -40,31 +44,46 @@ PROCESS_MODULES = frozenset(
         "test_celery_processes",
         "test_monitor_processes",
         "test_package",
+        "test_discovery_processes",
     }
 )
-# Modules whose module-scoped servers (Chromium, a site process) would otherwise start twice.
-WHOLE_MODULES = frozenset(
-    {
-        "test_dashboard_e2e",
-        "test_dashboard_first_hour",
-        "test_dashboard_feeds_products",
-        "test_fetchers",
-    }
-)
+# Modules whose module-scoped servers (Chromium, a site process, the missions' fleet of service
+# processes, an installed plugin) would otherwise start on every xdist worker: --dist loadgroup
+# deals ungrouped tests out one by one, so a module's tests land on all of them. Every
+# test_dashboard_* module (real Chromium, one app server per module) is whole too.
+WHOLE_MODULES = frozenset({"test_fetchers", "test_missions_e2e", "test_parser_plugins"})
 # Modules that use the session's SeaweedFS server: one xdist worker runs them, so one starts.
 S3_MODULES = frozenset({"test_page_store", "test_page_retention", "test_many_hosts"})
 
 
+def _group(module: str) -> str | None:
+    if module in PROCESS_MODULES:
+        return "processes"
+    if module in WHOLE_MODULES or module.startswith("test_dashboard_"):
+        return module
+    if module in S3_MODULES:
+        return "s3"
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups: dict[str, str | None] = {}
     for item in items:
         module = item.nodeid.partition("::")[0].rpartition("/")[2].removesuffix(".py")
-        if module in PROCESS_MODULES:
-            item.add_marker(pytest.mark.xdist_group("processes"))
-        elif module in WHOLE_MODULES:
-            item.add_marker(pytest.mark.xdist_group(module))
-        elif module in S3_MODULES:
-            item.add_marker(pytest.mark.xdist_group("s3"))
+        group = groups[item.nodeid] = _group(module)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike: one collection
+        sizes = Counter(groups.values())
+
+        def order(item: pytest.Item) -> tuple[int, int]:
+            group = groups[item.nodeid]
+            if group is None:
+                return (2, 0)
+            return (0, 0) if group == "processes" else (1, -sizes[group])
+
+        items.sort(key=order)  # stable: each group's and module's tests stay in their order
 
 
 def service_missing(what: str, why: str) -> None:
@@ -106,14 +125,25 @@ def pg_template() -> Iterator[str]:
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture(scope="session")
+def pg_clones(pg_template: str) -> Iterator[Clones]:
+    """The session's clones of the template, made and dropped by a thread of their own."""
+
+    async def connect() -> asyncpg.Connection:
+        return await asyncpg.connect(host=PG_HOST, user=PG_USER, database=PG_ADMIN_DB, timeout=5)
+
+    clones = Clones(pg_template, connect)
+    yield clones
+    clones.close()
+
+
 @pytest.fixture
 def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh migrated PostgreSQL database for one test; its URL."""
-    template = request.getfixturevalue("pg_template")
-    name = f"forager_t_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    clones: Clones = request.getfixturevalue("pg_clones")
+    name = clones.take()
     yield pg_url(name)
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    clones.give_back(name)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,10 @@
 """Real `forager agent run` processes against a real `forager serve`, fetching from the test
-site in its own process: round trip, revocation, crashes, stalls, blocks, restarts, scale."""
+site in its own process: round trip, revocation, crashes, stalls, blocks, restarts, scale.
+
+The round trip runs on both engines; each other scenario on one (PostgreSQL where agents claim
+side by side or leases move), since its SQL is the in-process tests' (test_agents_ws.py,
+test_agent_ban_errors.py, test_agent_abuse.py), which run on both: a process each costs
+seconds."""
 
 from __future__ import annotations
 
@@ -159,6 +164,7 @@ async def test_round_trip_then_sigterm_finishes_the_task_in_hand(
     assert events[:3] == ["created", "connected", "busy"] and events[-1] == "disconnected"
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # two agents claim at once
 async def test_allow_list_keeps_other_domains_for_other_agents(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
@@ -188,6 +194,7 @@ async def test_allow_list_keeps_other_domains_for_other_agents(
     assert {w.split(":")[1] for _, w in rows} == {str(a.id), str(b.id)}
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the connection, not SQL
 async def test_revoking_closes_the_live_connection_and_the_agent_exits(
     db: Database, settings: Settings, serve: InProcessServe, tmp_path: Path
 ) -> None:
@@ -210,6 +217,7 @@ async def test_revoking_closes_the_live_connection_and_the_agent_exits(
     assert "refused this agent's token" in again.log()
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # leases moved under load
 async def test_killed_agent_tasks_are_reassigned_at_once(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
@@ -253,6 +261,7 @@ async def test_killed_agent_tasks_are_reassigned_at_once(
     assert expired == 0
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # PostgreSQL: the kill above
 async def test_silent_agent_times_out_and_its_task_is_reassigned(
     db: Database, make_settings: SettingsFactory, site: SiteProcess, tmp_path: Path
 ) -> None:
@@ -300,6 +309,7 @@ async def _silent_then_replaced(
     assert details["tasks_reassigned"] == [task_id]
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the protocol, not SQL
 async def test_captcha_blocks_the_agent_until_reset(
     db: Database, settings: Settings, serve: InProcessServe, site: SiteProcess, tmp_path: Path
 ) -> None:
@@ -337,6 +347,7 @@ async def test_captcha_blocks_the_agent_until_reset(
     assert "server set this agent blocked" in proc.log()
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # the server's pool too
 async def test_agent_reconnects_after_the_server_restarts(
     db: Database,
     settings: Settings,
@@ -367,12 +378,11 @@ async def test_agent_reconnects_after_the_server_restarts(
     assert (await agent_row(db, agent.id)).tasks_completed_count == 5
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # scale-out: row locks
 async def test_many_agents_complete_every_task_exactly_once(
     db: Database, make_settings: SettingsFactory, site: SiteProcess, tmp_path: Path
 ) -> None:
     """Eight agent processes claim side by side: every task is handed out and done once."""
-    if db.is_sqlite:
-        pytest.skip("scale-out runs on PostgreSQL; SQLite takes the same path in the tests above")
     # Only a dead agent times out here (one starved by a loaded machine would have its tasks
     # fetched twice, rightly, and hide what is tested).
     settings = process_settings(make_settings, agent_timeout_seconds=60.0)

@@ -169,16 +169,15 @@ def _no_process_left() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("_no_process_left")
+# The test-time budget: the claim's routing rule runs on both engines above; the processes run on
+# PostgreSQL, the engine of multi-process deployments.
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_an_agents_only_domain_is_served_by_a_real_agent_process_alone(
     make_settings: SettingsFactory, db_url: str, site: TestSite, tmp_path: Path
 ) -> None:
     """Built-in workers run and crawl an ordinary domain; the ``agents_only`` one (fetched with
     ``impersonate``) waits with ``no_agent`` until a ``forager agent run`` process connects, and
     then every one of its fetches is the agent's."""
-    if db_url.startswith("sqlite"):
-        # The test-time budget: the claim's routing rule runs on both engines above; the
-        # processes run on PostgreSQL, the engine of multi-process deployments.
-        pytest.skip("the agent process round trip runs on PostgreSQL")
     settings = make_settings(serve_workers=1, agent_heartbeat_seconds=0.5)
     only, plain = "127.0.0.4", "127.0.0.5"
     async with app_server(settings) as (url, app):

@@ -384,12 +384,12 @@ async def test_search_follows_updates_and_deletes(
     assert len(await _names(api)) == 3
 
 
+# The FTS5 table exists on SQLite only.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_sqlite_fts_index_stays_consistent(
     api: httpx.AsyncClient, catalog: dict[str, int]
 ) -> None:
     db: Database = _runtime(api).db
-    if not db.is_sqlite:
-        pytest.skip("the FTS5 table exists on SQLite only")
     await _resave(api, catalog["drill"], product_name="Impact Driver", brand="Makita")
     async with db.session() as session:
         await session.execute(delete(Product).where(Product.id == catalog["cafe"]))
@@ -403,12 +403,11 @@ async def test_sqlite_fts_index_stays_consistent(
     assert rows == 3
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_postgresql_search_uses_the_gin_index(
     api: httpx.AsyncClient, catalog: dict[str, int]
 ) -> None:
     db: Database = _runtime(api).db
-    if db.is_sqlite:
-        pytest.skip("PostgreSQL only")
     from forager.products.search import list_query
 
     query, _ = list_query("postgresql", ProductFilters(q="kettle"))

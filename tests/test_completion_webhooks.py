@@ -97,14 +97,14 @@ async def test_a_webhook_the_egress_policy_forbids_is_refused() -> None:
         assert refused.value.field == "webhook_url"
 
 
+# SQLite writers serialize: the two transactions cannot overlap.
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_a_batch_whose_last_two_tasks_end_at_once_fires_once(
     db: Database, settings: Settings
 ) -> None:
     """PostgreSQL: two transactions each end one of a batch's last two tasks; the first locks the
     hook and sees the other task still running; the second waits for it, then counts again and
     fires. Without the lock both would see the other's task running and neither would fire."""
-    if db.is_sqlite:
-        pytest.skip("SQLite writers serialize: the two transactions cannot overlap")
     outcomes = await submit_urls(
         db,
         settings,

@@ -75,9 +75,9 @@ def test_agents_heartbeat_within_half_a_short_lease() -> None:
     assert load_settings(lease_seconds=300.0).agent_heartbeat_interval == 10.0
 
 
+# SQLite has no connection pool to size.
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_pool_settings_reach_the_postgresql_pool(make_settings: Any, db_url: str) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("SQLite has no connection pool to size")
     from forager.runtime import open_database
 
     settings = make_settings(db_pool_size=3, db_max_overflow=1, db_pool_timeout_seconds=2.5)

@@ -30,6 +30,8 @@ def _pid_of(owner: str | None) -> int | None:
     return int(owner.split(":")[1]) if owner else None
 
 
+# Processes sharing monitors is a PostgreSQL deployment (in-process: both).
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_two_worker_processes_split_monitors_and_take_over_a_killed_ones(
     make_settings: SettingsFactory,
     db: Database,
@@ -37,8 +39,6 @@ async def test_two_worker_processes_split_monitors_and_take_over_a_killed_ones(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if db.is_sqlite:
-        pytest.skip("processes sharing monitors is a PostgreSQL deployment (in-process: both)")
     for name, value in {
         "FORAGER_MONITOR_CLAIM_SECONDS": "0.2",
         # Long enough that a process a loaded machine starves for a moment keeps its monitors
@@ -133,14 +133,14 @@ async def test_two_worker_processes_split_monitors_and_take_over_a_killed_ones(
             kill_worker(proc)
 
 
+# Recycling does not depend on the engine (the takeover test runs on PG).
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_worker_past_its_lifetime_recycles_itself(
     make_settings: SettingsFactory,
     db: Database,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if not db.is_sqlite:
-        pytest.skip("recycling does not depend on the engine (the takeover test runs on PG)")
     monkeypatch.setenv("FORAGER_WORKER_MAX_LIFETIME_HOURS", "0.0005")  # 1.8 s
     monkeypatch.setenv("FORAGER_PARSE_PROCESSES", "1")
     settings = make_settings()

@@ -60,12 +60,12 @@ def prometheus_binary() -> str:
     return found
 
 
+# The scrape does not depend on the engine; /metrics is tested on both.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_prometheus_scrapes_a_monitors_series(
     make_settings: SettingsFactory, site: TestSite, tmp_path: Path, prometheus_binary: str
 ) -> None:
     settings = make_settings(serve_workers=0, monitor_claim_seconds=0.2, monitor_lease_seconds=3)
-    if not settings.resolved_database_url.startswith("sqlite"):
-        pytest.skip("the scrape does not depend on the engine; /metrics is tested on both")
     site.set_live("prom", 41)
     runtime = await Runtime.open(settings)
     spec = admin.MonitorSpec(

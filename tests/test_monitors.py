@@ -489,12 +489,12 @@ def test_seed_log_levels_and_json_logs(make_settings: SettingsFactory) -> None:
 
 
 @pytest.mark.monitor_settings(monitor_max_lifetime_hours=0.0006, fetch_timeout_seconds=20.0)
+# Chromium's handling does not depend on the engine.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_browser_monitor_has_its_own_chromium_renewed_on_restart(
     env: Env, site: TestSite
 ) -> None:
     require("browser")
-    if not env.db.is_sqlite:
-        pytest.skip("Chromium's handling does not depend on the engine")
     from forager.fetch.browser import browser_processes, running_browsers
 
     monitor = await env.create(
@@ -543,6 +543,8 @@ async def _other_marker(marker: Any, first: str) -> str | None:
     monitor_memory_restart_min_seconds=1.0,
     fetch_timeout_seconds=20.0,
 )
+# Chromium's handling does not depend on the engine.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_browser_over_the_soft_memory_limit_restarts_gracefully(
     env: Env, site: TestSite, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -556,6 +558,8 @@ async def test_a_browser_over_the_soft_memory_limit_restarts_gracefully(
     monitor_memory_hard_limit_mb=64,  # over it: killed at once, whatever the run's age
     fetch_timeout_seconds=20.0,
 )
+# Chromium's handling does not depend on the engine.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_browser_over_the_hard_memory_limit_is_killed_and_restarted(
     env: Env, site: TestSite, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -575,8 +579,6 @@ async def _memory_restart(
     """Run a browser monitor until its run restarts; the restarts' reasons (from the runner's
     log, oldest first) and its hard-limit kills (log lines)."""
     require("browser")
-    if not env.db.is_sqlite:
-        pytest.skip("Chromium's handling does not depend on the engine")
     caplog.set_level(logging.WARNING, logger="forager.monitors.runner")
     site.set_live("mem", 5)
     monitor = await env.create(

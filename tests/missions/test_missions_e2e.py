@@ -1,5 +1,7 @@
 """End to end: real worker-service and writer processes, proxies and the ad library on
-loopback, the orchestrator in this process; on SQLite and PostgreSQL."""
+loopback, the orchestrator in this process. The full run, the killed orchestrator and the two
+runners run on SQLite and PostgreSQL; each other scenario on one of them (alternately): its
+statements are the mission store's, which test_missions_store.py runs on both."""
 
 from __future__ import annotations
 
@@ -175,6 +177,7 @@ async def _one_worker(db: Database, settings: Settings, fleet: Fleet, **override
     )
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_a_stuck_session_rotates_the_proxy(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -211,6 +214,7 @@ async def test_a_stuck_session_rotates_the_proxy(
         assert await names(db, mission_id) == SEQUENCE
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_failed_job_is_submitted_again(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -237,6 +241,7 @@ async def test_a_failed_job_is_submitted_again(
     assert retry[0].details == {"attempt": 1, "error_code": "ERROR200", "phase": "scrape"}
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_scrape_retries_run_out_with_error203(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -257,6 +262,7 @@ async def test_scrape_retries_run_out_with_error203(
     assert failed.details["error_code"] == "ERROR203" and failed.details["retry_count"] == 2
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_a_partial_writer_job_logs_its_failed_items(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -278,6 +284,7 @@ async def test_a_partial_writer_job_logs_its_failed_items(
     assert stored == 8
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_writer_that_is_down_fails_with_error304_after_one_resubmission(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -303,6 +310,7 @@ async def test_a_writer_that_is_down_fails_with_error304_after_one_resubmission(
     assert first.details["error_code"] == "ERROR301"
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_a_service_without_a_free_proxy_waits_and_the_loop_goes_on(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -388,6 +396,7 @@ async def test_an_orchestrator_killed_mid_extraction_and_mid_storage_is_recovere
     await _settled(db)
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_a_job_the_service_forgot_while_the_orchestrator_was_down_is_queued_again(
     db: Database, settings: Settings, fleet: Fleet, make_settings: SettingsFactory
 ) -> None:
@@ -417,6 +426,7 @@ async def test_a_job_the_service_forgot_while_the_orchestrator_was_down_is_queue
     assert requeued[1].details["queued_by"] == "recovery"
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_cancel_during_extraction_cancels_the_job_and_frees_the_service(
     db: Database, settings: Settings, fleet: Fleet
 ) -> None:
@@ -451,6 +461,7 @@ async def test_cancel_during_extraction_cancels_the_job_and_frees_the_service(
     await _settled(db)
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_cancel_during_storage_ends_the_mission_without_waiting_for_the_writer(
     db: Database, settings: Settings, fleet: Fleet, make_settings: SettingsFactory
 ) -> None:
