@@ -23,8 +23,9 @@ child in a cpuacct cgroup of its own (``TreeCpu``): CPU of the whole tree, Chrom
 renderers included. Memory of the whole tree: the cgroup's processes sampled every 0.2 s,
 summing their PSS (shared pages divided among the processes sharing them: Chromium's
 processes share much) and their RSS (counted once per process, an overcount); the peak of
-each sum is kept. Every row is the median round by wall time. Results print as a table and
-are saved to bench/results/browser_vs_crawlee.json.
+each sum is kept, with CPU and PSS by kind of process (renderers, Playwright's driver, the
+tool...) to say where they go. Every row is the median round by wall time. Results print as
+tables and are saved to bench/results/browser_vs_crawlee.json.
 
     .venv/bin/python -m bench.browser_vs_crawlee
     FORAGER_BENCH_BROWSER_PAGES=100 FORAGER_BENCH_BROWSER_ROUNDS=1 \
@@ -110,13 +111,19 @@ def build_site(root: Path, pages: int) -> None:
 
 
 class TreeMemory:
-    """The peak, over the run, of the summed PSS and RSS of a cgroup's processes."""
+    """The peak, over the run, of the summed PSS and RSS of a cgroup's processes, and where
+    CPU and memory go by kind of process (``KINDS``).
+
+    The CPU by kind is each process's last sampled CPU time: a process that ended between two
+    samples loses up to 0.2 s of it (the cgroup's total does not), so it is a lower bound."""
 
     def __init__(self, tree: TreeCpu) -> None:
         self.procs = tree.path / "cgroup.procs" if tree.path is not None else None
         self.peak_pss = 0
         self.peak_rss = 0
         self.peak_processes = 0
+        self.pss_by_kind: dict[str, int] = {}  # at the peak of the summed PSS
+        self.cpu_by_pid: dict[str, tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -140,25 +147,69 @@ class TreeMemory:
         except OSError:
             return
         pss = rss = 0
+        by_kind: dict[str, int] = {}
         for pid in pids:
             try:
+                kind = _kind(pid)  # not kept: the wrapper a browser starts from execs it
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                cpu = (int(stat[11]) + int(stat[12])) / TICKS  # utime, stime
+                own = 0
                 for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                     if line.startswith("Rss:"):
                         rss += int(line.split()[1])
                     elif line.startswith("Pss:"):
-                        pss += int(line.split()[1])
-            except OSError:  # ended between the listing and the read
+                        own = int(line.split()[1])
+            except (OSError, IndexError):  # ended between the listing and the read
                 continue
-        self.peak_pss = max(self.peak_pss, pss)
+            self.cpu_by_pid[pid] = (kind, cpu)
+            pss += own
+            by_kind[kind] = by_kind.get(kind, 0) + own
+        if pss > self.peak_pss:
+            self.peak_pss, self.pss_by_kind = pss, by_kind
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_processes = max(self.peak_processes, len(pids))
 
     def figures(self) -> dict[str, Any]:
+        cpu: dict[str, float] = {}
+        for kind, seconds in self.cpu_by_pid.values():
+            cpu[kind] = cpu.get(kind, 0.0) + seconds
         return {
             "tree_peak_pss_mb": round(self.peak_pss / 1024, 1),
             "tree_peak_rss_mb": round(self.peak_rss / 1024, 1),
             "tree_peak_processes": self.peak_processes,
+            "cpu_s_by_kind": {k: round(v, 2) for k, v in sorted(cpu.items())},
+            "peak_pss_mb_by_kind": {
+                k: round(v / 1024, 1) for k, v in sorted(self.pss_by_kind.items())
+            },
         }
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+KINDS = {  # Chromium's --type= switch: the kind of process
+    "renderer": "Chromium renderers",
+    "gpu-process": "Chromium GPU",
+    "utility": "Chromium utility (network, storage)",
+    "zygote": "Chromium zygotes",
+}
+
+
+def _kind(pid: str) -> str:
+    """The kind of process ``pid`` is, from its command line."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    line = b" ".join(argv).decode(errors="replace")
+    name = Path(argv[0].decode(errors="replace")).name
+    for switch, kind in KINDS.items():  # some run as /proc/self/exe
+        if f"--type={switch}" in line:
+            return kind
+    if "chrom" in name:
+        return "Chromium browser process"
+    if name == "node":
+        return "Playwright driver (node)"
+    if "multiprocessing" in line:
+        return "parse processes"
+    if "python" in name:
+        return "the tool (Python)"
+    return name or "other"
 
 
 # -- the two tools -----------------------------------------------------------------------------
@@ -363,6 +414,17 @@ def table(results: dict[str, Any]) -> str:
             f"{r['tree_peak_pss_mb']} MB | {r['tree_peak_rss_mb']} MB | "
             f"{r['tree_peak_processes']} | {r['load_average']} |"
         )
+    lines += [
+        "",
+        "| run | kind of process | CPU (sampled) | PSS at the peak |",
+        "|---|---|---:|---:|",
+    ]
+    for key, r in results["runs"].items():
+        cpu, pss = r.get("cpu_s_by_kind", {}), r.get("peak_pss_mb_by_kind", {})
+        for kind in sorted(set(cpu) | set(pss)):
+            lines.append(
+                f"| {names[key]} | {kind} | {cpu.get(kind, 0)} s | {pss.get(kind, 0)} MB |"
+            )
     return "\n".join(lines)
 
 
