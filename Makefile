@@ -76,6 +76,7 @@ bench: $(STAMP) chromium
 	$(RUN)/python -m bench.proxy_selection
 	$(RUN)/python -m bench.fetchers
 	$(RUN)/python -m bench.escalation
+	$(RUN)/python -m bench.browser_vs_crawlee
 	$(RUN)/python -m bench.dashboard
 	$(RUN)/python -m bench.dispatch_latency
 	$(RUN)/python -m bench.missions
