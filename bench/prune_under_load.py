@@ -115,6 +115,7 @@ def _client_process(base_url: str, key: str, stop: Any, out: Any) -> None:
             await _api_load(client, stop.is_set, times)
         return times
 
+    out.put("ready")  # imported (spawn imports this module anew): the phase may start
     out.put(asyncio.run(go()))
 
 
@@ -131,6 +132,7 @@ class _Clients:
 
     def start(self) -> None:
         self._process.start()
+        assert self._out.get(timeout=120) == "ready"
 
     def stop(self) -> dict[str, list[float]]:
         self._stop.set()
@@ -237,8 +239,7 @@ def _serve_phases(base_url: str, key: str) -> Phases:
     async def phase() -> AsyncIterator[dict[str, list[float]]]:
         times: dict[str, list[float]] = {}
         clients = _Clients(base_url, key)
-        clients.start()
-        await asyncio.sleep(1.0)  # the client process's start-up (imports) before the phase
+        await asyncio.to_thread(clients.start)
         try:
             yield times
         finally:
