@@ -45,6 +45,13 @@ ENDPOINTS = [
     ("tasks: detail", "/api/tasks/4242"),
     ("products: newest page", "/api/products?limit=50"),
     ("products: price range", "/api/products?min_price=10&max_price=20&limit=50"),
+    ("products: ASIN", "/api/products?asin=B000004242&limit=50"),
+    ("products: min rating", "/api/products?min_rating=4.5&limit=50"),
+    ("products: sort by rating", "/api/products?sort=-rating&limit=50"),
+    ("products: sort by rating, lowest", "/api/products?sort=rating&limit=50"),
+    ("products: sort by change", "/api/products?sort=-changed&limit=50"),
+    ("products: sort by change, oldest", "/api/products?sort=changed&limit=50"),
+    ("products: min rating, by rating", "/api/products?min_rating=4.5&sort=-rating&limit=50"),
     ("products: search", "/api/products?q=coffee%20grinder&limit=50"),
     ("products: broad search (every product)", "/api/products?q=product&limit=50"),
     ("health (with a key)", "/health"),
@@ -56,6 +63,7 @@ ENDPOINTS = [
 def _fill_sql(dialect: str) -> list[str]:
     """Statements that generate the rows server-side (one dialect difference: formatting)."""
     pad = "printf('%064d', n)" if dialect == "sqlite" else "lpad(n::text, 64, '0')"
+    asin = "printf('%09d', n)" if dialect == "sqlite" else "lpad(n::text, 9, '0')"
     now = "CURRENT_TIMESTAMP"
     seq = "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {N})"
     return [
@@ -75,13 +83,16 @@ def _fill_sql(dialect: str) -> list[str]:
         seq.format(N=PRODUCTS)
         + " INSERT INTO products (domain_id, url, url_hash, product_name, description, price,"
         " currency, parser_name, parser_version, content_hash, last_crawled_at, created_at,"
-        " updated_at) SELECT (n % 100) + 1, 'https://shop' || ((n % 100) + 1) || '.example/p/'"
-        f" || n, {pad}, 'Product ' || n || ' ' || "
+        " updated_at, asin, rating) SELECT (n % 100) + 1,"
+        " 'https://shop' || ((n % 100) + 1) || '.example/p/' || n,"
+        f" {pad}, 'Product ' || n || ' ' || "
         + _word("n % 8")
         + " || ' ' || "
         + _word("(n / 8) % 8")
         + ", 'About product ' || n, (n % 5000) / 10.0, 'USD', 'generic', '1', 'x',"
-        f" {now}, {now}, {now} FROM seq",
+        f" {now}, {now}, {now}, 'B' || {asin},"
+        # a rating on four products in five (0.0-5.0), none on the fifth
+        " CASE WHEN n % 5 = 0 THEN NULL ELSE (n % 51) / 10.0 END FROM seq",
     ]
 
 

@@ -2,26 +2,34 @@
 API's latency meanwhile, both engines.
 
 The events (90 % of them past the 90-day retention, spread over 10,000 finished tasks) are
-generated inside the database; then, in one process as under ``forager serve`` (whose
-scheduler prunes), three things run at once: ``forager.retention.prune``; WRITERS writer loops,
-each committing a group of 20 events and 20 attempts per transaction, as a worker's group
-commit does; and API clients calling a few endpoints through the real app. The API's p50/p95
-before and during the prune, the prune's duration and rows, and the writers' commits and p95
-commit time are printed as JSON. ``python -m bench.prune_under_load [sqlite|postgresql]``
-(``FORAGER_BENCH_EVENTS`` sets the size).
+generated inside the database; then three things run at once: ``forager.retention.prune`` and
+WRITERS writer loops (each committing a group of 20 events and 20 attempts per transaction, as
+a worker's group commit does) in this process, and API clients calling a few endpoints of a
+``forager serve`` in its own process over HTTP, from a third process. (Clients, writers and
+prune on one event loop, as this bench first ran, time the loop's queue as much as the API:
+``FORAGER_BENCH_API=inprocess`` still runs it that way, through ASGI, for comparison.) The
+API's p50/p95 before and during the prune, overall and per endpoint, the prune's duration and
+rows, and the writers' commits and p95 commit time are printed as JSON.
+``python -m bench.prune_under_load [sqlite|postgresql]`` (``FORAGER_BENCH_EVENTS`` sets the
+size).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from sqlalchemy import insert, text
@@ -39,6 +47,8 @@ EVENTS = int(os.environ.get("FORAGER_BENCH_EVENTS", "1000000"))
 TASKS = 10_000
 WRITERS = 2
 BASELINE_SECONDS = 5.0
+IN_PROCESS = os.environ.get("FORAGER_BENCH_API", "serve") == "inprocess"
+T = TypeVar("T")
 ENDPOINTS = ["/api/tasks?limit=50", "/api/events?limit=50", "/api/tasks/4242", "/health"]
 
 
@@ -77,15 +87,100 @@ def _quantiles(times: list[float]) -> dict[str, float]:
     }
 
 
-async def _api_load(client: httpx.AsyncClient, stop: asyncio.Event, times: list[float]) -> None:
+def _per_endpoint(times: dict[str, list[float]]) -> dict[str, Any]:
+    every = [t for ts in times.values() for t in ts]
+    return {"all": _quantiles(every), **{path: _quantiles(ts) for path, ts in times.items()}}
+
+
+async def _api_load(client: httpx.AsyncClient, stopped: Any, times: dict[str, list[float]]) -> None:
+    """Call the endpoints in turn until ``stopped()``, timing each call."""
     n = 0
-    while not stop.is_set():
+    while not stopped():
+        path = ENDPOINTS[n % len(ENDPOINTS)]
         started = time.perf_counter()
-        response = await client.get(ENDPOINTS[n % len(ENDPOINTS)])
+        response = await client.get(path)
         response.raise_for_status()
-        times.append((time.perf_counter() - started) * 1000)
+        times.setdefault(path, []).append((time.perf_counter() - started) * 1000)
         n += 1
         await asyncio.sleep(0.01)
+
+
+def _client_process(base_url: str, key: str, stop: Any, out: Any) -> None:
+    """The API clients in a process of their own (their loop waits for nothing else)."""
+
+    async def go() -> dict[str, list[float]]:
+        times: dict[str, list[float]] = {}
+        headers = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=120) as client:
+            for path in ENDPOINTS:  # warm: the server's first calls open its connections
+                (await client.get(path)).raise_for_status()
+            out.put("ready")  # imported (spawn imports this module anew) and warm
+            await _api_load(client, stop.is_set, times)
+        return times
+
+    out.put(asyncio.run(go()))
+
+
+class _Clients:
+    """One phase of API load from another process: ``start()``, then ``stop()`` → times."""
+
+    def __init__(self, base_url: str, key: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._stop = ctx.Event()
+        self._out = ctx.Queue()
+        self._process = ctx.Process(
+            target=_client_process, args=(base_url, key, self._stop, self._out)
+        )
+
+    def start(self) -> None:
+        self._process.start()
+        assert self._out.get(timeout=120) == "ready"
+
+    def stop(self) -> dict[str, list[float]]:
+        self._stop.set()
+        times: dict[str, list[float]] = self._out.get(timeout=120)
+        self._process.join(timeout=30)
+        return times
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _serve(
+    database_url: str, data_dir: Path, key: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``forager serve`` (no built-in workers) in its own process, once it answers."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "FORAGER_DATABASE_URL": database_url,
+        "FORAGER_DATA_DIR": str(data_dir),
+        "FORAGER_SERVE_WORKERS": "0",
+        "FORAGER_LOG_LEVEL": "WARNING",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "forager.cli", "serve", "--port", str(port)],
+        env=env,
+        cwd=data_dir,
+        stdout=subprocess.DEVNULL,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        for _ in range(600):
+            try:
+                if (await client.get("/health")).status_code < 500:
+                    return server, base_url
+            except httpx.TransportError:
+                pass
+            if server.poll() is not None:
+                raise RuntimeError("forager serve exited")
+            await asyncio.sleep(0.1)
+    server.terminate()
+    raise RuntimeError("forager serve did not answer in 60 s")
 
 
 async def _writer(db: Database, stop: asyncio.Event, times: list[float], n: int) -> None:
@@ -117,6 +212,60 @@ async def _writer(db: Database, stop: asyncio.Event, times: list[float], n: int)
         await asyncio.sleep(0.03)  # the group writer's interval
 
 
+Phases = Any  # an async context manager factory: API load for the length of one phase
+
+
+def _in_process_phases(app: Any, key: str) -> Phases:
+    @asynccontextmanager
+    async def phase() -> AsyncIterator[dict[str, list[float]]]:
+        times: dict[str, list[float]] = {}
+        stop = asyncio.Event()
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://bench",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=120,
+        ) as client:
+            load = asyncio.create_task(_api_load(client, stop.is_set, times))
+            try:
+                yield times
+            finally:
+                stop.set()
+                await load
+
+    return phase
+
+
+def _serve_phases(base_url: str, key: str) -> Phases:
+    @asynccontextmanager
+    async def phase() -> AsyncIterator[dict[str, list[float]]]:
+        times: dict[str, list[float]] = {}
+        clients = _Clients(base_url, key)
+        await asyncio.to_thread(clients.start)
+        try:
+            yield times
+        finally:
+            times.update(await asyncio.to_thread(clients.stop))
+
+    return phase
+
+
+async def _phase(
+    db: Database, phases: Phases, work: Awaitable[T]
+) -> tuple[dict[str, list[float]], list[float], T]:
+    """API load and the writers while ``work`` runs: the API's times, the commits', its result."""
+    stop = asyncio.Event()
+    written: list[float] = []
+    async with phases() as times:
+        writers = [asyncio.create_task(_writer(db, stop, written, n)) for n in range(WRITERS)]
+        try:
+            result = await work
+        finally:
+            stop.set()
+            await asyncio.gather(*writers)
+    return times, written, result
+
+
 async def run(database_url: str, data_dir: Path) -> dict[str, Any]:
     settings = load_settings(
         data_dir=data_dir, database_url=database_url, serve_workers=0, log_level="WARNING"
@@ -136,41 +285,29 @@ async def run(database_url: str, data_dir: Path) -> dict[str, Any]:
                 await conn.execute(text("VACUUM ANALYZE"))
         fill_seconds = round(time.perf_counter() - started, 1)
         _, key = await create_key(db, "bench", "read")
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport,
-            base_url="http://bench",
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=120,
-        ) as client:
-            stop = asyncio.Event()
-            baseline: list[float] = []
-            written: list[float] = []
-            load = [asyncio.create_task(_api_load(client, stop, baseline))]
-            load += [asyncio.create_task(_writer(db, stop, written, n)) for n in range(WRITERS)]
-            await asyncio.sleep(BASELINE_SECONDS)
-            stop.set()
-            await asyncio.gather(*load)
-
-            stop = asyncio.Event()
-            during: list[float] = []
-            written_during: list[float] = []
-            load = [asyncio.create_task(_api_load(client, stop, during))]
-            load += [
-                asyncio.create_task(_writer(db, stop, written_during, n)) for n in range(WRITERS)
-            ]
+        if IN_PROCESS:
+            phases = _in_process_phases(app, key)
+            server = None
+        else:
+            server, base_url = await _serve(database_url, data_dir, key)
+            phases = _serve_phases(base_url, key)
+        try:
+            baseline, written, _ = await _phase(db, phases, asyncio.sleep(BASELINE_SECONDS))
             started = time.perf_counter()
-            pruned = await prune(db, settings)
+            during, written_during, pruned = await _phase(db, phases, prune(db, settings))
             prune_seconds = round(time.perf_counter() - started, 1)
-            stop.set()
-            await asyncio.gather(*load)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=30)
     return {
         "events": EVENTS,
         "fill_seconds": fill_seconds,
         "prune_seconds": prune_seconds,
         "pruned_rows": pruned.rows,
-        "api_before": _quantiles(baseline),
-        "api_during_prune": _quantiles(during),
+        "api": "in this process (ASGI)" if IN_PROCESS else "forager serve, its own process",
+        "api_before": _per_endpoint(baseline),
+        "api_during_prune": _per_endpoint(during),
         "writer_commits_before": _quantiles(written),
         "writer_commits_during_prune": _quantiles(written_during),
         "load_average": os.getloadavg(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import httpx
+import pytest
 from sqlalchemy import insert, select
 
 from forager.api import products as products_api
@@ -107,3 +108,29 @@ async def test_tasks_sort_by_creation_or_last_update_in_either_direction(
     assert await order(sort="created", limit="1", offset="1") == [ids[1]]
     refused = await api.get("/api/tasks", params={"sort": "price"})
     assert refused.status_code == 422
+
+
+async def test_the_audit_log_counts_its_total_up_to_a_cap_past_the_page(
+    api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forager.api import events as events_api
+
+    monkeypatch.setattr(events_api, "COUNT_CAP", 5)
+    db = api.app.state.runtime.db  # type: ignore[attr-defined]
+    async with db.session() as session:
+        await session.execute(
+            insert(Event),
+            [{"entity_type": "x", "entity_id": str(n % 2), "event": f"e-{n}"} for n in range(12)],
+        )
+
+    async def listed(**params: object) -> tuple[int, bool, list[str]]:
+        body = (await api.get("/api/events", params={"entity_type": "x", **params})).json()
+        return body["total"], body["total_exact"], [e["event"] for e in body["items"]]
+
+    # 12 match: more than 5 past offset 0, so 5 is a lower bound; the page is the newest.
+    assert await listed(limit=2) == (5, False, ["e-11", "e-10"])
+    assert (await listed(offset=4, limit=2))[:2] == (9, False)
+    assert await listed(offset=8, limit=2) == (12, True, ["e-3", "e-2"])  # 4 past: exact
+    assert await listed(offset=20) == (12, True, [])  # past the end: counted from the start
+    assert await listed(entity_id="1", limit=1) == (5, False, ["e-11"])  # 6 match
+    assert await listed(entity_id="1", offset=1, limit=1) == (6, True, ["e-9"])

@@ -52,11 +52,11 @@ def _due(now: datetime) -> Any:
     return select(CrawlTask.id).where(CrawlTask.status == "pending", CrawlTask.scheduled_at <= now)
 
 
-async def _due_count(session: AsyncSession, now: datetime) -> int:
-    """Pending tasks whose time has come: the counters' pending tasks less those scheduled
-    later. Naming each pending priority lets the claim index (status, priority, scheduled_at)
-    read only the later ones, which are few (retries in backoff, scheduled submissions)."""
-    by = await counts.by_status_and_priority(session)
+async def _due_count(session: AsyncSession, now: datetime, by: dict[tuple[str, int], int]) -> int:
+    """Pending tasks whose time has come: the counters' pending tasks (``by``: tasks by status
+    and priority) less those scheduled later. Naming each pending priority lets the claim index
+    (status, priority, scheduled_at) read only the later ones, which are few (retries in
+    backoff, scheduled submissions)."""
     pending = {priority: n for (status, priority), n in by.items() if status == "pending"}
     if not pending:
         return 0
@@ -105,8 +105,10 @@ async def health(runtime: RuntimeDep, caller: OptionalKeyDep) -> JSONResponse:
             if caller is None:
                 due = 1 if await session.scalar(_due(now).limit(1)) is not None else 0
             else:
-                due = await _due_count(session, now)
-                body.queue_depth = await counts.by_status(session)
+                # One read of the counters for both (each read sums the unfolded deltas).
+                by = await counts.by_status_and_priority(session)
+                due = await _due_count(session, now, by)
+                body.queue_depth = counts.by_status_of(by)
                 body.workers = [CrawlWorkerSeen.model_validate(w) for w in workers]
                 every_breaker = await breakers.views(session, runtime.settings)
                 body.circuit_breakers = [

@@ -23,8 +23,10 @@ class Page(BaseModel, Generic[T]):
     total_exact: bool = Field(
         True,
         description=(
-            "False only for a product search (q) that more than 10,000 products match: total "
-            "is then 10,000, a lower bound (as search engines report broad matches), and the "
+            "False only when the count stopped early: a product search (q) that more than "
+            "10,000 products match (total is then 10,000), or an audit-log page (/api/events) "
+            "with more than 10,000 events from its offset on (total is then offset + 10,000). "
+            "total is then a lower bound (as search engines report broad matches), and the "
             "pages go on past it."
         ),
     )

@@ -21,12 +21,18 @@ from forager.db.search_schema import is_search_object
 MIGRATIONS = Path(__file__).parent / "migrations"
 # Any fixed number: serializes concurrent upgrades from several processes on PostgreSQL.
 _PG_MIGRATION_LOCK = 0x466F7261
+# Indexes only a migration creates, on PostgreSQL only: the models cannot declare them in a form
+# SQLite accepts (``… DESC NULLS LAST``, migration 0038).
+PG_ONLY_INDEXES = ("ix_products_price_desc", "ix_products_rating_desc")
 
 
 def include_object(
     _object: Any, name: str | None, type_: str, _reflected: bool, _compare_to: Any
 ) -> bool:
-    """Schema comparison skips the full-text search objects the models cannot declare."""
+    """Schema comparison skips the full-text search objects and the PostgreSQL-only indexes
+    the models cannot declare."""
+    if type_ == "index" and name in PG_ONLY_INDEXES:
+        return False
     return not (type_ in ("table", "index", "column") and is_search_object(name))
 
 

@@ -124,8 +124,13 @@ async def by_status_and_priority(session: AsyncSession) -> dict[tuple[str, int],
 
 async def by_status(session: AsyncSession) -> dict[str, int]:
     """``{status: tasks}`` (statuses with no task are left out), exact at the snapshot."""
+    return by_status_of(await by_status_and_priority(session))
+
+
+def by_status_of(by_priority: dict[tuple[str, int], int]) -> dict[str, int]:
+    """``by_status`` from a ``by_status_and_priority`` already read."""
     counts: dict[str, int] = {}
-    for (status, _), n in (await by_status_and_priority(session)).items():
+    for (status, _), n in by_priority.items():
         counts[status] = counts.get(status, 0) + n
     return {status: n for status, n in sorted(counts.items()) if n}
 

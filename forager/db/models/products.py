@@ -30,7 +30,15 @@ class Product(Timestamped, Base):
     # Full-text search objects (SQLite FTS5 table, PostgreSQL GIN index) live in migration
     # 0002 only; see forager.products.search.
     # (updated_at, id): the product list's order, read from the index alone (migration 0010).
-    __table_args__ = (Index("ix_products_updated_at", "updated_at", "id"),)
+    __table_args__ = (
+        Index("ix_products_updated_at", "updated_at", "id"),
+        # The sorts' pages in index order, ties by id (0038); -price and -rating read them
+        # backwards on SQLite, and on PostgreSQL (NULLs last) ix_products_price_desc and
+        # ix_products_rating_desc, which migration 0038 creates.
+        Index("ix_products_price", "price", "id"),
+        Index("ix_products_rating", "rating", "id"),
+        Index("ix_products_product_name", "product_name", "id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     domain_id: Mapped[int] = mapped_column(ForeignKey("domains.id", ondelete="CASCADE"), index=True)
@@ -39,14 +47,14 @@ class Product(Timestamped, Base):
     )
     url: Mapped[str] = mapped_column(Text)
     url_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    product_name: Mapped[str] = mapped_column(String(512), index=True)
+    product_name: Mapped[str] = mapped_column(String(512))
     description: Mapped[str | None] = mapped_column(Text)
-    price: Mapped[Decimal | None] = mapped_column(Money, index=True)
+    price: Mapped[Decimal | None] = mapped_column(Money)
     currency: Mapped[str | None] = mapped_column(String(3))
     original_price: Mapped[Decimal | None] = mapped_column(Money)
     availability: Mapped[str | None] = mapped_column(String(255), index=True)
     is_available: Mapped[bool | None] = mapped_column(Boolean)
-    rating: Mapped[Decimal | None] = mapped_column(Money, index=True)  # min_rating (0034)
+    rating: Mapped[Decimal | None] = mapped_column(Money)  # min_rating (0034), sorts (0038)
     review_count: Mapped[int | None] = mapped_column(Integer)
     brand: Mapped[str | None] = mapped_column(String(255), index=True)
     category: Mapped[str | None] = mapped_column(String(512), index=True)
