@@ -6,10 +6,10 @@
    ``BEGIN IMMEDIATE`` already serializes writers) and re-check its gate;
 3. in one statement that begins after that lock was taken (so its snapshot sees every claim
    of the domain committed before: ``max_concurrent_requests`` holds across every worker
-   process), count the domain's in-flight tasks and lease as many of its best pending tasks
-   as there are free slots (``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT
-   free) RETURNING``); a domain with a crawl delay gets one task and its gate closes until
-   that request has been sent (``politeness.gate.open_after``).
+   process), count the domain's in-flight tasks and pick as many of its best pending tasks
+   as there are free slots (``SELECT … LIMIT free FOR UPDATE SKIP LOCKED``);
+4. lease them (``UPDATE … RETURNING``); a domain with a crawl delay gets one task and its
+   gate closes until that request has been sent (``politeness.gate.open_after``).
 
 With ``start`` the leased tasks go straight on to ``crawling`` (a worker that starts them at
 once): both events are written, and the fetch needs no transaction of its own to begin.
@@ -235,9 +235,11 @@ def _once(pick: Select[Any]) -> Select[Any]:
     return select(cte.c.id)
 
 
-def _pick(domain_id: int, now: datetime, room: ColumnElement[int] | int) -> Select[Any]:
-    """The domain's best ``room`` due pending tasks, skipping rows another claim holds."""
-    return _once(
+def _pick(domain_id: int, now: datetime, room: ColumnElement[int]) -> Select[Any]:
+    """The domain's best ``room`` due pending tasks, skipping rows another claim holds. (Not
+    inside the ``UPDATE``: with a LIMIT it cannot know, PostgreSQL's plan for the update joined
+    the picked ids against a scan of every pending task.)"""
+    return (
         select(CrawlTask.id)
         .where(
             CrawlTask.domain_id == domain_id,
@@ -276,13 +278,16 @@ async def claim_from_domain(
     # With a delay, one request per gate opening; without, fill the free slots.
     delay = effective_delay(domain.crawl_delay_seconds, domain.throttle_delay_seconds)
     most = min(limit, 1 if delay > 0 else limit)
+    # The in-flight count rides in the pick's LIMIT: one statement, begun after the lock.
+    task_ids = list(
+        (await session.execute(_pick(domain_id, now, _room(domain_id, domain, most)))).scalars()
+    )
+    if not task_ids:
+        return []
     status = S.CRAWLING if start else S.QUEUED
     rows = await session.execute(
         update(CrawlTask)
-        .where(
-            CrawlTask.id.in_(_pick(domain_id, now, _room(domain_id, domain, most))),
-            CrawlTask.status == S.PENDING,
-        )
+        .where(CrawlTask.id.in_(task_ids), CrawlTask.status == S.PENDING)
         .values(
             status=status,
             lease_owner=worker_id,
