@@ -9,6 +9,7 @@ finds the workers idle, at a random point of their poll.
 
     FORAGER_BENCH_PG=postgresql://root@127.0.0.1/test .venv/bin/python -m bench.dispatch_latency
     FORAGER_BENCH_DISPATCH_N=200 …   # submissions per mode (default 100)
+    FORAGER_BENCH_DISPATCH_MODES=listen …   # only LISTEN/NOTIFY (default: listen,poll)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from tests.support.site import SiteProcess
 ROOT = Path(__file__).resolve().parents[1]
 N = int(os.environ.get("FORAGER_BENCH_DISPATCH_N", "100"))
 WORKERS = 2
+MODES = os.environ.get("FORAGER_BENCH_DISPATCH_MODES", "listen,poll").split(",")
 WARM_UP = 4  # not counted: the domain's first requests (robots.txt, connections)
 
 
@@ -152,6 +154,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="forager-dispatch-") as t, SiteProcess() as site:
         for listen in (True, False):
+            if ("listen" if listen else "poll") not in MODES:
+                continue
             site.reset()
             rows.append(_run_mode(site, Path(t), listen))
     print(f"{'dispatch, 2 idle workers':<44} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")

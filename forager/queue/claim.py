@@ -4,10 +4,12 @@
    pending work — ordered by their best task (priority 1 first, then ``scheduled_at``);
 2. lock one candidate domain row (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's
    ``BEGIN IMMEDIATE`` already serializes writers) and re-check its gate;
-3. under that lock count the domain's in-flight tasks with a fresh snapshot, so
-   ``max_concurrent_requests`` holds across every worker process;
-4. lease its best pending tasks (``UPDATE … RETURNING``); a domain with a crawl delay gets
-   one task and its gate closes until that request has been sent (``politeness.gate.open_after``).
+3. in one statement that begins after that lock was taken (so its snapshot sees every claim
+   of the domain committed before: ``max_concurrent_requests`` holds across every worker
+   process), count the domain's in-flight tasks and pick as many of its best pending tasks
+   as there are free slots (``SELECT … LIMIT free FOR UPDATE SKIP LOCKED``);
+4. lease them (``UPDATE … RETURNING``); a domain with a crawl delay gets one task and its
+   gate closes until that request has been sent (``politeness.gate.open_after``).
 
 With ``start`` the leased tasks go straight on to ``crawling`` (a worker that starts them at
 once): both events are written, and the fetch needs no transaction of its own to begin.
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -210,6 +212,46 @@ async def candidate_domains(
     return list(rows.scalars())
 
 
+def _room(domain_id: int, domain: Any, most: int) -> ColumnElement[int]:
+    """How many tasks the domain may start now: its free slots (``max_concurrent_requests``
+    less its in-flight tasks), at most ``most``, never below 0. Evaluated inside the lease's
+    statement, which begins after the domain's row lock was taken: its snapshot sees every
+    claim of the domain committed before, so the limit holds across processes."""
+    free = domain.max_concurrent_requests - func.count()
+    return (
+        select(case((free <= 0, 0), (free < most, free), else_=most))
+        .select_from(CrawlTask)
+        .where(CrawlTask.domain_id == domain_id, CrawlTask.status.in_(FETCHING))
+        .scalar_subquery()
+    )
+
+
+def _once(pick: Select[Any]) -> Select[Any]:
+    """``pick`` (a ``FOR UPDATE SKIP LOCKED … LIMIT`` select) run once, for an ``UPDATE … WHERE
+    id IN``: a materialized CTE. As a plain subquery PostgreSQL may rescan it per row, and a
+    rescan skips the rows the update itself just changed and locks the next ones — more rows
+    than the limit."""
+    cte = pick.cte("pick").prefix_with("MATERIALIZED", dialect="postgresql")
+    return select(cte.c.id)
+
+
+def _pick(domain_id: int, now: datetime, room: ColumnElement[int]) -> Select[Any]:
+    """The domain's best ``room`` due pending tasks, skipping rows another claim holds. (Not
+    inside the ``UPDATE``: with a LIMIT it cannot know, PostgreSQL's plan for the update joined
+    the picked ids against a scan of every pending task.)"""
+    return (
+        select(CrawlTask.id)
+        .where(
+            CrawlTask.domain_id == domain_id,
+            CrawlTask.status == S.PENDING,
+            CrawlTask.scheduled_at <= now,
+        )
+        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
+        .limit(room)
+        .with_for_update(skip_locked=True)
+    )
+
+
 async def claim_from_domain(
     session: AsyncSession,
     settings: Settings,
@@ -233,29 +275,13 @@ async def claim_from_domain(
     ).one_or_none()
     if domain is None:  # another worker holds it, or its gate moved meanwhile
         return []
-    in_flight = await session.scalar(
-        select(func.count())
-        .select_from(CrawlTask)
-        .where(CrawlTask.domain_id == domain_id, CrawlTask.status.in_(FETCHING))
-    )
-    free = domain.max_concurrent_requests - (in_flight or 0)
     # With a delay, one request per gate opening; without, fill the free slots.
     delay = effective_delay(domain.crawl_delay_seconds, domain.throttle_delay_seconds)
-    take = min(free, limit, 1 if delay > 0 else limit)
-    if take <= 0:
-        return []
-    pick = (
-        select(CrawlTask.id)
-        .where(
-            CrawlTask.domain_id == domain_id,
-            CrawlTask.status == S.PENDING,
-            CrawlTask.scheduled_at <= now,
-        )
-        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
-        .limit(take)
-        .with_for_update(skip_locked=True)
+    most = min(limit, 1 if delay > 0 else limit)
+    # The in-flight count rides in the pick's LIMIT: one statement, begun after the lock.
+    task_ids = list(
+        (await session.execute(_pick(domain_id, now, _room(domain_id, domain, most)))).scalars()
     )
-    task_ids = list((await session.execute(pick)).scalars())
     if not task_ids:
         return []
     status = S.CRAWLING if start else S.QUEUED
@@ -273,6 +299,8 @@ async def claim_from_domain(
         .execution_options(synchronize_session=False)
     )
     tasks = [as_claimed(row, domain) for row in rows]
+    if not tasks:
+        return []
     if delay > 0:
         # Closed until the request is really on the wire (``politeness.gate``); a worker
         # that dies before sending leaves it closed only until its lease runs out.
@@ -287,21 +315,19 @@ async def claim_from_domain(
 async def claim_parse(
     session: AsyncSession, worker_id: str, now: datetime, limit: int, lease_until: datetime
 ) -> list[ClaimedTask]:
-    """Lease downloaded tasks for the parse phase (restart-parsing, expired parse leases)."""
-    pick = (
+    """Lease downloaded tasks for the parse phase (restart-parsing, expired parse leases):
+    one statement, and none more when there are none (the usual case)."""
+    pick = _once(
         select(CrawlTask.id)
         .where(CrawlTask.status == S.DOWNLOADED)
         .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    task_ids = list((await session.execute(pick)).scalars())
-    if not task_ids:
-        return []
     rows = (
         await session.execute(
             update(CrawlTask)
-            .where(CrawlTask.id.in_(task_ids), CrawlTask.status == S.DOWNLOADED)
+            .where(CrawlTask.id.in_(pick), CrawlTask.status == S.DOWNLOADED)
             .values(
                 status=S.QUEUED_PARSE,
                 lease_owner=worker_id,
@@ -312,6 +338,8 @@ async def claim_parse(
             .execution_options(synchronize_session=False)
         )
     ).all()
+    if not rows:
+        return []
     domains = {
         d.id: d
         for d in await session.execute(

@@ -37,6 +37,7 @@ class ClaimLoop:
         hand_out: Callable[[ClaimedTask], Awaitable[object]],
         may_claim: Callable[[int], bool] = _any_room,
         nothing_due: Callable[[], Awaitable[float | None]] | None = None,
+        then_claim: Callable[[int], Awaitable[list[ClaimedTask]]] | None = None,
     ) -> None:
         self.settings = settings
         self.name = name
@@ -46,6 +47,9 @@ class ClaimLoop:
         self.may_claim = may_claim
         # Called after a claim found nothing; returns a shorter wait than the poll, if any.
         self.nothing_due = nothing_due
+        # Claims the room ``claim`` left, once its tasks are handed out (the worker's parse
+        # claim: a fetch it claimed starts first, not one transaction later).
+        self.then_claim = then_claim
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
 
@@ -60,6 +64,24 @@ class ClaimLoop:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    async def _claim(
+        self, claim: Callable[[int], Awaitable[list[ClaimedTask]]], free: int
+    ) -> list[ClaimedTask]:
+        try:
+            return await claim(free)
+        except Exception:
+            log.exception(
+                "%s: claiming failed; retrying in %.1f s", self.name, self.settings.poll_seconds
+            )
+            return []
+
+    async def _hand_out(self, claimed: list[ClaimedTask]) -> None:
+        for task in claimed:
+            try:
+                await self.hand_out(task)
+            except Exception:  # a database error: the lease expires and it is reaped
+                log.exception("task %s: handing it out (%s) failed", task.id, self.name)
+
     async def run(self) -> None:
         poll = self.settings.poll_seconds
         while not self._stopping.is_set():
@@ -68,15 +90,12 @@ class ClaimLoop:
             claimed: list[ClaimedTask] = []
             tried = self.may_claim(free)
             if tried:
-                try:
-                    claimed = await self.claim(free)
-                except Exception:
-                    log.exception("%s: claiming failed; retrying in %.1f s", self.name, poll)
-            for task in claimed:
-                try:
-                    await self.hand_out(task)
-                except Exception:  # a database error: the lease expires and it is reaped
-                    log.exception("task %s: handing it out (%s) failed", task.id, self.name)
+                claimed = await self._claim(self.claim, free)
+                await self._hand_out(claimed)
+                if self.then_claim is not None and len(claimed) < free:
+                    more = await self._claim(self.then_claim, free - len(claimed))
+                    await self._hand_out(more)
+                    claimed += more
             if claimed and self.room() > 0:
                 continue  # there may be more right away
             timeout = poll

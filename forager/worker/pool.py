@@ -119,6 +119,7 @@ class WorkerPool:
             claim=self._claim,
             hand_out=self._hand_out,
             nothing_due=self._next_gate,
+            then_claim=self._claim_parse,
         )
         # Self-supervision (issue 15): why this process stopped to start afresh, if it did.
         self.recycle_reason: str | None = None
@@ -192,10 +193,12 @@ class WorkerPool:
         return free >= self._batch or (free > 0 and not self.jobs)
 
     async def _claim(self, free: int) -> list[ClaimedTask]:
-        claimed = await self.queue.claim(self.worker_id, free, start=True)
-        if len(claimed) < free:
-            claimed += await self.queue.claim_parse(self.worker_id, free - len(claimed))
-        return claimed
+        return await self.queue.claim(self.worker_id, free, start=True)
+
+    async def _claim_parse(self, free: int) -> list[ClaimedTask]:
+        """Re-parses (``restart-parsing``, expired parse leases) in the room fetches left;
+        claimed once those fetches have started."""
+        return await self.queue.claim_parse(self.worker_id, free)
 
     async def _hand_out(self, task: ClaimedTask) -> None:
         self._start(task)
