@@ -70,7 +70,8 @@ async def _total(session: AsyncSession, query: Select[Any], offset: int) -> tupl
     the rows before it (no more than the offset's own scan reads)."""
 
     async def count(offset: int, limit: int) -> int:
-        rows = query.with_only_columns(literal(1)).offset(offset).limit(limit)
+        rows = query.with_only_columns(literal(1), maintain_column_froms=True)
+        rows = rows.offset(offset).limit(limit)
         return await session.scalar(select(func.count()).select_from(rows.subquery())) or 0
 
     past = await count(offset, COUNT_CAP + 1)
