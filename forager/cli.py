@@ -235,7 +235,13 @@ def _bind(host: str, port: int) -> socket.socket:
     do instead."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        return socket.create_server((host, port), family=family, backlog=2048)
+        bound = socket.create_server((host, port), family=family, backlog=2048)
+        # The same socket with its protocol read back (IPPROTO_TCP, where create_server leaves
+        # 0): asyncio turns Nagle off (TCP_NODELAY) only on connections accepted from a socket
+        # whose protocol says TCP. With Nagle on, a response written in two pieces (uvicorn
+        # writes head and body apart) waited for the client's delayed ACK: +40 ms or more on
+        # every request of a kept-alive connection (the dashboard's, agents' WebSockets).
+        return socket.socket(fileno=bound.detach())
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(

@@ -13,7 +13,9 @@ from fastapi import FastAPI
 def run(app: FastAPI, host: str, port: int, port_file: Path | None) -> None:
     """Serve until SIGTERM/SIGINT; the bound port goes to ``port_file`` (or stdout)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections of a TCP-protocol socket
+    # (with Nagle on, kept-alive requests waited for delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
