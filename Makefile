@@ -47,14 +47,15 @@ serve: $(STAMP)
 apikey: $(STAMP)
 	@$(RUN)/forager apikey create --name $(or $(NAME),admin) --role $(or $(ROLE),admin)
 
-# Four xdist workers on a 2-core machine: much of the suite waits on subprocesses, sockets and
-# the databases, so workers beyond the cores fill the gaps (a third saved about 1.5 min against
-# two; a fourth 705 -> 672 s of pytest on a quiet 2-core VM, 2026-11-29); each has its own
-# PostgreSQL template, SQLite template and test site. Multi-process tests are grouped on one
-# worker (see tests/conftest.py).
+# Three xdist workers on a 2-core machine: much of the suite waits on subprocesses, sockets and
+# the databases, so a third worker fills the gaps (about 1.5 min less than two). A fourth was
+# no better from a fresh clone (pytest 772 s against 705 s with three; warm, 672 s): the
+# start-up of each worker's templates and test site competes for the same two cores. Each has
+# its own PostgreSQL template, SQLite template and test site. Multi-process tests are grouped
+# on one worker (see tests/conftest.py).
 # Bytecode caching on for the run (some machines set PYTHONDONTWRITEBYTECODE): the suite starts
 # hundreds of forager processes, and each would compile every module it imports again.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: $(STAMP) chromium prometheus
 	env -u PYTHONDONTWRITEBYTECODE $(RUN)/pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
