@@ -7,6 +7,10 @@ URL on one host and once spread over ten:
 
 - Scrapy (bench dependency group), a 25-line spider: JSON-LD → JSONL feed, concurrency 64;
 - ``forager crawl --concurrency 64`` (SQLite);
+- the same with ``--selectors``: a selector map of the spider's four JSON-LD fields instead of
+  the generic parser (which checks the JSON-LD against the visible page), so both tools read
+  the same things from each page and keep their own (Forager: every page stored, attempts,
+  events, products and price history);
 - one ``forager worker --concurrency 64`` on PostgreSQL, then two at 32 each, four at 16 each;
 - (one host only) one ``forager worker --concurrency 256``, for its peak RSS.
 
@@ -78,6 +82,16 @@ class Products(scrapy.Spider):
                        "price": offer.get("price"), "currency": offer.get("priceCurrency")}
                 return
 """
+
+# What the spider reads, as a selector map for ``forager crawl --selectors``: the same four
+# fields from the same JSON-LD, no generic parser behind it (``fallback``: false).
+SELECTOR_MAP = {
+    "product_name": {"jsonld": "Product:name"},
+    "sku": {"jsonld": "Product:sku"},
+    "price": {"jsonld": "Product:offers.price", "post": ["price"]},
+    "currency": {"jsonld": "Product:offers.priceCurrency"},
+    "fallback": False,
+}
 
 NGINX_CONF = """\
 worker_processes 1;
@@ -301,7 +315,7 @@ def run_scrapy(tmp: Path, urls_file: Path) -> dict[str, Any]:
     return _tree_cpu(_result(pages, m["ended"], m["cpu_s"], m["peak_rss_mb"]), tree)
 
 
-def run_crawl(tmp: Path, urls: list[str]) -> dict[str, Any]:
+def run_crawl(tmp: Path, urls: list[str], *options: str) -> dict[str, Any]:
     data = tmp / "crawl-data"
     shutil.rmtree(data, ignore_errors=True)
     out = tmp / "forager.jsonl"
@@ -318,6 +332,7 @@ def run_crawl(tmp: Path, urls: list[str]) -> dict[str, Any]:
             "64",
             "-o",
             str(out),
+            *options,
             *urls,
         ],
         env=forager_env(data),
@@ -487,6 +502,8 @@ def main() -> None:
         port = free_port()
         build_site(tmp, PAGES, f"http://127.0.0.1:{port}")
         nginx = Nginx(tmp, port)
+        selector_map = tmp / "selectors.json"
+        selector_map.write_text(json.dumps(SELECTOR_MAP))
         try:
             warm_up(tmp, port)
             for layout in RUN_LAYOUTS:
@@ -498,6 +515,11 @@ def main() -> None:
                 plan: list[tuple[str, str, Any]] = [
                     ("scrapy", "scrapy", lambda f=urls_file: run_scrapy(tmp, f)),
                     ("crawl", "forager crawl (SQLite)", lambda u=urls: run_crawl(tmp, u)),
+                    (
+                        "crawl_map",
+                        "forager crawl --selectors (SQLite, the spider's four fields)",
+                        lambda u=urls: run_crawl(tmp, u, "--selectors", str(selector_map)),
+                    ),
                     (
                         "worker",
                         "1 forager worker (PostgreSQL)",

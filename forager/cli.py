@@ -393,15 +393,36 @@ def crawl(
     ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks in flight at once.")] = 8,
     retries: Annotated[int, typer.Option(min=0, help="Retries per URL.")] = 1,
+    selectors: Annotated[
+        Path | None,
+        typer.Option(
+            help="A selector map (JSON file, docs/PARSERS.md) to read every page with, "
+            "instead of --parser.",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Crawl URLs once, in-process, in a throwaway database; print the products found."""
     with _start_up(parses=True):
-        from forager.oneshot import run_crawl
+        from forager.errors import InvalidRequest
+        from forager.oneshot import read_selector_map, run_crawl
 
         settings = _settings(quiet=True)
+        if selectors is not None and parser is not None:
+            raise _fail("--parser and --selectors: give one (a selector map is a parser)")
+        try:
+            fields = None if selectors is None else read_selector_map(selectors)
+        except InvalidRequest as exc:
+            raise _fail(f"--selectors {selectors}: {exc.message}") from None
     code = asyncio.run(
         run_crawl(
-            settings, urls, parser=parser, output=output, concurrency=concurrency, retries=retries
+            settings,
+            urls,
+            parser=parser,
+            output=output,
+            concurrency=concurrency,
+            retries=retries,
+            selectors=fields,
         )
     )
     # Everything is written and closed: the interpreter's last collection would only walk

@@ -6,6 +6,7 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
+from typing import Any, cast
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,6 +17,9 @@ from forager.config import Settings
 from forager.db import template
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Product
+from forager.domains import selectors as domain_selectors
+from forager.errors import InvalidRequest
+from forager.parse.selectors import compile_map
 from forager.products.records import RECORD_FIELDS, image_urls, product_record
 from forager.queue.door import SubmitSpec, submit_urls
 from forager.queue.lifecycle import TERMINAL, TaskStatus
@@ -37,8 +41,10 @@ async def run_crawl(
     output: Path | None,
     concurrency: int,
     retries: int,
+    selectors: dict[str, Any] | None = None,
 ) -> int:
-    """Crawl ``urls``; returns the exit code (1 when any URL failed or was invalid)."""
+    """Crawl ``urls``; returns the exit code (1 when any URL failed or was invalid). With
+    ``selectors``, every domain's pages are read with that selector map."""
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="forager-crawl-") as tmp:
         local = settings.model_copy(
@@ -54,7 +60,7 @@ async def run_crawl(
         )
         runtime = await _open(local)
         try:
-            return await _crawl(runtime, console, urls, parser, output, concurrency)
+            return await _crawl(runtime, console, urls, parser, output, concurrency, selectors)
         finally:
             await runtime.aclose()
 
@@ -77,6 +83,7 @@ async def _crawl(
     parser: str | None,
     output: Path | None,
     concurrency: int,
+    selectors: dict[str, Any] | None = None,
 ) -> int:
     db, settings = runtime.db, runtime.settings
     outcomes = await submit_urls(
@@ -86,6 +93,8 @@ async def _crawl(
     for o in invalid:
         console.print(f"[red]invalid[/red] {o.input_url}: {o.error}")
     task_ids = sorted({o.task_id for o in outcomes if o.task_id is not None})
+    if selectors is not None:
+        await _use_selectors(db, task_ids, selectors)
     pool = runtime.worker_pool(concurrency, worker_id=new_worker_id("crawl"), kind="crawl")
     runner = asyncio.create_task(pool.run())
     loop = asyncio.get_running_loop()
@@ -106,6 +115,33 @@ async def _crawl(
     pool.stop()
     await runner
     return await _report(db, console, task_ids, output, bool(invalid))
+
+
+def read_selector_map(path: Path) -> dict[str, Any]:
+    """The selector map in ``path`` (JSON), checked as the API checks one: ``InvalidRequest``
+    says what is wrong (the file, its JSON, or the rule, by its place in the map)."""
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidRequest(f"cannot read it: {exc.strerror or exc}", field="selectors") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequest(f"not JSON: {exc}", field="selectors") from None
+    compile_map(fields)
+    return cast(dict[str, Any], fields)
+
+
+async def _use_selectors(db: Database, task_ids: list[int], fields: dict[str, Any]) -> None:
+    """Every domain of ``task_ids`` reads its pages with the map ``fields`` (its version 1),
+    as a domain does after ``POST /api/domains/{id}/selector-parsers`` with ``use``."""
+    async with db.reader() as session:
+        domain_ids = set(
+            await session.scalars(
+                select(CrawlTask.domain_id).where(CrawlTask.id.in_(task_ids)).distinct()
+            )
+        )
+    for domain_id in sorted(domain_ids):
+        note = "forager crawl --selectors"
+        await domain_selectors.save(db, domain_id, fields, note, use=True, by="cli")
 
 
 async def _count_done(db: Database) -> int:

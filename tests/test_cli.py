@@ -194,6 +194,57 @@ def test_crawl_writes_products_as_jsonl(
     assert not (tmp_path / "data").exists()  # a throwaway database, not the data dir
 
 
+def test_crawl_reads_every_domain_with_a_given_selector_map(
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite
+) -> None:
+    """`--selectors` reads every page of every domain with the map: its fields only (no
+    generic parser behind a map with ``"fallback": false``), tagged as the selector parser."""
+    selector_map = {
+        "product_name": {"css": "h1"},
+        "price": {"jsonld": "Product:offers.price", "post": ["price"]},
+        "sku": {"jsonld": "Product:sku"},
+        "fallback": False,
+    }
+    (tmp_path / "map.json").write_text(json.dumps(selector_map), encoding="utf-8")
+    urls = [site.url("/product/5"), site.url("/product/6", host="127.0.0.2")]
+    result = forager(tmp_path, cli_env, "crawl", "--selectors", "map.json", *urls, "-o", "o.jsonl")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()
+    records = sorted((json.loads(line) for line in lines), key=lambda r: r["url"])
+    assert [(r["product_name"], r["price"], r["sku"]) for r in records] == [
+        ("Test Product 5", "5.99", "SKU-5"),
+        ("Test Product 6", "6.99", "SKU-6"),
+    ]
+    assert {(r["parser_name"], r["parser_version"]) for r in records} == {("selector", "1")}
+    # The generic parser reads these from the same pages; the map leaves them empty.
+    assert [(r["description"], r["image_urls"]) for r in records] == [(None, [])] * 2
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "says"),
+    [
+        ('{"product_name": {"css": "h1", "post": ["shout"]}}', [], "product_name.post.0"),
+        ('{"product_name": ', [], "not JSON"),
+        (None, [], "cannot read it"),
+        ('{"product_name": {"css": "h1"}}', ["--parser", "generic"], "give one"),
+    ],
+)
+def test_crawl_refuses_a_bad_selector_map_before_fetching_anything(
+    tmp_path: Path,
+    cli_env: dict[str, str],
+    site: TestSite,
+    content: str | None,
+    options: list[str],
+    says: str,
+) -> None:
+    if content is not None:
+        (tmp_path / "map.json").write_text(content, encoding="utf-8")
+    args = ["crawl", "--selectors", "map.json", *options, site.url("/product/5")]
+    line = one_error_line(forager(tmp_path, cli_env, *args))
+    assert says in line and "Traceback" not in line
+    assert not [r for r in site.requests() if r.path.startswith("/product/")]
+
+
 def test_crawl_starts_from_the_schema_the_first_crawl_kept(
     tmp_path: Path, cli_env: dict[str, str], site: TestSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
