@@ -5,6 +5,7 @@ candidate compared with the parser in use on stored pages (issue 34)."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -194,6 +195,31 @@ def test_fields_without_a_rule_come_from_the_generic_parser_unless_fallback_is_f
     with pytest.raises(InvalidRequest) as refused:
         compile_map({**FIVE, "fallback": "no"})
     assert refused.value.field == "fields.fallback"
+
+
+@pytest.mark.parametrize(
+    ("written", "kept", "available"),
+    [
+        ("https://schema.org/OutOfStock", "OutOfStock", False),
+        ("http://schema.org/InStock", "InStock", True),
+        ("schema:PreOrder", "PreOrder", True),
+        ("Ships in 3 days", "Ships in 3 days", None),  # not schema.org's: kept as read
+    ],
+)
+def test_an_availability_read_from_json_ld_is_kept_as_the_generic_parser_keeps_it(
+    written: str, kept: str, available: bool | None
+) -> None:
+    url = "https://shop.test/product/5"
+    html = product_page(5, Decimal("12.50"), False, "https://shop.test", kb=1)
+    html = html.replace('"https://schema.org/OutOfStock"', json.dumps(written))
+    assert written in html
+    fields = {**FIVE, "availability": {"jsonld": "Product:offers.availability"}, "fallback": False}
+    record = compile_map(fields, 1).parse(html, url)
+    assert isinstance(record, ProductRecord)
+    assert (record.availability, record.is_available) == (kept, available)
+    # A rule of its own for is_available is the operator's word, even when it matched nothing.
+    ruled = compile_map({**fields, "is_available": {"css": ".no-such-thing", "post": ["present"]}})
+    assert ruled.parse(html, url).is_available is False  # type: ignore[union-attr]
 
 
 async def test_a_map_without_an_availability_rule_keeps_it_on_recrawl(

@@ -165,10 +165,10 @@ class GenericParser:
         if currency is None and offers.price is not None:
             currency = currency_for_url(url)
             sources["currency"] = "url"
-        if _is_available(availability) is False and not seen.buy_button:
+        if is_available_from(availability) is False and not seen.buy_button:
             seen.buy_button = visible.has_buy_button(tree)
         is_available, stock_source = crosscheck.availability(
-            _is_available(availability), seen, offers.price
+            is_available_from(availability), seen, offers.price
         )
         if stock_source is not None:
             sources["is_available"] = stock_source
@@ -422,7 +422,9 @@ def _loose_availability(tree: LexborHTMLParser) -> str | None:
     return None
 
 
-def _is_available(availability: str | None) -> bool | None:
+def is_available_from(availability: str | None) -> bool | None:
+    """Whether a schema.org availability (``InStock``, ``https://schema.org/SoldOut``, …) says the
+    product can be bought; None for a value it does not name."""
     if not availability:
         return None
     key = availability.rsplit("/", 1)[-1].replace(" ", "").lower()

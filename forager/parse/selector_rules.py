@@ -38,6 +38,8 @@ _JSONLD = re.compile(
 )
 _ATTR = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:.\-]{0,99}$")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
+# A schema.org availability as JSON-LD writes it: "https://schema.org/InStock", "schema:InStock".
+_SCHEMA_ORG = re.compile(r"(?i)(?:https?://(?:www\.)?schema\.org/|schema:)[A-Za-z]+$")
 SELF = "self"  # an item field's rule with neither css nor xpath: the block itself
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
@@ -245,6 +247,8 @@ def product_value(name: str, value: Value, url: str) -> Value:
         return int(number)
     if name == "is_available":
         return bool(value)
+    if name == "availability" and _SCHEMA_ORG.match(str(value)):
+        return str(value).rsplit("/", 1)[-1].rpartition(":")[2]  # as the generic parser keeps it
     if name == "currency":
         code = detect_currency(str(value), url) or str(value).strip().upper()
         if not re.fullmatch(r"[A-Z]{3}", code):

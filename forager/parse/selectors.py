@@ -32,7 +32,7 @@ from lxml import etree
 
 from forager.errors import InvalidRequest, NotProductPage, ParseError
 from forager.parse.base import EXTRACTED_FIELDS, Extracted, ItemRecord, ProductRecord
-from forager.parse.generic import GenericParser
+from forager.parse.generic import GenericParser, is_available_from
 from forager.parse.items import KIND, MAX_ITEMS, BadItem, check_item
 from forager.parse.prices import currency_for_url
 from forager.parse.quality import check
@@ -165,6 +165,8 @@ class SelectorMap:
             if key != "product_name" and value is not None:
                 setattr(record, key, value)
         taken = _fall_back(record, self.undefined, html, url)
+        if record.is_available is None and "is_available" not in values:
+            record.is_available = is_available_from(record.availability)
         if record.currency is None and record.price is not None:
             record.currency = currency_for_url(url)
         record.parser_name, record.parser_version = SELECTOR, str(self.version)
