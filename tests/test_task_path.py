@@ -350,6 +350,24 @@ async def test_a_page_queued_behind_a_stuck_one_is_parsed_by_its_replacement(
         await pool.aclose()
 
 
+async def test_a_second_parse_process_starts_only_when_the_first_is_full(tmp_path: Any) -> None:
+    """Pages that come one or two at a time (a browser worker's) keep one process and its
+    memory; more at once than one process queues (``QUEUED``) start the next, up to ``size``."""
+    settings = load_settings(data_dir=tmp_path)
+    pool = ParsePool(settings, size=2)
+    try:
+        for n in (1, 2):
+            assert (await pool.parse(_job(settings, n))).record is not None
+        both = await asyncio.gather(*(pool.parse(_job(settings, n)) for n in (3, 4)))
+        assert [p.record.price for p in both if p.record] == [Decimal("3.25"), Decimal("4.25")]
+        assert len(pool._children) == 1
+        many = await asyncio.gather(*(pool.parse(_job(settings, n)) for n in range(5, 12)))
+        assert all(p.record is not None for p in many)
+        assert len(pool._children) == 2
+    finally:
+        await pool.aclose()
+
+
 async def test_a_cancelled_parse_leaves_its_process_answering_the_next_page(
     tmp_path: Any,
 ) -> None:

@@ -482,8 +482,12 @@ class ParsePool:
         return best if best is not None and len(best.queued) < QUEUED else None
 
     async def _send(self, job: ParseJob) -> tuple[_Child, _Queued]:
-        """Send ``job`` to a child with room: an idle one, a new one (up to ``size``), else the
-        least busy (up to ``QUEUED`` pages each); waits in turn while every one is full."""
+        """Send ``job`` to the least busy child with room (up to ``QUEUED`` pages each), else
+        to a new one (up to ``size``); waits in turn while every one is full.
+
+        A new process starts only when every one is full: pages that come slowly (a browser
+        worker's, a monitor's) keep one process, and its memory, instead of ``size``; a crawl's
+        stream fills the first in moments and starts the others."""
         woken = False
         while True:
             if self._closed:
@@ -492,11 +496,7 @@ class ParsePool:
             child = self._pick()
             grow = len(self._children) + self._starting < self.size
             # Whoever was woken for room takes it before anyone who came later.
-            if (
-                child is not None
-                and (not child.queued or not grow)
-                and (woken or not self._waiters)
-            ):
+            if child is not None and (woken or not self._waiters):
                 if job.store is not None:
                     job = dataclasses.replace(job, pack=child.cursor.next_pack())
                 try:
