@@ -57,6 +57,7 @@ from bench.versus_scrapy import (
     forager_env,
     free_port,
     machine,
+    merge_rounds,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -376,7 +377,7 @@ def main() -> None:
                         result = {"error": repr(exc)}
                     result["load_average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
                     results["samples"].setdefault(name, []).append(result)
-                    results["runs"][name] = _median(results["samples"][name])
+                    results["runs"][name] = merge_rounds(results["samples"][name])
                     print(name, json.dumps(result), file=sys.stderr, flush=True)
                     save(results)
         finally:
@@ -384,11 +385,6 @@ def main() -> None:
     results["machine_after"] = machine()
     save(results)
     print(table(results))
-
-
-def _median(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    done = sorted((r for r in samples if "error" not in r), key=lambda r: r["wall_s"])
-    return done[len(done) // 2] if done else samples[-1]
 
 
 def save(results: dict[str, Any]) -> None:
