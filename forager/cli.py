@@ -401,15 +401,25 @@ def crawl(
             dir_okay=False,
         ),
     ] = None,
+    fetcher: Annotated[
+        str | None,
+        typer.Option(
+            help="Fetch every URL with this fetcher: http, impersonate, browser (Chromium: "
+            "pages filled in by scripts) or auto (escalates when a page needs it).",
+        ),
+    ] = None,
 ) -> None:
     """Crawl URLs once, in-process, in a throwaway database; print the products found."""
     with _start_up(parses=True):
         from forager.errors import InvalidRequest
+        from forager.fetch.fetcher_set import DOMAIN_FETCHERS
         from forager.oneshot import read_selector_map, run_crawl
 
         settings = _settings(quiet=True)
         if selectors is not None and parser is not None:
             raise _fail("--parser and --selectors: give one (a selector map is a parser)")
+        if fetcher is not None and fetcher not in DOMAIN_FETCHERS:
+            raise _fail(f"--fetcher {fetcher!r}: one of {', '.join(DOMAIN_FETCHERS)}")
         try:
             fields = None if selectors is None else read_selector_map(selectors)
         except InvalidRequest as exc:
@@ -423,6 +433,7 @@ def crawl(
             concurrency=concurrency,
             retries=retries,
             selectors=fields,
+            fetcher=fetcher,
         )
     )
     # Everything is written and closed: the interpreter's last collection would only walk

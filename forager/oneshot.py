@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +18,7 @@ from forager.config import Settings
 from forager.db import template
 from forager.db.engine import Database
 from forager.db.models import CrawlTask, Product
+from forager.domains import admin as domains_admin
 from forager.domains import selectors as domain_selectors
 from forager.errors import InvalidRequest
 from forager.parse.selectors import compile_map
@@ -42,9 +44,11 @@ async def run_crawl(
     concurrency: int,
     retries: int,
     selectors: dict[str, Any] | None = None,
+    fetcher: str | None = None,
 ) -> int:
     """Crawl ``urls``; returns the exit code (1 when any URL failed or was invalid). With
-    ``selectors``, every domain's pages are read with that selector map."""
+    ``selectors``, every domain's pages are read with that selector map; with ``fetcher``,
+    fetched with that fetcher."""
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="forager-crawl-") as tmp:
         local = settings.model_copy(
@@ -60,7 +64,8 @@ async def run_crawl(
         )
         runtime = await _open(local)
         try:
-            return await _crawl(runtime, console, urls, parser, output, concurrency, selectors)
+            domains = Domains(selectors, fetcher)
+            return await _crawl(runtime, console, urls, parser, output, concurrency, domains)
         finally:
             await runtime.aclose()
 
@@ -83,7 +88,7 @@ async def _crawl(
     parser: str | None,
     output: Path | None,
     concurrency: int,
-    selectors: dict[str, Any] | None = None,
+    domains: Domains | None = None,
 ) -> int:
     db, settings = runtime.db, runtime.settings
     outcomes = await submit_urls(
@@ -93,8 +98,8 @@ async def _crawl(
     for o in invalid:
         console.print(f"[red]invalid[/red] {o.input_url}: {o.error}")
     task_ids = sorted({o.task_id for o in outcomes if o.task_id is not None})
-    if selectors is not None:
-        await _use_selectors(db, task_ids, selectors)
+    if domains is not None:
+        await domains.configure(db, task_ids)
     pool = runtime.worker_pool(concurrency, worker_id=new_worker_id("crawl"), kind="crawl")
     runner = asyncio.create_task(pool.run())
     loop = asyncio.get_running_loop()
@@ -130,18 +135,30 @@ def read_selector_map(path: Path) -> dict[str, Any]:
     return cast(dict[str, Any], fields)
 
 
-async def _use_selectors(db: Database, task_ids: list[int], fields: dict[str, Any]) -> None:
-    """Every domain of ``task_ids`` reads its pages with the map ``fields`` (its version 1),
-    as a domain does after ``POST /api/domains/{id}/selector-parsers`` with ``use``."""
-    async with db.reader() as session:
-        domain_ids = set(
-            await session.scalars(
-                select(CrawlTask.domain_id).where(CrawlTask.id.in_(task_ids)).distinct()
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """What every domain of the crawl is set to before it starts, as an operator sets a domain
+    through the API: a selector map to read its pages with (saved as its version 1 and in
+    use), and the fetcher for its pages."""
+
+    selectors: dict[str, Any] | None = None
+    fetcher: str | None = None
+
+    async def configure(self, db: Database, task_ids: list[int]) -> None:
+        if self.selectors is None and self.fetcher is None:
+            return
+        async with db.reader() as session:
+            domain_ids = set(
+                await session.scalars(
+                    select(CrawlTask.domain_id).where(CrawlTask.id.in_(task_ids)).distinct()
+                )
             )
-        )
-    for domain_id in sorted(domain_ids):
-        note = "forager crawl --selectors"
-        await domain_selectors.save(db, domain_id, fields, note, use=True, by="cli")
+        for domain_id in sorted(domain_ids):
+            if self.selectors is not None:
+                note = "forager crawl --selectors"
+                await domain_selectors.save(db, domain_id, self.selectors, note, use=True, by="cli")
+            if self.fetcher is not None:
+                await domains_admin.update(db, domain_id, {"fetcher": self.fetcher})
 
 
 async def _count_done(db: Database) -> int:

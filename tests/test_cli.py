@@ -22,7 +22,9 @@ from forager.db import template
 from forager.db.migrate import head_revision
 from forager.queue.submit import SubmitSpec, submit_urls
 from forager.runtime import open_database
+from tests.conftest import service_missing
 from tests.support.cli import forager, forager_process, one_error_line
+from tests.support.dashboard import CHROMIUM
 from tests.support.site import TestSite
 from tests.support.waiting import eventually
 
@@ -243,6 +245,28 @@ def test_crawl_refuses_a_bad_selector_map_before_fetching_anything(
     line = one_error_line(forager(tmp_path, cli_env, *args))
     assert says in line and "Traceback" not in line
     assert not [r for r in site.requests() if r.path.startswith("/product/")]
+
+
+def test_crawl_fetches_with_the_fetcher_it_is_given(
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite
+) -> None:
+    """A page whose price only its script writes: read without it by the default fetcher,
+    with it by `--fetcher browser` (Chromium); a fetcher that does not exist is refused."""
+    if not CHROMIUM.exists():
+        service_missing("Chromium", f"{CHROMIUM} not found")
+    url = site.url("/js-price/7")
+
+    def crawled(*options: str) -> tuple[list[Any], str]:
+        result = forager(tmp_path, cli_env, "crawl", *options, url, "-o", "o.jsonl")
+        lines = (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()
+        return [json.loads(line)["price"] for line in lines], result.stderr
+
+    prices, said = crawled()  # "Loading price..." is all the HTML says
+    assert prices == [] and "0 products, 1 failed" in said, said
+    prices, said = crawled("--fetcher", "browser")
+    assert prices == ["7.99"] and "1 products, 0 failed" in said, said
+    line = one_error_line(forager(tmp_path, cli_env, "crawl", "--fetcher", "chrome", url))
+    assert "--fetcher 'chrome': one of http, impersonate, browser, auto" in line
 
 
 def test_crawl_starts_from_the_schema_the_first_crawl_kept(
