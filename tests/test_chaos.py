@@ -11,14 +11,16 @@ the shared PostgreSQL server is not restarted here, its connections are cut inst
 from __future__ import annotations
 
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forager.db.engine import Database
 from forager.db.models import CrawlAttempt, CrawlTask
+from forager.db.types import utcnow
 from tests.conftest import PG_ADMIN_DB, PG_HOST, PG_USER, SettingsFactory
 from tests.support.crawling import submit
 from tests.support.site import SiteProcess
@@ -104,7 +106,11 @@ async def test_a_worker_frozen_past_its_lease_has_its_late_result_discarded(
     # The site answers /turn/<key> one request at a time, when told: the frozen worker's fetch
     # is answered while it is stopped, the fetch of the worker that took the task over waits
     # until the resumed one has tried to write its result.
-    settings = make_settings(lease_seconds=3.0, heartbeat_seconds=0.5, fetch_timeout_seconds=60.0)
+    # A long lease, ended by the test once the worker is stopped: with a short one (3 s) a
+    # loaded machine could starve the worker past it before it was stopped (its pause waits for
+    # a moment outside a transaction), and the other took the task over while the first request
+    # was still held at the site: two held, "the site to answer it" never came.
+    settings = make_settings(lease_seconds=120.0, heartbeat_seconds=0.5, fetch_timeout_seconds=60.0)
     key = "frozen"
     one_parser = {"FORAGER_PARSE_PROCESSES": "1"}  # one page at a time: quicker to start
     workers = [start_worker(settings, tmp_path, f"w{i}", 1, extra_env=one_parser) for i in range(2)]
@@ -128,7 +134,15 @@ async def test_a_worker_frozen_past_its_lease_has_its_late_result_discarded(
         site.let_one(key)  # the answer waits in the frozen process's socket
         await eventually(lambda: waiting_at_site(0), "the site to answer it", timeout=WAIT)
 
-        # Its lease expires (a stopped process sends no heartbeat); the other reaps and takes it.
+        # Its lease runs out while it is stopped (a stopped process sends no heartbeat: nothing
+        # extends it); the other reaps it and takes the task.
+        assert await leased_by(db, frozen) == {task_id}
+        async with db.session() as session:
+            await session.execute(
+                update(CrawlTask)
+                .where(CrawlTask.id == task_id)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            )
         await eventually(
             lambda: leased_by(db, other),
             "the other worker to take the task over",
@@ -162,8 +176,8 @@ async def test_a_worker_frozen_past_its_lease_has_its_late_result_discarded(
         codes = [stop_worker(w) for w in workers]
     assert codes == [0, 0], logs(tmp_path)
 
-    # Done once, by the worker holding it (the other, unless a loaded machine starved it past
-    # its own lease too): one success, one `completed` event, the task pointing at its page.
+    # Done once, by the worker holding it (the other): one success, one `completed` event, the
+    # task pointing at its page.
     attempts = await task_attempts(db, task_id)
     [success] = [a for a in attempts if a.outcome == "success"]
     assert (await completions(db))[str(task_id)] == 1

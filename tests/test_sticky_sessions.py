@@ -187,7 +187,13 @@ async def test_two_processes_share_sessions_never_at_once(
 ) -> None:
     """A `forager worker` process and this test's own worker pool on one domain's sessions:
     each session's visits count up without a gap (a process continues the cookies the other
-    stored), sessions pass between the processes, and no session is in two requests at once."""
+    stored), sessions pass between the processes, and no session is in two requests at once.
+
+    In turns, then together: this process alone makes the sessions; the other alone then takes
+    them (the least recently used free session before a new one), so a session passes between
+    the processes every run; then both at once on the same sessions. Left to chance (both at
+    once from the start) each process could keep re-taking the session it had just given back,
+    and none passed (a loaded CI machine: ``assert any(...)`` failed)."""
     caplog.set_level(logging.INFO)
     sticky.LOG.reset()
     host = "127.0.0.4"
@@ -204,12 +210,29 @@ async def test_two_processes_share_sessions_never_at_once(
         "sticky_sessions": {"max_uses": 1000, "warmup_url": site.url("/sticky/warm", host=host)},
     }
     await admin.create(db, settings, host, values, SecretBox(settings))
+    pages = {n: site.url(f"/sticky/p/{n}?ms=60", host=host) for n in range(1, 25)}
+    ids: list[int] = []
+
+    async def crawled(numbers: range) -> list[int]:
+        turn = await submit(db, settings, *(pages[n] for n in numbers))
+        ids.extend(turn)
+        return turn
+
+    # This process alone: it makes the domain's sessions and stores their cookies.
+    mine = await crawled(range(1, 7))
+    await run_pool_until(db, settings, lambda: _done(db, mine), concurrency=2, timeout=180)
     other = start_worker(settings, tmp_path, "other", 2, extra_env=_INFO)
     try:
         await all_up(db, [other], context=lambda: logs(tmp_path))
-        pages = {n: site.url(f"/sticky/p/{n}?ms=60", host=host) for n in range(1, 25)}
-        ids = await submit(db, settings, *pages.values())
-        await run_pool_until(db, settings, lambda: _done(db, ids), concurrency=2, timeout=180)
+        # The other alone: every session is free, so it takes them on.
+        theirs = await crawled(range(7, 13))
+        await eventually(
+            lambda: _done(db, theirs), "the other process's pages", timeout=180,
+            context=lambda: logs(tmp_path),
+        )  # fmt: skip
+        # Both at once, on the same sessions.
+        both = await crawled(range(13, 25))
+        await run_pool_until(db, settings, lambda: _done(db, both), concurrency=2, timeout=180)
     finally:
         code = stop_worker(other)
     assert code == 0, logs(tmp_path)
@@ -229,8 +252,10 @@ async def test_two_processes_share_sessions_never_at_once(
             ).all()
         )
     by_url = {url: n for n, url in pages.items()}
-    workers_of = {
-        sid: {fetched_by[url] for url, n in by_url.items() if n in {v.n for v in visits}}
+    workers_of = {  # the processes (host:pid:kind:…) that fetched through each session
+        sid: {
+            fetched_by[url].split(":")[1] for url, n in by_url.items() if n in {v.n for v in visits}
+        }
         for sid, visits in sessions.items()
     }
     assert len(set().union(*workers_of.values())) == 2  # both processes fetched
