@@ -38,6 +38,7 @@ from forager.queue import door
 from forager.queue.door import FETCHED_VIA, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import TaskStatus
 from forager.store import packs
+from forager.worker import parsing
 from forager.worker import writer as writer_module
 from forager.worker.parsing import ParseJob, ParsePool
 from forager.worker.writer import Finish, GroupWriter
@@ -350,18 +351,25 @@ async def test_a_page_queued_behind_a_stuck_one_is_parsed_by_its_replacement(
         await pool.aclose()
 
 
-async def test_a_second_parse_process_starts_only_when_the_first_is_full(tmp_path: Any) -> None:
-    """Pages that come one or two at a time (a browser worker's) keep one process and its
-    memory; more at once than one process queues (``QUEUED``) start the next, up to ``size``."""
+async def test_a_second_parse_process_starts_only_when_the_first_stays_full(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages that come one or two at a time, or in a burst one process clears before
+    ``GROW_AFTER_SECONDS`` (a browser worker's eight), keep one process and its memory; pages
+    that keep every process full longer start the next, up to ``size``."""
     settings = load_settings(data_dir=tmp_path)
     pool = ParsePool(settings, size=2)
+    monkeypatch.setattr(parsing, "GROW_AFTER_SECONDS", 60.0)  # any burst is cleared in time
     try:
         for n in (1, 2):
             assert (await pool.parse(_job(settings, n))).record is not None
         both = await asyncio.gather(*(pool.parse(_job(settings, n)) for n in (3, 4)))
         assert [p.record.price for p in both if p.record] == [Decimal("3.25"), Decimal("4.25")]
+        burst = await asyncio.gather(*(pool.parse(_job(settings, n)) for n in range(5, 13)))
+        assert all(p.record is not None for p in burst)
         assert len(pool._children) == 1
-        many = await asyncio.gather(*(pool.parse(_job(settings, n)) for n in range(5, 12)))
+        monkeypatch.setattr(parsing, "GROW_AFTER_SECONDS", 0.001)  # none is cleared in time
+        many = await asyncio.gather(*(pool.parse(_job(settings, n)) for n in range(13, 20)))
         assert all(p.record is not None for p in many)
         assert len(pool._children) == 2
     finally:

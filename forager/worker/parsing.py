@@ -457,6 +457,9 @@ def _nothing() -> None:
 
 
 QUEUED = 2  # pages sent to one parse process at once (the one it parses and the next)
+# How long pages wait while every parse process is full before another starts (up to the
+# pool's size): longer than a burst of a browser worker's pages takes one process.
+GROW_AFTER_SECONDS = 0.05
 
 
 class ParsePool:
@@ -485,10 +488,11 @@ class ParsePool:
         """Send ``job`` to the least busy child with room (up to ``QUEUED`` pages each), else
         to a new one (up to ``size``); waits in turn while every one is full.
 
-        A new process starts only when every one is full: pages that come slowly (a browser
-        worker's, a monitor's) keep one process, and its memory, instead of ``size``; a crawl's
-        stream fills the first in moments and starts the others."""
-        woken = False
+        A new process starts only when every one has been full for ``GROW_AFTER_SECONDS``
+        (or there is none): pages that come slowly or in short bursts (a browser worker's, a
+        monitor's) keep one process, and its memory, instead of ``size``; a crawl's stream
+        keeps the first full and starts the others within moments."""
+        woken = waited = False
         while True:
             if self._closed:
                 raise ForagerError("the parse pool is closed")
@@ -506,13 +510,21 @@ class ParsePool:
                 if woken:
                     self._wake_if_room()
                 return child, sent
-            if grow:
+            if grow and (waited or not (self._children or self._starting)):
                 await self._start_child()
+                waited = False
                 continue
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
-                await waiter
+                # Woken by an answer (room) or a child ready; while the pool may grow, also
+                # after GROW_AFTER_SECONDS: every child still full (none starting), one starts.
+                await asyncio.wait((waiter,), timeout=GROW_AFTER_SECONDS if grow else None)
+                if not waiter.done():
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+                    waited = not self._starting
+                    continue
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
                     self._wake()  # woken, then cancelled: the room goes to the next in line
