@@ -4,13 +4,17 @@ gross both shown, a placeholder 0, and a currency without minor units."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from forager.parse import locales
 from forager.parse.base import ProductRecord
 from forager.parse.generic import GenericParser
+from forager.parse.prices import detect_currency
 
 PRODUCT = {"@context": "https://schema.org", "@type": "Product", "name": "Wasserkocher"}
 
@@ -91,3 +95,52 @@ def test_a_chilean_price_has_no_minor_units() -> None:
 def test_a_price_in_a_related_block_is_not_the_products() -> None:
     body = '<div class="price">39,99 €</div><div class="related"><div class="price">19,99 €</div>'
     assert _parse(body + "</div>").price == Decimal("39.99")
+
+
+# --------------------------------------------------------------------------- the tables' cache
+
+
+@pytest.fixture
+def fresh_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The currency tables as a new process finds them, with a cache directory of the test's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    locales._tables.cache_clear()
+    yield tmp_path / "forager"
+    locales._tables.cache_clear()
+
+
+def _no_build() -> Any:
+    raise AssertionError("built again: the cache was not read")
+
+
+def test_the_currency_tables_are_built_once_then_read_from_the_cache(
+    fresh_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = locales._tables()
+    [kept] = fresh_tables.glob("currency-tables-*.json")
+    assert "€" in json.loads(kept.read_text(encoding="utf-8"))["symbols"]
+    locales._tables.cache_clear()
+    monkeypatch.setattr(locales, "_build_tables", _no_build)
+    read = locales._tables()
+    assert read == built and list(read[0]) == list(built[0])  # the same, in the same order
+    assert {"EUR", "KRW", "BRL"} <= read[1] and read[0]["₩"] == {"KRW"}
+
+
+@pytest.mark.parametrize("content", ["{", "[]", '{"symbols": {}, "current": []}', '{"x": 1}'])
+def test_a_broken_cache_of_the_tables_is_built_again(fresh_tables: Path, content: str) -> None:
+    built = locales._tables()
+    [kept] = fresh_tables.glob("currency-tables-*.json")
+    kept.write_text(content, encoding="utf-8")
+    locales._tables.cache_clear()
+    assert locales._tables() == built
+    assert locales._from_json(json.loads(kept.read_text(encoding="utf-8"))) == built
+
+
+def test_the_tables_are_built_where_nothing_can_be_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_tables: Path
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # a file, not a directory
+    assert "EUR" in locales._tables()[1]
+    assert detect_currency("1.234,56 €", "https://shop.example.de/p/1") == "EUR"
+    assert not list(tmp_path.glob("**/currency-tables-*"))
