@@ -27,6 +27,7 @@ from babel.numbers import (
     get_territory_currencies,
 )
 
+from forager.db import template
 from forager.parse.signals import literal_trie
 
 # The languages whose CLDR currency symbols are read: the shop languages of the Latin, Cyrillic,
@@ -101,15 +102,16 @@ def _tables() -> Tables:
 
 
 def _cache_file() -> Path | None:
-    """``$XDG_CACHE_HOME/forager/currency-tables-<key>.json`` (default ``~/.cache``), its key
-    made of this module's source and Babel's version; None when there is no home to cache in."""
+    """``currency-tables-<key>.json`` in the cache directory ``forager crawl`` keeps its schema
+    template in, its key made of this module's source and Babel's version; None when there is
+    no home to cache in."""
     try:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        folder = template.cache_dir()
         source = Path(__file__).read_bytes()
     except (OSError, RuntimeError):
         return None
     key = hashlib.sha256(source + babel.__version__.encode()).hexdigest()[:16]
-    return Path(base) / "forager" / f"currency-tables-{key}.json"
+    return folder / f"currency-tables-{key}.json"
 
 
 def _to_json(tables: Tables) -> dict[str, Any]:

@@ -22,7 +22,14 @@ from forager.parse.base import EXTRACTED_FIELDS
 from forager.parse.identifiers import gtin
 from forager.parse.jsonpath import JSON_PATH, value_at
 from forager.parse.prices import detect_currency, parse_price
-from forager.parse.structured import absolute_url, clean, has_type, json_ld_blocks, walk_json
+from forager.parse.structured import (
+    absolute_url,
+    clean,
+    has_type,
+    json_ld_blocks,
+    local_name,
+    walk_json,
+)
 
 LINKS = "links"  # a selector map's key: the links a crawl job takes from the page (issue 32)
 MAX_STEPS = 8
@@ -248,7 +255,7 @@ def product_value(name: str, value: Value, url: str) -> Value:
     if name == "is_available":
         return bool(value)
     if name == "availability" and _SCHEMA_ORG.match(str(value)):
-        return str(value).rsplit("/", 1)[-1].rpartition(":")[2]  # as the generic parser keeps it
+        return local_name(str(value))  # as the generic parser keeps it
     if name == "currency":
         code = detect_currency(str(value), url) or str(value).strip().upper()
         if not re.fullmatch(r"[A-Z]{3}", code):

@@ -157,7 +157,7 @@ def _prop_value(node: LexborNode, text_budget: int) -> Any:
     return clean(visible_text(node)) if text_budget > 0 else None
 
 
-def _local_name(value: str) -> str:
+def local_name(value: str) -> str:
     """ "http://schema.org/Product" / "schema:Product" -> "Product"."""
     return value.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit("#", 1)[-1]
 
@@ -183,7 +183,7 @@ def embedded_items(tree: LexborHTMLParser, rdfa: bool = False) -> list[tuple[Lex
     items: dict[int, dict[str, Any]] = {}
     for scope in scopes:
         kind = scope.attributes.get(type_attr) or ""
-        items[scope.mem_id] = {"@type": [_local_name(t) for t in kind.split()] or None}
+        items[scope.mem_id] = {"@type": [local_name(t) for t in kind.split()] or None}
     owner_of = _OwnerLookup(items)
     budget = _PROPERTY_TEXT_BUDGET
     for node in tree.css(f"[{prop_attr}]"):
@@ -196,7 +196,7 @@ def embedded_items(tree: LexborHTMLParser, rdfa: bool = False) -> list[tuple[Lex
             value = _prop_value(node, budget)
             budget -= len(value) if isinstance(value, str) else 0
         for name in (node.attributes.get(prop_attr) or "").split():
-            key = _local_name(name)
+            key = local_name(name)
             target = items[owner]
             if key in target:
                 existing = target[key]
