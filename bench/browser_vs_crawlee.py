@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.versus_scrapy import (
+    ROOT,
     Nginx,
     TreeCpu,
     _measured,
@@ -58,9 +59,9 @@ from bench.versus_scrapy import (
     free_port,
     machine,
     merge_rounds,
+    save_results,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 PAGES = int(os.environ.get("FORAGER_BENCH_BROWSER_PAGES", "300"))
 ROUNDS = max(1, int(os.environ.get("FORAGER_BENCH_BROWSER_ROUNDS", "3")))
 CONCURRENCY = int(os.environ.get("FORAGER_BENCH_BROWSER_CONCURRENCY", "8"))
@@ -388,9 +389,7 @@ def main() -> None:
 
 
 def save(results: dict[str, Any]) -> None:
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True, parents=True)
-    (out / "browser_vs_crawlee.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_results("browser_vs_crawlee", results)
 
 
 def table(results: dict[str, Any]) -> str:

@@ -55,6 +55,7 @@ from bench.versus_scrapy import (
     free_port,
     machine,
     require_scrapy,
+    save_results,
 )
 
 PRODUCTS = int(os.environ.get("FORAGER_BENCH_DISCO_PRODUCTS", "3000"))
@@ -489,9 +490,7 @@ def merge(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def save(results: dict[str, Any]) -> None:
-    out = Path(os.environ.get("FORAGER_BENCH_DISCO_OUT", ROOT / "bench" / "results"))
-    out.mkdir(exist_ok=True, parents=True)
-    (out / "discovery.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_results("discovery", results, "FORAGER_BENCH_DISCO_OUT")
 
 
 def table(results: dict[str, Any]) -> str:

@@ -44,7 +44,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench.pg import pg_admin, scratch_url
-from bench.versus_scrapy import ROOT, machine
+from bench.versus_scrapy import machine, save_results
 from forager.config import load_settings
 from forager.db.engine import Database
 from forager.discovery.jobs import JobSpec, start
@@ -285,9 +285,7 @@ async def run(database_url: str, data_dir: Path) -> dict[str, Any]:
 
 
 def save(results: dict[str, Any]) -> None:
-    out = Path(os.environ.get("FORAGER_BENCH_FRONTIER_OUT", ROOT / "bench" / "results"))
-    out.mkdir(exist_ok=True, parents=True)
-    (out / "frontier.json").write_text(json.dumps(results, indent=2) + "\n")
+    save_results("frontier", results, "FORAGER_BENCH_FRONTIER_OUT")
 
 
 def table(results: dict[str, Any]) -> str:

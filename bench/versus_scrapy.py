@@ -594,10 +594,16 @@ def merge_rounds(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def save(results: dict[str, Any]) -> None:
-    out = Path(os.environ.get("FORAGER_BENCH_VS_OUT", ROOT / "bench" / "results"))
+def save_results(name: str, results: dict[str, Any], out_env: str | None = None) -> None:
+    """``results`` as ``bench/results/<name>.json`` (or in the directory ``out_env`` names)."""
+    default = ROOT / "bench" / "results"
+    out = Path(os.environ.get(out_env, default)) if out_env else default
     out.mkdir(exist_ok=True, parents=True)
-    (out / "versus_scrapy.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def save(results: dict[str, Any]) -> None:
+    save_results("versus_scrapy", results, "FORAGER_BENCH_VS_OUT")
 
 
 def table(results: dict[str, Any]) -> str:
