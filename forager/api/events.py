@@ -8,17 +8,17 @@ the total is a lower bound and ``total_exact`` is false, as for a broad product 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import Select, func, literal, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select
 
 from forager.api.deps import PagingDep, ReadSessionDep
 from forager.api.event_schemas import AuditEvent
 from forager.api.pages import Page
 from forager.api.wire import Timestamp
 from forager.db.models import Event
+from forager.db.queries import page_capped
 
 COUNT_CAP = 10_000
 router = APIRouter(prefix="/api/events", tags=["events"])
@@ -51,10 +51,9 @@ async def list_events(
         query = query.where(Event.id < before_id)
     if since is not None:
         query = query.where(Event.created_at >= since)
-    rows = await session.scalars(
-        query.order_by(Event.id.desc()).limit(paging.limit).offset(paging.offset)
+    rows, total, exact = await page_capped(
+        session, query, Event.id.desc(), limit=paging.limit, offset=paging.offset, cap=COUNT_CAP
     )
-    total, exact = await _total(session, query, paging.offset)
     return Page(
         items=[AuditEvent.model_validate(e) for e in rows],
         total=total,
@@ -62,19 +61,3 @@ async def list_events(
         offset=paging.offset,
         total_exact=exact,
     )
-
-
-async def _total(session: AsyncSession, query: Select[Any], offset: int) -> tuple[int, bool]:
-    """How many rows ``query`` matches, and whether exactly: the offset plus the rows past it,
-    counted up to ``COUNT_CAP`` (one more says there are more). A page past the end counts
-    the rows before it (no more than the offset's own scan reads)."""
-
-    async def count(offset: int, limit: int) -> int:
-        rows = query.with_only_columns(literal(1), maintain_column_froms=True)
-        rows = rows.offset(offset).limit(limit)
-        return await session.scalar(select(func.count()).select_from(rows.subquery())) or 0
-
-    past = await count(offset, COUNT_CAP + 1)
-    if past == 0 and offset > 0:
-        return await count(0, offset), True
-    return offset + min(past, COUNT_CAP), past <= COUNT_CAP

@@ -1,11 +1,11 @@
-"""Query shapes the lists, summaries and lookups share: one page with its total, counts by
-value, and one row by id or ``NotFound``."""
+"""Query shapes the lists, summaries and lookups share: one page with its total (exact, or
+capped for lists of millions), counts by value, and one row by id or ``NotFound``."""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import ColumnElement, Select, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.errors import NotFound
@@ -24,6 +24,31 @@ async def page(
     total = await session.scalar(select(func.count()).select_from(query.subquery()))
     rows = await session.scalars(query.order_by(*order_by).limit(limit).offset(offset))
     return list(rows), total or 0
+
+
+async def page_capped(
+    session: AsyncSession,
+    query: Select[Any],
+    *order_by: Any,
+    limit: int,
+    offset: int,
+    cap: int,
+) -> tuple[list[Any], int, bool]:
+    """Like ``page`` for a list of millions of rows: the total counts at most ``cap`` rows past
+    ``offset`` (one more says there are more), and says whether it is exact. A page past the
+    end counts the rows before it (no more than the offset's own scan reads)."""
+
+    async def count(offset: int, limit: int) -> int:
+        rows = query.with_only_columns(literal(1), maintain_column_froms=True)
+        rows = rows.offset(offset).limit(limit)
+        return await session.scalar(select(func.count()).select_from(rows.subquery())) or 0
+
+    found = await session.scalars(query.order_by(*order_by).limit(limit).offset(offset))
+    rows = list(found)
+    past = await count(offset, cap + 1)
+    if past == 0 and offset > 0:
+        return rows, await count(0, offset), True
+    return rows, offset + min(past, cap), past <= cap
 
 
 async def count_by(
