@@ -16,7 +16,7 @@ and its transitions). Domains and proxies also count every success and failure
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -92,11 +92,16 @@ def outcome_values(
     }
 
 
-def tally(model: Any, *, ok: bool, per_id: Mapping[int, int] | None = None) -> dict[str, Any]:
-    """Column values counting outcomes on a domain's or proxy's breaker: one, or ``per_id``
-    outcomes per row when one statement records a batch (``CASE id WHEN … THEN n``)."""
+def tally(
+    model: Any, *, ok: bool, per_id: Iterable[tuple[Any, Any]] | None = None
+) -> dict[str, Any]:
+    """Column values counting outcomes on a domain's or proxy's breaker: one, or per row when
+    one statement records a batch, ``per_id`` giving (id, outcomes) pairs, values or bound
+    parameters (``CASE WHEN id = … THEN n``)."""
     column = model.breaker_total_successes if ok else model.breaker_total_failures
-    step: Any = 1 if per_id is None else case(dict(per_id), value=model.id, else_=0)
+    step: Any = 1
+    if per_id is not None:
+        step = case(*((model.id == row_id, n) for row_id, n in per_id), else_=0)
     return {column.key: column + step}
 
 

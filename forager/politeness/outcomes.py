@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Integer, Table, bindparam, case, update
+from sqlalchemy import Integer, Table, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -207,7 +207,7 @@ class Outcomes:
         rows = (await session.execute(self._answered_statement(slots), params)).all()
         breakers.transitions(session, "domain", rows, now)
         slow_ms = self.settings.throttle_slow_seconds * 1000
-        throttled = {row[0] for row in rows if row[3] is not None}
+        throttled = {row.id for row in rows if row.throttle_delay_seconds is not None}
         for domain_id, elapsed_ms in outcomes:
             if domain_id in throttled or elapsed_ms >= slow_ms:
                 await throttle.on_response(session, domain_id, self.settings, elapsed_ms)
@@ -228,8 +228,7 @@ class Outcomes:
                 .where(c.id.in_(ids))
                 .values(
                     **breakers.outcome_values(c, self.settings, now, ok=True, cutoff=cutoff),
-                    breaker_total_successes=c.breaker_total_successes
-                    + case(*((c.id == i, n) for i, n in zip(ids, counts, strict=True)), else_=0),
+                    **breakers.tally(c, ok=True, per_id=zip(ids, counts, strict=True)),
                 )
                 .returning(*breakers.returning(c), c.throttle_delay_seconds)
             )
