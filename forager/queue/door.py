@@ -125,6 +125,7 @@ class TaskQueue:
         fetchers: Sequence[str] | None = None,
         start: bool = False,
         by_agent: bool = False,
+        answered: Sequence[int] = (),
     ) -> list[ClaimedTask]:
         """Lease up to ``limit`` due pending tasks, honouring every domain's politeness.
 
@@ -132,7 +133,9 @@ class TaskQueue:
         ``fetchers`` to domains fetched with one of those kinds (what an agent can do);
         ``start`` moves them on to ``crawling`` at once. ``by_agent`` says an agent claims:
         only then are ``agents_only`` domains (and ``agents_preferred`` ones while an agent
-        is connected) claimable (``queue/routing.py``).
+        is connected) claimable (``queue/routing.py``). ``answered`` are this claimer's tasks
+        whose request is over (their page is being parsed or written): they hold no slot of
+        their domain's ``max_concurrent_requests`` in this claim (``claim._room``).
         """
         now = utcnow()
         claimed: list[ClaimedTask] = []
@@ -152,6 +155,7 @@ class TaskQueue:
                     self._lease_until(now),
                     start=start,
                     by_agent=by_agent,
+                    answered=answered,
                 )
         return claimed
 
