@@ -264,8 +264,9 @@ def worker(
         int | None,
         typer.Option(
             min=1,
-            help="Requests in flight at once (default 8); as many fetched pages again may "
-            "wait to be parsed and written meanwhile.",
+            help="Tasks in flight at once (default 8). While no other worker or agent "
+            "claims, requests in flight: as many fetched pages again may wait to be parsed "
+            "and written meanwhile.",
         ),
     ] = None,
 ) -> None:
