@@ -31,7 +31,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.queue import claim as claiming
-from forager.queue import dispatch, moves, scheduler
+from forager.queue import dispatch, moves, routing, scheduler
 from forager.queue.admin import (
     RESTART,
     RecrawlChange,
@@ -158,6 +158,12 @@ class TaskQueue:
                     answered=answered,
                 )
         return claimed
+
+    async def claims_alone(self, worker_id: str, workers_since: datetime) -> bool:
+        """Whether ``worker_id`` is the only one claiming: no other worker process seen since
+        ``workers_since`` (and not stopped), no connected agent (``routing.claims_alone``)."""
+        async with self.db.reader() as session:
+            return await routing.claims_alone(session, self.settings, worker_id, workers_since)
 
     async def claim_parse(self, worker_id: str, limit: int = 1) -> list[ClaimedTask]:
         """Lease downloaded tasks for the parse phase (restart-parsing, expired parse leases)."""

@@ -219,7 +219,8 @@ class WorkerPool:
         # the others would see those slots taken until the tasks are written, and the one
         # whose answers came would take every slot it freed (measured: one worker of two on
         # three domains of two slots fetched 87–93 of 97 pages).
-        self._alone = await presence.claims_alone(self.db, self.settings, self.worker_id)
+        seen = utcnow() - presence.alive_window(self.settings)
+        self._alone = await self.queue.claims_alone(self.worker_id, seen)
         answered = sorted(self.pipeline.answered) if self._alone else []
         return await self.queue.claim(self.worker_id, free, start=True, answered=answered)
 

@@ -6,14 +6,13 @@ import os
 from datetime import datetime, timedelta
 
 import psutil
-from sqlalchemy import exists, insert, or_, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.models import Worker
 from forager.db.types import utcnow
-from forager.queue.routing import agent_connected
 
 
 async def report(
@@ -70,20 +69,6 @@ async def live_workers(session: AsyncSession, since: datetime) -> list[Worker]:
         .order_by(Worker.id)
     )
     return list(rows)
-
-
-async def claims_alone(db: Database, settings: Settings, worker_id: str) -> bool:
-    """Whether ``worker_id`` is the only one claiming tasks: no other live worker process
-    (``alive_window``), no connected agent. Read by each claim of the worker pool."""
-    now = utcnow()
-    others = exists().where(
-        Worker.id != worker_id,
-        Worker.last_seen_at >= now - alive_window(settings),
-        Worker.stopped_at.is_(None),
-        Worker.concurrency > 0,
-    )
-    async with db.reader() as session:
-        return not await session.scalar(select(or_(others, agent_connected(settings, now))))
 
 
 _PROCESSES: dict[int, psutil.Process] = {}
