@@ -261,7 +261,13 @@ def _db_label(settings: Settings) -> str:
 @app.command()
 def worker(
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Tasks in flight at once (default 8).")
+        int | None,
+        typer.Option(
+            min=1,
+            help="Tasks in flight at once (default 8). While no other worker or agent "
+            "claims, requests in flight: as many fetched pages again may wait to be parsed "
+            "and written meanwhile.",
+        ),
     ] = None,
 ) -> None:
     """Run a worker process: claim tasks from the database and crawl them until SIGTERM."""
@@ -391,7 +397,14 @@ def crawl(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write products as JSONL here.")
     ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Tasks in flight at once.")] = 8,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Requests in flight at once; as many fetched pages again may wait to be "
+            "parsed and written meanwhile.",
+        ),
+    ] = 8,
     retries: Annotated[int, typer.Option(min=0, help="Retries per URL.")] = 1,
     selectors: Annotated[
         Path | None,

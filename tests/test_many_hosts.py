@@ -191,11 +191,14 @@ async def _check(
     requests = site.requests()
     fetched = Counter(r.path for r in requests if r.path.startswith("/product/"))
     assert set(fetched.values()) == {1}, "a product page was fetched twice"
-    # The work was spread over both live hosts, as the site saw it; the cut one sent only its
-    # four held fetches, whose answers never reached it.
+    # Both live hosts fetched, as the site saw it; the cut one sent only its four held fetches,
+    # whose answers never reached it. (How the work splits is first come, first served: the
+    # worker whose tasks free a domain's slots claims again at once, the other at its next
+    # poll. Three domains of two slots between two workers split 56/40 to 95/1, on main as
+    # now: "more than 10 each" failed 2 runs in 6.)
     by_client = Counter(r.client for r in requests)
     live = {lab.addresses[h][0] for h in ("w1", "w2")}
-    assert all(by_client[address] > 10 for address in live), by_client
+    assert all(by_client[address] > 0 for address in live), by_client
     cut_sent = {r.path for r in requests if r.client == lab.addresses["w3"][0]}
     assert {p for p in cut_sent if p.startswith("/hold/")} == {f"/hold/cut?n={n}" for n in range(4)}
     assert not {p for p in cut_sent if p.startswith("/product/")}

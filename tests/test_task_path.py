@@ -8,6 +8,9 @@
 - A page whose parse runs over ``FORAGER_PARSE_TIMEOUT_SECONDS`` fails ``parse`` saying so, its
   parse process is replaced, and the API answers ``/health`` all the while.
 - A recrawl that finds the same content moves ``products.last_crawled_at`` (not ``updated_at``).
+- A worker's concurrency counts requests: once a page has come back, the next request goes out
+  while that page is parsed and written, the domain's ``max_concurrent_requests`` still holds
+  at the site, and no more than the concurrency again wait past their request.
 - Parse processes run as batch work (Linux), ``FORAGER_PARSE_NICE`` steps below the event loop:
   waking one does not preempt the event loop, and the loop gets a core first.
 """
@@ -38,9 +41,10 @@ from forager.queue import door
 from forager.queue.door import FETCHED_VIA, Ending, FetchAttempt, TaskQueue
 from forager.queue.lifecycle import TaskStatus
 from forager.store import packs
-from forager.worker import parsing
+from forager.worker import parsing, presence
 from forager.worker import writer as writer_module
 from forager.worker.parsing import ParseJob, ParsePool
+from forager.worker.pool import WorkerPool
 from forager.worker.writer import Finish, GroupWriter
 from tests.conftest import SettingsFactory
 from tests.support.crawling import crawl, submit, tasks_by_id
@@ -169,6 +173,73 @@ async def test_a_domain_stays_claimable_while_the_writer_writes_a_group(
         go_on.set()
         await writer.aclose()
     assert [t.url for t in claimed] == ["https://shop.test/p/1"]
+
+
+async def test_the_next_request_goes_out_while_the_page_before_it_is_written(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    # One request at a time, for the worker and for the domain; a group is written after 5 s
+    # (or once it holds 8 tasks), so the first page waits in the writer through the test.
+    settings = make_settings(
+        writer_interval_seconds=5.0, writer_batch_size=8, default_max_concurrent_requests=1
+    )
+    urls = [site.url("/hold/first"), site.url("/product/2"), site.url("/product/3")]
+    [first, second, third] = await submit(db, settings, *urls)
+    pool = WorkerPool(db, settings, concurrency=1, run_scheduler=False)
+    runner = asyncio.create_task(pool.run())
+    try:
+        await eventually(lambda: site.held("first") == 1, "the first request in flight")
+        await asyncio.sleep(0.2)  # time enough for a second request, were it allowed
+        assert _asked(site, "/product/2") == 0  # one request at once: the domain's limit holds
+        site.release("first")
+        await eventually(lambda: _asked(site, "/product/2") == 1, "the second request")
+        # It went out while the first page waited in the writer, not after it was written.
+        assert (await tasks_by_id(db, [first]))[first].status == S.CRAWLING
+        await asyncio.sleep(0.2)
+        assert _asked(site, "/product/3") == 0  # two tasks in flight at most: the concurrency again
+    finally:
+        pool.stop()
+        await runner
+    tasks = await tasks_by_id(db, [first, second, third])
+    statuses = [tasks[i].status for i in (first, second, third)]
+    assert statuses == ["completed", "completed", "pending"]
+
+
+async def test_beside_another_worker_a_task_holds_its_slot_until_written(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """Another live worker process claims from the same queue: the domain's slot is not freed
+    early for this one alone, or it would take every slot it frees (first come, first served,
+    as the other sees them)."""
+    settings = make_settings(
+        writer_interval_seconds=1.0, writer_batch_size=8, default_max_concurrent_requests=1
+    )
+    await presence.report(db, "elsewhere:1:worker:x", kind="worker", concurrency=4, in_flight=0,
+                          processed=0)  # fmt: skip
+    [first, second] = await submit(db, settings, site.url("/product/1"), site.url("/product/2"))
+    pool = WorkerPool(db, settings, concurrency=1, run_scheduler=False)
+    runner = asyncio.create_task(pool.run())
+    try:
+        await eventually(lambda: _asked(site, "/product/1") == 1, "the first request")
+        await eventually(lambda: _asked(site, "/product/2") == 1, "the second request")
+        # The second went out only once the first was written.
+        requested = next(r.start for r in site.requests() if r.path == "/product/2")
+        async with db.reader() as session:
+            completed = await session.scalar(
+                select(Event.created_at).where(
+                    Event.entity_id == str(first), Event.event == "completed"
+                )
+            )
+        assert completed is not None, "the second request went out before the first was written"
+        assert completed.timestamp() <= requested
+    finally:
+        pool.stop()
+        await runner
+    assert {t.status for t in (await tasks_by_id(db, [first, second])).values()} == {"completed"}
+
+
+def _asked(site: TestSite, path: str) -> int:
+    return sum(1 for r in site.requests() if r.path == path)
 
 
 async def test_a_failed_group_is_written_again_exactly_once(

@@ -22,7 +22,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, exists, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
@@ -212,16 +223,28 @@ async def candidate_domains(
     return list(rows.scalars())
 
 
-def _room(domain_id: int, domain: Any, most: int) -> ColumnElement[int]:
+def _room(
+    domain_id: int, domain: Any, most: int, answered: Sequence[int] = ()
+) -> ColumnElement[int]:
     """How many tasks the domain may start now: its free slots (``max_concurrent_requests``
-    less its in-flight tasks), at most ``most``, never below 0. Evaluated inside the lease's
+    less its requests in flight), at most ``most``, never below 0. Evaluated inside the lease's
     statement, which begins after the domain's row lock was taken: its snapshot sees every
-    claim of the domain committed before, so the limit holds across processes."""
+    claim of the domain committed before, so the limit holds across processes.
+
+    A task stays ``crawling`` until its worker writes its result, after its page is parsed;
+    ``answered`` are the claimer's own tasks whose request is already over (their page is
+    being parsed or written), which hold no request slot. Any other claimer's count, so the
+    limit is never exceeded (the worker pool passes them only while it claims alone:
+    ``WorkerPool._alone``)."""
     free = domain.max_concurrent_requests - func.count()
     return (
         select(case((free <= 0, 0), (free < most, free), else_=most))
         .select_from(CrawlTask)
-        .where(CrawlTask.domain_id == domain_id, CrawlTask.status.in_(FETCHING))
+        .where(
+            CrawlTask.domain_id == domain_id,
+            CrawlTask.status.in_(FETCHING),
+            CrawlTask.id.not_in(bindparam("b_answered", list(answered), expanding=True)),
+        )
         .scalar_subquery()
     )
 
@@ -263,9 +286,10 @@ async def claim_from_domain(
     *,
     start: bool = False,
     by_agent: bool = False,
+    answered: Sequence[int] = (),
 ) -> list[ClaimedTask]:
     """Lease up to ``limit`` of one domain's due tasks, within its politeness budget (and
-    its routing: ``by_agent`` for an agent's claim)."""
+    its routing: ``by_agent`` for an agent's claim; ``answered``: ``_room``)."""
     domain = (
         await session.execute(
             select(*DOMAIN_COLUMNS)
@@ -280,7 +304,9 @@ async def claim_from_domain(
     most = min(limit, 1 if delay > 0 else limit)
     # The in-flight count rides in the pick's LIMIT: one statement, begun after the lock.
     task_ids = list(
-        (await session.execute(_pick(domain_id, now, _room(domain_id, domain, most)))).scalars()
+        (
+            await session.execute(_pick(domain_id, now, _room(domain_id, domain, most, answered)))
+        ).scalars()
     )
     if not task_ids:
         return []

@@ -31,7 +31,7 @@ from forager.config import Settings
 from forager.db.engine import Database
 from forager.db.types import utcnow
 from forager.queue import claim as claiming
-from forager.queue import dispatch, moves, scheduler
+from forager.queue import dispatch, moves, routing, scheduler
 from forager.queue.admin import (
     RESTART,
     RecrawlChange,
@@ -125,6 +125,7 @@ class TaskQueue:
         fetchers: Sequence[str] | None = None,
         start: bool = False,
         by_agent: bool = False,
+        answered: Sequence[int] = (),
     ) -> list[ClaimedTask]:
         """Lease up to ``limit`` due pending tasks, honouring every domain's politeness.
 
@@ -132,7 +133,9 @@ class TaskQueue:
         ``fetchers`` to domains fetched with one of those kinds (what an agent can do);
         ``start`` moves them on to ``crawling`` at once. ``by_agent`` says an agent claims:
         only then are ``agents_only`` domains (and ``agents_preferred`` ones while an agent
-        is connected) claimable (``queue/routing.py``).
+        is connected) claimable (``queue/routing.py``). ``answered`` are this claimer's tasks
+        whose request is over (their page is being parsed or written): they hold no slot of
+        their domain's ``max_concurrent_requests`` in this claim (``claim._room``).
         """
         now = utcnow()
         claimed: list[ClaimedTask] = []
@@ -152,8 +155,15 @@ class TaskQueue:
                     self._lease_until(now),
                     start=start,
                     by_agent=by_agent,
+                    answered=answered,
                 )
         return claimed
+
+    async def claims_alone(self, worker_id: str, workers_since: datetime) -> bool:
+        """Whether ``worker_id`` is the only one claiming: no other worker process seen since
+        ``workers_since`` (and not stopped), no connected agent (``routing.claims_alone``)."""
+        async with self.db.reader() as session:
+            return await routing.claims_alone(session, self.settings, worker_id, workers_since)
 
     async def claim_parse(self, worker_id: str, limit: int = 1) -> list[ClaimedTask]:
         """Lease downloaded tasks for the parse phase (restart-parsing, expired parse leases)."""

@@ -19,10 +19,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, or_
+from sqlalchemy import and_, exists, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
-from forager.db.models import Agent, Domain
+from forager.db.models import Agent, Domain, Worker
+from forager.db.types import utcnow
 
 ANY = "any"
 AGENTS_PREFERRED = "agents_preferred"
@@ -41,6 +43,21 @@ def agent_connected(settings: Settings, now: datetime) -> Any:
         Agent.revoked_at.is_(None),
         Agent.last_heartbeat_at >= fresh,
     )
+
+
+async def claims_alone(
+    session: AsyncSession, settings: Settings, worker_id: str, workers_since: datetime
+) -> bool:
+    """Whether ``worker_id`` is the only one claiming tasks: no other worker process seen since
+    ``workers_since`` and not stopped, no connected agent."""
+    now = utcnow()
+    others = exists().where(
+        Worker.id != worker_id,
+        Worker.last_seen_at >= workers_since,
+        Worker.stopped_at.is_(None),
+        Worker.concurrency > 0,
+    )
+    return not await session.scalar(select(or_(others, agent_connected(settings, now))))
 
 
 def claimable(settings: Settings, now: datetime, *, by_agent: bool) -> list[Any]:

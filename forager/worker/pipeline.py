@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -55,6 +56,10 @@ from forager.worker.writer import Finish, GroupWriter
 
 log = logging.getLogger(__name__)
 S = TaskStatus
+
+
+def _nothing() -> None:
+    return None
 
 
 class _Gate:
@@ -108,6 +113,11 @@ class Pipeline:
             db, queue.settings, box, worker_id, fetcher=robots_fetcher or fetcher
         )
         self.escalation = Escalation(db, queue.settings, fetcher, self.parse_fetched)
+        # The tasks of ``run`` whose request is over: their page is being parsed or written.
+        # They hold no request slot (``WorkerPool._room``, the claim's ``answered``), and
+        # ``on_answered`` is told when one more joins them.
+        self.answered: set[int] = set()
+        self.on_answered: Callable[[], None] = _nothing
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""
@@ -121,6 +131,14 @@ class Pipeline:
             log.exception("task %s: unexpected error", task.id)
             message = f"{type(exc).__name__}: {exc}"
             return await self._fail(task, "internal", message, trace=traceback.format_exc())
+        finally:
+            self.answered.discard(task.id)
+
+    def _request_over(self, task: ClaimedTask) -> None:
+        """``task``'s request slot is free: its answer came, and its sticky session (if any)
+        is given back."""
+        self.answered.add(task.id)
+        self.on_answered()
 
     async def run_fetched(
         self,
@@ -150,6 +168,8 @@ class Pipeline:
             log.exception("task %s: unexpected error", task.id)
             message = f"{type(exc).__name__}: {exc}"
             return await self._fail(task, "internal", message, trace=traceback.format_exc())
+        finally:
+            self.answered.discard(task.id)
 
     async def allowed_by_robots(self, task: ClaimedTask) -> bool:
         """The robots.txt check of the fetch phase, for a task about to go to an agent.
@@ -218,7 +238,10 @@ class Pipeline:
         except FetchError as exc:
             if sticky is not None:
                 await self.sessions.give_back(sticky, None, exc)
+            self._request_over(task)
             return await self._fetch_failed(task, proxy, started, exc, gate)
+        if sticky is None:  # a sticky session is in use until its page says how it went
+            self._request_over(task)
         return await self._store_and_parse(task, proxy, started, response, gate, parsed, sticky)
 
     async def _take_session(self, task: ClaimedTask) -> Lease | None:
@@ -341,6 +364,7 @@ class Pipeline:
             ban = FetchError(message, error_type=kind, status_code=response.status_code)
         if sticky is not None:  # the page says whether the session was blocked
             await self.sessions.give_back(sticky, response.cookies, ban)
+            self._request_over(task)
         if ban is not None:
             return await self._fetch_failed(task, proxy, started, ban, gate)
         page_key, stored = parsed.page_key, parsed.page_bytes  # stored by the parse process
