@@ -217,9 +217,15 @@ async def test_results_for_cancelled_or_reassigned_tasks_are_discarded(
             .where(CrawlTask.id == moved_id)
             .values(lease_expires_at=utcnow() - timedelta(hours=1))
         )
-    # The server's own scheduler reaps expired leases too (every 0.2 s here) and may be first.
+    # The server's own scheduler reaps expired leases too (every 0.2 s here) and may be first:
+    # a reaper skips the rows another holds (SKIP LOCKED), so this one can return before the
+    # server's has committed the move.
     await TaskQueue(db, settings).reap_expired_leases()
-    assert (await tasks_by_id(db, [moved_id]))[moved_id].status == "pending"
+
+    async def pending() -> bool:
+        return (await tasks_by_id(db, [moved_id]))[moved_id].status == "pending"
+
+    await eventually(pending, "the expired lease to be reaped")
     b = await _connect(url)
     await b.hello(token_b)
     task_b = await b.recv("task")
