@@ -233,9 +233,9 @@ def _room(
 
     A task stays ``crawling`` until its worker writes its result, after its page is parsed;
     ``answered`` are the claimer's own tasks whose request is already over (their page is
-    being parsed or written), which hold no request slot. Any other claimer's count, so the
-    limit is never exceeded (the worker pool passes them only while it claims alone:
-    ``WorkerPool._alone``)."""
+    being parsed or written), which hold no request slot. Every other claimer's tasks count
+    until written, so the limit is never exceeded (the worker pool passes ``answered`` only
+    while it claims alone: ``WorkerPool._claim``)."""
     free = domain.max_concurrent_requests - func.count()
     return (
         select(case((free <= 0, 0), (free < most, free), else_=most))
