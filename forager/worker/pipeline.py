@@ -58,10 +58,6 @@ log = logging.getLogger(__name__)
 S = TaskStatus
 
 
-def _nothing() -> None:
-    return None
-
-
 class _Gate:
     """Reopens the task's domain once its request is sent (or, failing that, when it ends)."""
 
@@ -117,7 +113,7 @@ class Pipeline:
         # They hold no request slot (``WorkerPool._room``, the claim's ``answered``), and
         # ``on_answered`` is told when one more joins them.
         self.answered: set[int] = set()
-        self.on_answered: Callable[[], None] = _nothing
+        self.on_answered: Callable[[], None] = lambda: None
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""

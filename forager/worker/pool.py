@@ -47,6 +47,10 @@ SIDE_TASK_GRACE_SECONDS = 10.0
 # Tasks in flight at most, as a multiple of the concurrency (requests at once): the rest have
 # had their answer and are being parsed or written (``WorkerPool._room``).
 DEPTH = 2
+# How long a worker trusts its last look at who else claims (``WorkerPool._claims_alone``): a
+# worker or agent that starts is seen within this, and a busy worker's claims (several a
+# second) do not each read it again.
+ALONE_CHECK_SECONDS = 1.0
 
 
 def new_worker_id(kind: str = "worker") -> str:
@@ -116,7 +120,8 @@ class WorkerPool:
         self.ended = 0  # jobs that left their task in a terminal status (completed, failed …)
         self._side_stop = asyncio.Event()  # set once drained: heartbeats run until then
         self._batch = max(1, concurrency // 4)
-        self._alone = False  # the only claimer at the last claim (``_claim``)
+        self._alone = False  # the only claimer at the last look (``_claims_alone``)
+        self._alone_checked = -ALONE_CHECK_SECONDS  # monotonic time of that look
         self.claiming = ClaimLoop(
             settings,
             f"worker {self.worker_id}",
@@ -219,10 +224,18 @@ class WorkerPool:
         # the others would see those slots taken until the tasks are written, and the one
         # whose answers came would take every slot it freed (measured: one worker of two on
         # three domains of two slots fetched 87–93 of 97 pages).
-        seen = utcnow() - presence.alive_window(self.settings)
-        self._alone = await self.queue.claims_alone(self.worker_id, seen)
-        answered = sorted(self.pipeline.answered) if self._alone else []
+        answered = list(self.pipeline.answered) if await self._claims_alone() else []
         return await self.queue.claim(self.worker_id, free, start=True, answered=answered)
+
+    async def _claims_alone(self) -> bool:
+        """Whether no other worker process is live and no agent connected, read again once
+        ``ALONE_CHECK_SECONDS`` have passed since the last look."""
+        now = time.monotonic()
+        if now - self._alone_checked >= ALONE_CHECK_SECONDS:
+            seen = utcnow() - presence.alive_window(self.settings)
+            self._alone = await self.queue.claims_alone(self.worker_id, seen)
+            self._alone_checked = now
+        return self._alone
 
     async def _claim_parse(self, free: int) -> list[ClaimedTask]:
         """Re-parses (``restart-parsing``, expired parse leases) in the room fetches left;
