@@ -310,10 +310,14 @@ async def test_the_api_creates_runs_and_lists_feeds(api: Any) -> None:
 
     async def succeeded() -> dict[str, Any] | None:
         listed: dict[str, Any] = (await api.get(f"/api/feeds/{feed['id']}/runs")).json()
-        return listed if listed["items"] and listed["items"][0]["status"] == "succeeded" else None
+        done = listed["items"] and all(r["status"] == "succeeded" for r in listed["items"])
+        return listed if done else None
 
     listed = await eventually(succeeded, "the feed's run to succeed")
-    assert listed["total"] == 1 and listed["items"][0]["rows"] == 2
+    # A feed is due once created: the app's scheduler may run it before the run asked for here
+    # (CI once listed two runs). Either way each product is delivered once.
+    assert listed["total"] in (1, 2) and listed["total"] == len(listed["items"])
+    assert sum(r["rows"] for r in listed["items"]) == 2
     assert (await api.get("/api/feeds")).json()["items"][0]["cursor"] >= 2
     assert (await api.delete(f"/api/feeds/{feed['id']}")).status_code == 204
     assert (await api.get(f"/api/feeds/{feed['id']}")).status_code == 404
