@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tempfile
 from dataclasses import dataclass
@@ -91,6 +92,7 @@ async def _crawl(
     domains: Domains | None = None,
 ) -> int:
     db, settings = runtime.db, runtime.settings
+    runtime.parts.parser.warm()  # the first parse process starts while the URLs are submitted
     outcomes = await submit_urls(
         db, settings, [SubmitSpec(url, parser_name=parser, created_by="cli") for url in urls]
     )
@@ -101,6 +103,10 @@ async def _crawl(
     if domains is not None:
         await domains.configure(db, task_ids)
     pool = runtime.worker_pool(concurrency, worker_id=new_worker_id("crawl"), kind="crawl")
+    # The pool's count reaching the crawl's size wakes the loop below at once, not at its next
+    # look at the progress.
+    all_ended = asyncio.Event()
+    pool.on_ended = lambda ended: all_ended.set() if ended >= len(task_ids) else None
     runner = asyncio.create_task(pool.run())
     loop = asyncio.get_running_loop()
     columns = (TextColumn("crawling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -115,8 +121,10 @@ async def _crawl(
                 checked = loop.time()
                 if done >= len(task_ids):
                     break
+                all_ended.clear()  # counted, but not ended in the database: look again later
             progress.update(bar, completed=min(pool.ended, len(task_ids)))
-            await asyncio.sleep(PROGRESS_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_ended.wait(), PROGRESS_SECONDS)
     pool.stop()
     await runner
     return await _report(db, console, task_ids, output, bool(invalid))

@@ -196,6 +196,18 @@ def test_crawl_writes_products_as_jsonl(
     assert not (tmp_path / "data").exists()  # a throwaway database, not the data dir
 
 
+def test_crawl_ends_once_its_last_task_is_written(
+    tmp_path: Path, cli_env: dict[str, str], site: TestSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crawl's loop wakes when the pool has ended every task, not at its next look at the
+    progress: ten minutes here, past the test's own timeout."""
+    monkeypatch.setattr(oneshot, "PROGRESS_SECONDS", 600.0)
+    urls = [site.url("/product/5"), site.url("/product/6")]
+    result = forager(tmp_path, cli_env, "crawl", *urls)
+    assert result.returncode == 0, result.stderr
+    assert "2 products, 0 failed, of 2 URLs" in result.stderr
+
+
 def test_crawl_reads_every_domain_with_a_given_selector_map(
     tmp_path: Path, cli_env: dict[str, str], site: TestSite
 ) -> None:

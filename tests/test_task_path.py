@@ -142,6 +142,75 @@ async def test_tasks_taken_away_while_in_the_writers_group_are_discarded(
     assert products == [kept.id, last.id]
 
 
+async def test_a_group_is_written_at_once_when_its_pool_has_nothing_more_to_send(
+    db: Database, make_settings: SettingsFactory
+) -> None:
+    """A group waits the writer's interval for more tasks, unless the task handed in says none
+    of its pool is left to come (``Finish.last``): then it is written at once, with what
+    waits before it."""
+    # A minute's interval (over what settings allow, so copied in, not validated).
+    settings = make_settings(writer_batch_size=8).model_copy(
+        update={"writer_interval_seconds": 60.0}
+    )
+    await submit(db, settings, *[f"https://shop.test/p/{n}" for n in range(2)])
+    first, second = sorted(
+        await TaskQueue(db, settings).claim("w", 2, start=True), key=lambda t: t.id
+    )
+    writer = GroupWriter(db, settings, None)
+    try:
+        waiting = asyncio.ensure_future(writer.finish(_finish(first, "w", 0)))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # the interval: a minute
+        last = _finish(second, "w", 1)
+        last.last = True
+        # Well within the interval, or the group waited for it.
+        assert await asyncio.wait_for(writer.finish(last), 30) == S.COMPLETED
+        assert await waiting == S.COMPLETED
+    finally:
+        await writer.aclose()
+
+
+async def test_a_pools_last_task_out_is_written_without_waiting_for_more(
+    db: Database, make_settings: SettingsFactory, site: TestSite
+) -> None:
+    """Every task of the pool is waiting in the writer: nothing more can join the group, so
+    it is written then, not after the writer's interval (a minute here)."""
+    settings = make_settings(writer_batch_size=8).model_copy(
+        update={"writer_interval_seconds": 60.0}
+    )
+    ids = await submit(db, settings, site.url("/product/1"), site.url("/product/2"))
+    pool = WorkerPool(db, settings, concurrency=4, run_scheduler=False)
+    runner = asyncio.create_task(pool.run())
+    try:
+
+        async def both_completed() -> bool:
+            tasks = await tasks_by_id(db, ids)
+            return all(t.status == S.COMPLETED for t in tasks.values())
+
+        await eventually(both_completed, "both tasks written", timeout=30)
+    finally:
+        pool.stop()
+        await runner
+
+
+async def test_a_warmed_parse_pool_starts_its_first_process_before_any_page(
+    tmp_path: Any,
+) -> None:
+    pool = ParsePool(load_settings(data_dir=tmp_path), size=2)
+    try:
+        pool.warm()
+        pool.warm()  # once
+        await eventually(lambda: len(pool._children) == 1, "the first parse process ready")
+        [child] = pool._children
+        page = product_page(1, Decimal("9.99"), True, "http://shop.test")
+        job = ParseJob(url="http://shop.test/p/1", parser_name="generic", body=page.encode())
+        assert (await pool.parse(job)).record is not None
+        assert pool._children[0] is child  # the page went to the process already started
+    finally:
+        await pool.aclose()
+    assert not child.alive
+
+
 # SQLite's writers serialize on BEGIN IMMEDIATE: no claim runs beside a group.
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 async def test_a_domain_stays_claimable_while_the_writer_writes_a_group(
@@ -186,6 +255,9 @@ async def test_the_next_request_goes_out_while_the_page_before_it_is_written(
     urls = [site.url("/hold/first"), site.url("/product/2"), site.url("/product/3")]
     [first, second, third] = await submit(db, settings, *urls)
     pool = WorkerPool(db, settings, concurrency=1, run_scheduler=False)
+    # Nor is a group written early for being the pool's last task out: the first page may be
+    # handed in before the second is claimed.
+    pool.pipeline.last_out = lambda _writing: False
     runner = asyncio.create_task(pool.run())
     try:
         await eventually(lambda: site.held("first") == 1, "the first request in flight")

@@ -114,6 +114,11 @@ class Pipeline:
         # ``on_answered`` is told when one more joins them.
         self.answered: set[int] = set()
         self.on_answered: Callable[[], None] = lambda: None
+        self.writing = 0  # its tasks handed to the writer, waiting for their group's commit
+        # Whether the task handed to the writer now is the last of its worker's still out,
+        # told how many others wait in the writer (``WorkerPool._last_out``): then its group
+        # is written at once (``Finish.last``), not after the writer's interval.
+        self.last_out: Callable[[int], bool] = lambda _writing: False
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""
@@ -129,6 +134,15 @@ class Pipeline:
             return await self._fail(task, "internal", message, trace=traceback.format_exc())
         finally:
             self.answered.discard(task.id)
+
+    async def _hand_in(self, item: Finish) -> str | None:
+        """``item`` written with its group; its task's status (None: taken away)."""
+        item.last = self.last_out(self.writing)
+        self.writing += 1
+        try:
+            return await self.writer.finish(item)
+        finally:
+            self.writing -= 1
 
     def _request_over(self, task: ClaimedTask) -> None:
         """``task``'s request slot is free: its answer came, and its sticky session (if any)
@@ -265,7 +279,7 @@ class Pipeline:
             )
         error = (verdict.error_type or "network", reason, None)
         ending = Ending(task, self.worker_id, LEASED, error=error, not_before=verdict.retry_in)
-        return await self.writer.finish(Finish(ending))
+        return await self._hand_in(Finish(ending))
 
     async def _choose_proxy(self, task: ClaimedTask) -> ProxyChoice | None:
         async with self.db.session() as session:
@@ -307,7 +321,7 @@ class Pipeline:
             LEASED,
             fetch_attempt=_fetch_attempt(proxy, started, status_code=exc.status_code),
         )
-        return await self.writer.finish(
+        return await self._hand_in(
             Finish(ending, proxy=proxy, fetch_error=exc, open_gate=not gate.opened)
         )
 
@@ -401,7 +415,7 @@ class Pipeline:
             open_gate=not gate.opened,
             discovery=_discovery(task, parsed),
         )
-        return await self.writer.finish(item)
+        return await self._hand_in(item)
 
     async def _robots_sitemaps(self, domain_id: int) -> tuple[str, ...]:
         """The domain's robots.txt ``Sitemap:`` lines (read before this fetch: the robots.txt
@@ -424,7 +438,7 @@ class Pipeline:
         except PageStoreError as exc:
             unread = ("internal", exc.message, None)
             ending = Ending(task, self.worker_id, LEASED, error=unread, parse_page=task.html_path)
-            return await self.writer.finish(Finish(ending))
+            return await self._hand_in(Finish(ending))
         job = ParseJob(
             task.url,
             task.parser_name,
@@ -443,7 +457,7 @@ class Pipeline:
             parse_page=task.html_path,
             trace=parsed.trace,
         )
-        return await self.writer.finish(
+        return await self._hand_in(
             Finish(
                 ending,
                 record=_stamped(parsed.record),
@@ -463,7 +477,7 @@ class Pipeline:
         ending = Ending(
             task, self.worker_id, LEASED, error=(error_type, message, None), trace=trace
         )
-        return await self.writer.finish(
+        return await self._hand_in(
             Finish(ending, open_gate=open_gate and task.crawl_delay_seconds > 0)
         )
 

@@ -101,6 +101,7 @@ class WorkerPool:
         )
         parts.wake.listen(self.wake)
         self.pipeline.on_answered = self._request_slot_freed
+        self.pipeline.last_out = self._last_out
         self.alerts = Deliverer(db, settings, parts.box)
         self.images = ImageDownloader(
             db, settings, parts.box, parts.fetchers, parts.pages, self.worker_id
@@ -118,6 +119,7 @@ class WorkerPool:
         self.jobs: dict[int, asyncio.Task[str | None]] = {}
         self.processed = 0
         self.ended = 0  # jobs that left their task in a terminal status (completed, failed …)
+        self.on_ended: Callable[[int], None] = lambda _ended: None  # told each new ``ended``
         self._side_stop = asyncio.Event()  # set once drained: heartbeats run until then
         self._batch = max(1, concurrency // 4)
         self._alone = False  # the only claimer at the last look (``_claims_alone``)
@@ -208,6 +210,12 @@ class WorkerPool:
         requests = len(self.jobs) - len(self.pipeline.answered)
         return min(self.concurrency - requests, DEPTH * self.concurrency - len(self.jobs))
 
+    def _last_out(self, writing: int) -> bool:
+        """Whether every other job of the pool waits in the writer (``writing`` of them): no
+        task of the pool is left to join the group, so waiting for more only delays it (and
+        beside other claimers, tasks hold their slots until written)."""
+        return len(self.jobs) <= writing + 1
+
     def _request_slot_freed(self) -> None:
         if self._alone:  # beside other claimers the task still holds its slot
             self.wake()
@@ -270,6 +278,7 @@ class WorkerPool:
             status = await self.pipeline.run(task)
             if status in TERMINAL:
                 self.ended += 1
+                self.on_ended(self.ended)
             return status
         except asyncio.CancelledError:
             # Shutdown deadline passed: give the task back without consuming a retry.

@@ -2,7 +2,9 @@
 
 A task whose page is fetched, stored and parsed (or whose fetch or parse failed) becomes a
 ``Finish``; the writer gathers them for ``FORAGER_WRITER_INTERVAL_SECONDS`` or
-``FORAGER_WRITER_BATCH_SIZE`` tasks and writes the group in one transaction: the tasks' moves
+``FORAGER_WRITER_BATCH_SIZE`` tasks, or until a ``Finish`` says nothing more is coming from its
+worker (``last``: every other task of the worker pool waits in the writer already), and writes
+the group in one transaction: the tasks' moves
 (one locked compare-and-set read, one set-based update), attempts, audit events, products,
 images, price history and items (with their versions) as multi-row inserts, and the
 fetch-policy bookkeeping per domain, and the links crawl jobs found (within their budgets).
@@ -62,6 +64,9 @@ class Finish:
     answered_ms: int | None = None  # the site answered (a direct or proxied success)
     open_gate: bool = False  # the domain's gate is still closed (the request never left)
     discovery: Discovery | None = None  # a crawl job's links found on the page
+    # Nothing more is coming from its worker pool (every other task of it waits in the writer):
+    # the group is written now instead of after the interval.
+    last: bool = False
     done: asyncio.Future[str | None] = field(default_factory=lambda: _future())
 
     def __post_init__(self) -> None:
@@ -96,7 +101,7 @@ class GroupWriter:
             self._runner = asyncio.create_task(self._run(), name="writer")
         self._pending.append(item)
         self._ready.set()
-        if len(self._pending) >= self.settings.writer_batch_size:
+        if item.last or len(self._pending) >= self.settings.writer_batch_size:
             self._full.set()
         return await asyncio.shield(item.done)
 
@@ -121,9 +126,14 @@ class GroupWriter:
                 await asyncio.wait_for(self._full.wait(), self.settings.writer_interval_seconds)
             batch = self._pending[: self.settings.writer_batch_size]
             del self._pending[: len(batch)]
-            if len(self._pending) < self.settings.writer_batch_size and not self._closing:
+            if not self._closing and not self._written_now(self._pending):
                 self._full.clear()
             await self._commit(batch)
+
+    def _written_now(self, pending: list[Finish]) -> bool:
+        """The group left over is full, or its last item's pool has nothing more to send."""
+        full = len(pending) >= self.settings.writer_batch_size
+        return full or any(item.last for item in pending)
 
     async def _commit(self, batch: list[Finish]) -> None:
         statuses = await self._try(batch)
