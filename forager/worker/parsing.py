@@ -618,8 +618,8 @@ class ParsePool:
 
     async def aclose(self) -> None:
         """Stop every child (idle ones politely); parses still running are cut off."""
-        if self._warming is not None:
-            await self._warming  # a child it starts is stopped with the others
+        if self._warming is not None:  # a child it starts is stopped with the others
+            await asyncio.wait((self._warming,))  # its failure was logged
         self._closed = True
         while self._waiters:
             self._wake()
