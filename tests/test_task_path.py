@@ -257,7 +257,7 @@ async def test_the_next_request_goes_out_while_the_page_before_it_is_written(
     pool = WorkerPool(db, settings, concurrency=1, run_scheduler=False)
     # Nor is a group written early for being the pool's last task out: the first page may be
     # handed in before the second is claimed.
-    pool.pipeline.last_out = lambda _writing: False
+    pool.pipeline.last_out = lambda: False
     runner = asyncio.create_task(pool.run())
     try:
         await eventually(lambda: site.held("first") == 1, "the first request in flight")

@@ -115,10 +115,10 @@ class Pipeline:
         self.answered: set[int] = set()
         self.on_answered: Callable[[], None] = lambda: None
         self.writing = 0  # its tasks handed to the writer, waiting for their group's commit
-        # Whether the task handed to the writer now is the last of its worker's still out,
-        # told how many others wait in the writer (``WorkerPool._last_out``): then its group
-        # is written at once (``Finish.last``), not after the writer's interval.
-        self.last_out: Callable[[int], bool] = lambda _writing: False
+        # Whether the task handed to the writer now is the last of its worker's still out
+        # (``WorkerPool._last_out``): then its group is written at once (``Finish.last``), not
+        # after the writer's interval.
+        self.last_out: Callable[[], bool] = lambda: False
 
     async def run(self, task: ClaimedTask) -> str | None:
         """Process ``task``; returns the status it ended in (None: it was taken away)."""
@@ -137,7 +137,7 @@ class Pipeline:
 
     async def _hand_in(self, item: Finish) -> str | None:
         """``item`` written with its group; its task's status (None: taken away)."""
-        item.last = self.last_out(self.writing)
+        item.last = self.last_out()
         self.writing += 1
         try:
             return await self.writer.finish(item)

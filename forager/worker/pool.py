@@ -210,11 +210,11 @@ class WorkerPool:
         requests = len(self.jobs) - len(self.pipeline.answered)
         return min(self.concurrency - requests, DEPTH * self.concurrency - len(self.jobs))
 
-    def _last_out(self, writing: int) -> bool:
-        """Whether every other job of the pool waits in the writer (``writing`` of them): no
+    def _last_out(self) -> bool:
+        """Whether every other job of the pool waits in the writer (``pipeline.writing``): no
         task of the pool is left to join the group, so waiting for more only delays it (and
         beside other claimers, tasks hold their slots until written)."""
-        return len(self.jobs) <= writing + 1
+        return len(self.jobs) <= self.pipeline.writing + 1
 
     def _request_slot_freed(self) -> None:
         if self._alone:  # beside other claimers the task still holds its slot
