@@ -10,11 +10,13 @@ from typing import Any, cast
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.db.many import Many
 from forager.db.models import Event
 from forager.db.types import utcnow
 
 _PENDING = "forager.pending_events"
 _EVENTS = cast(Table, Event.__table__)
+_INSERT = Many(insert(_EVENTS))
 
 # Who acts: the API key's name inside an API request (set by ``forager.api.auth``), ``cli``
 # in an operator command; unset (NULL) in workers, whose events are the system's own. A
@@ -69,7 +71,7 @@ async def flush(session: AsyncSession) -> None:
             group = list(run)
             if bare:
                 group = [_without_details(row) for row in group]
-            await session.execute(insert(_EVENTS), group)
+            await _INSERT.execute(session, group)
 
 
 def _without_details(row: dict[str, Any]) -> dict[str, Any]:

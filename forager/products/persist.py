@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.alerts import detect
 from forager.alerts.rules import Observation
+from forager.db.many import Many
 from forager.db.models import PriceHistory, Product, ProductImage
 from forager.db.types import utcnow
 from forager.parse.base import ProductRecord
@@ -107,6 +108,8 @@ _PRODUCTS = cast(Table, Product.__table__)
 # Rows written as Core tables, not through the ORM's bulk path (no mapper per row).
 _HISTORY = cast(Table, PriceHistory.__table__)
 _IMAGES = cast(Table, ProductImage.__table__)
+_INSERT_HISTORY = Many(insert(_HISTORY))
+_INSERT_IMAGES = Many(insert(_IMAGES))
 _KEPT = ("id", "url_hash", "content_hash", *_PRICE_FIELDS, *_PROVENANCE_FIELDS)
 _UPDATE_CONTENT = (
     update(_PRODUCTS)
@@ -245,9 +248,8 @@ async def save_products(session: AsyncSession, items: Sequence[ProductInput]) ->
     if history:
         # Alerts first: they read the history before this change (the last good values).
         await detect.products(session, [observed[i] for i, _ in history], filled=filled)
-        await session.execute(
-            insert(_HISTORY),
-            [_history_row(items[i], product_id, now) for i, product_id in history],
+        await _INSERT_HISTORY.execute(
+            session, [_history_row(items[i], product_id, now) for i, product_id in history]
         )
     signals = {i: _signal(observed[i]) for i in watched}
     for i, item in enumerate(items):
@@ -386,4 +388,4 @@ async def _replace_images(
         for position, image in enumerate(urls)
     ]
     if rows:
-        await session.execute(insert(_IMAGES), rows)
+        await _INSERT_IMAGES.execute(session, rows)

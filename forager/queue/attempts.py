@@ -17,11 +17,13 @@ from typing import Any, cast
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from forager.db.many import Many
 from forager.db.models import CrawlAttempt
 from forager.queue.lifecycle import TaskStatus
 
 S = TaskStatus
 _ATTEMPTS = cast(Table, CrawlAttempt.__table__)  # Core, not ORM: this is the hot path
+_INSERT = Many(insert(_ATTEMPTS))
 # Every row names every column: one statement shape for the whole group.
 _COLUMNS = (
     "task_id",
@@ -129,7 +131,7 @@ def rows(
 async def write(session: AsyncSession, found: list[dict[str, Any]]) -> None:
     """Insert ``found`` (from ``rows``) in the caller's transaction, one multi-row insert."""
     if found:
-        await session.execute(insert(_ATTEMPTS), found)
+        await _INSERT.execute(session, found)
 
 
 def _row(**values: Any) -> dict[str, Any]:

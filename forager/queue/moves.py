@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from forager.config import Settings
 from forager.db import audit
+from forager.db.many import Many
 from forager.db.models import CrawlTask
 from forager.db.types import UTCDateTime, utcnow
 from forager.errors import effect
@@ -278,7 +279,7 @@ def _settle(row: Any, now: Any) -> Any:
 _NOW = _param("b_now", UTCDateTime)
 # SQLite: one statement shape for every ending, so a whole group is one executemany (in
 # process: a statement costs no round trip).
-_SETTLE = _settle(SimpleNamespace(**{n: _param(n, t) for n, t in _ENDING_VALUES}), _NOW)
+_SETTLE = Many(_settle(SimpleNamespace(**{n: _param(n, t) for n, t in _ENDING_VALUES}), _NOW))
 # PostgreSQL: the whole group in one UPDATE … FROM unnest(one array per value). One shape
 # whatever the group's size (prepared once per connection), where an executemany ran the
 # UPDATE, and the task counters' trigger, once per task.
@@ -293,7 +294,7 @@ _PG_SETTLE = _settle(_ENDINGS.c, _NOW)
 async def _write_endings(session: AsyncSession, rows: list[dict[str, Any]], now: datetime) -> None:
     """The new rows of a group's tasks, in one statement (PostgreSQL) or one executemany."""
     if session.get_bind().dialect.name != "postgresql":
-        await session.execute(_SETTLE, rows)
+        await _SETTLE.execute(session, rows)
         return
     columns = {name: [row[name] for row in rows] for name, _ in _ENDING_VALUES}
     await session.execute(_PG_SETTLE, {"b_now": now, **columns})
