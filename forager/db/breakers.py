@@ -41,10 +41,16 @@ def reopen_cutoff(settings: Settings, now: datetime) -> datetime:
 
 def allows(model: Any, settings: Settings, now: datetime) -> Any:
     """SQL condition: the breaker of ``model`` (Domain or Proxy) lets work through now."""
+    return allows_since(model, reopen_cutoff(settings, now))
+
+
+def allows_since(model: Any, cutoff: Any) -> Any:
+    """``allows`` with its ``reopen_cutoff`` given: a datetime, or a bound parameter for a
+    statement built once and run with new times."""
     return or_(
         model.breaker_state != OPEN,
         model.breaker_opened_at.is_(None),
-        model.breaker_opened_at <= reopen_cutoff(settings, now),
+        model.breaker_opened_at <= cutoff,
     )
 
 

@@ -17,17 +17,18 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from forager.config import Settings
 from forager.db import breakers
 from forager.db.models import Domain
 from forager.db.types import utcnow
 
 
-def admits(settings: Settings, now: datetime) -> list[Any]:
-    """SQL conditions: the domain may be asked now (its gate is open, its breaker not open)."""
+def admits(now: Any, breaker_cutoff: Any) -> list[Any]:
+    """SQL conditions: the domain may be asked at ``now`` (its gate is open, its breaker not
+    open: ``breakers.reopen_cutoff``); datetimes, or bound parameters of them (the claim's
+    statements are built once)."""
     return [
         or_(Domain.next_fetch_at.is_(None), Domain.next_fetch_at <= now),
-        breakers.allows(Domain, settings, now),  # an open breaker: not claimed
+        breakers.allows_since(Domain, breaker_cutoff),  # an open breaker: not claimed
     ]
 
 

@@ -35,9 +35,14 @@ ROUTINGS = (ANY, AGENTS_PREFERRED, AGENTS_ONLY)
 LIVE_AGENT = ("connected", "busy")
 
 
-def agent_connected(settings: Settings, now: datetime) -> Any:
-    """True while some agent is connected (live status, fresh heartbeat, not revoked)."""
-    fresh = now - timedelta(seconds=settings.agent_timeout_seconds)
+def agent_fresh(settings: Settings, now: datetime) -> datetime:
+    """The oldest heartbeat of an agent still counted as connected at ``now``."""
+    return now - timedelta(seconds=settings.agent_timeout_seconds)
+
+
+def agent_connected(fresh: Any) -> Any:
+    """True while some agent is connected (live status, a heartbeat since ``fresh``, not
+    revoked); ``fresh`` is ``agent_fresh`` or a bound parameter of it."""
     return exists().where(
         Agent.status.in_(LIVE_AGENT),
         Agent.revoked_at.is_(None),
@@ -57,16 +62,18 @@ async def claims_alone(
         Worker.stopped_at.is_(None),
         Worker.concurrency > 0,
     )
-    return not await session.scalar(select(or_(others, agent_connected(settings, now))))
+    connected = agent_connected(agent_fresh(settings, now))
+    return not await session.scalar(select(or_(others, connected)))
 
 
-def claimable(settings: Settings, now: datetime, *, by_agent: bool) -> list[Any]:
-    """The claim's condition on ``Domain.routing``: none for an agent's claim."""
+def claimable(fresh: Any, *, by_agent: bool) -> list[Any]:
+    """The claim's condition on ``Domain.routing``: none for an agent's claim (``fresh``:
+    ``agent_connected``)."""
     if by_agent:
         return []
     return [
         or_(
             Domain.routing == ANY,
-            and_(Domain.routing == AGENTS_PREFERRED, ~agent_connected(settings, now)),
+            and_(Domain.routing == AGENTS_PREFERRED, ~agent_connected(fresh)),
         )
     ]
