@@ -29,6 +29,7 @@ import os
 import re
 import secrets
 import threading
+import time
 import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,7 +57,16 @@ def parse_key(key: str) -> tuple[str, int, int]:
 
 
 def _today() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d")
+    """Today's pack folder (UTC), named once a day: ``strftime`` at every page was ~1.5 % of a
+    crawl's event loop."""
+    global _day
+    number = int(time.time() // 86400)
+    if number != _day[0]:
+        _day = (number, datetime.fromtimestamp(number * 86400, UTC).strftime("%Y%m%d"))
+    return _day[1]
+
+
+_day = (-1, "")  # the day's number since the epoch (UTC), and its name
 
 
 class PackCursor:
