@@ -394,7 +394,11 @@ def test_edit_a_domain_disable_a_proxy_and_filter_events(admin: Any, server: Ser
     expect(line.get_by_label("Ignore robots.txt for 127.0.0.1")).to_be_checked()  # reloaded
     assert saved["fetcher"] == "auto"  # what auto remembers is shown: nothing learnt yet
     expect(line.get_by_test_id("auto-fetcher")).to_have_attribute("data-fetcher", "http")
+    # Every setting back, the delay and concurrency too: later tests' tasks and monitors poll
+    # the same host, and a 0.5 s delay kept a monitor's first poll held back past its wait.
     restore = {
+        "crawl_delay_seconds": domain["crawl_delay_seconds"],
+        "max_concurrent_requests": domain["max_concurrent_requests"],
         "ignore_robots": False,
         "proxy_strategy": domain["proxy_strategy"],
         "fetcher": domain["fetcher"],
