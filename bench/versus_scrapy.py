@@ -17,7 +17,9 @@ URL on one host and once spread over ten:
 No crawl delay, 64 requests per domain for both tools; one small unmeasured run of each first
 (imports from compiled bytecode, as after an installed program's first run). Each tool runs
 as a child process in a cpuacct cgroup of its own, which gives the CPU time of its whole
-process tree (``TreeCpu``); peak RSS (the largest process) comes from ``wait4``. Results
+process tree (``TreeCpu``); peak RSS (the largest process) comes from ``wait4``. A worker
+row also gives the CPU the PostgreSQL server used meanwhile (``bench.pg.ServerCpu``: the
+database is on this machine, outside the tree's cgroup) and the CPU per page with it. Results
 print as a table with the ratio to Scrapy's pages/s, and are saved to
 bench/results/versus_scrapy.json.
 
@@ -46,7 +48,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.pg import pg_admin, scratch_url
+from bench.pg import ServerCpu, pg_admin, scratch_url
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = int(os.environ.get("FORAGER_BENCH_VS_PAGES", "3000"))
@@ -396,6 +398,7 @@ def run_workers(
         )
         total = len(urls_file.read_text().split())
         tree = TreeCpu(f"workers-{processes}-{concurrency}")
+        server = ServerCpu()
         started = time.perf_counter()
         procs = [
             subprocess.Popen(
@@ -415,6 +418,8 @@ def run_workers(
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
             runs = [_measured(p, started) for p in procs]
+        time.sleep(0.3)  # the server reaps the ended backends of the workers' connections
+        server_cpu = server.seconds()
     finally:
         asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         if celery:
@@ -428,7 +433,13 @@ def run_workers(
         concurrency=concurrency,
         dispatch=dispatch,
     )
-    return _tree_cpu(result, tree)
+    result = _tree_cpu(result, tree)
+    if server_cpu is not None:  # issue 36: the worker rows count the database's CPU too
+        result["pg_cpu_s"] = round(server_cpu, 2)
+        result["cpu_with_pg_ms_per_page"] = round(
+            (result["cpu_s"] + server_cpu) * 1000 / max(ok, 1), 2
+        )
+    return result
 
 
 def _delete_queues(prefix: str) -> None:
@@ -608,8 +619,9 @@ def save(results: dict[str, Any]) -> None:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| layout | run | pages | wall | CPU | pages/s | CPU per page | peak RSS | vs Scrapy |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| layout | run | pages | wall | CPU | pages/s | CPU per page | PostgreSQL CPU | CPU per"
+        " page with PostgreSQL | peak RSS | vs Scrapy |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for layout, runs in results["runs"].items():
         for name, r in runs.items():
@@ -618,10 +630,18 @@ def table(results: dict[str, Any]) -> str:
                 continue
             lines.append(
                 f"| {layout} | {name} | {r['pages']} | {r['wall_s']} s | {r['cpu_s']} s | "
-                f"{r['pages_per_s']} | {r['cpu_ms_per_page']} ms | {r['peak_rss_mb']} MB | "
+                f"{r['pages_per_s']} | {r['cpu_ms_per_page']} ms | {_with_pg(r)} | "
+                f"{r['peak_rss_mb']} MB | "
                 f"{r.get('vs_scrapy', '—')}×{_spread(r)} |"
             )
     return "\n".join(lines)
+
+
+def _with_pg(row: dict[str, Any]) -> str:
+    """The PostgreSQL server's CPU and the CPU per page with it (a worker row), else dashes."""
+    if "pg_cpu_s" not in row:
+        return "— | —"
+    return f"{row['pg_cpu_s']} s | {row['cpu_with_pg_ms_per_page']} ms"
 
 
 def _spread(row: dict[str, Any]) -> str:
