@@ -2,7 +2,7 @@
 
 SQLAlchemy's executemany builds each row's parameters anew: ``construct_params``, each
 column's bind processor, a tuple in the statement's order (measured in a 3,000-page crawl:
-~5 µs per event row, ~10 per task update, ~0.35 s of the event loop's ~3.3 s of CPU in all).
+~5 µs per event row, ~13 per task update, ~0.35 s of the event loop's ~3.3 s of CPU in all).
 A ``Many`` compiles its statement once per set of row keys, the way SQLAlchemy would compile it
 for an executemany, keeps the order and the processors, and turns each row into the driver's
 tuple itself; the tuples go to the driver as one executemany (``exec_driver_sql``).
