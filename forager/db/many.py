@@ -36,7 +36,7 @@ class Many:
 
     def __init__(self, statement: Executable) -> None:
         self.statement = statement
-        self._plans: dict[tuple[str, tuple[str, ...]], _Plan] = {}
+        self._plans: dict[tuple[str, ...], _Plan] = {}  # SQLite's, by the rows' keys
 
     async def execute(self, session: AsyncSession, rows: Sequence[Row]) -> None:
         """Run the statement for every row of ``rows``, in the session's transaction."""
@@ -46,8 +46,7 @@ class Many:
         plan = None
         if dialect.name == "sqlite":
             keys = tuple(rows[0])
-            key = (dialect.name, keys)
-            plan = self._plans[key] if key in self._plans else self._plan(dialect, key)
+            plan = self._plans[keys] if keys in self._plans else self._plan(dialect, keys)
         if plan is None:
             await session.execute(self.statement, list(rows))
             return
@@ -55,13 +54,12 @@ class Many:
         connection = await session.connection()
         await connection.exec_driver_sql(sql, [parameters(row) for row in rows])
 
-    def _plan(self, dialect: Dialect, key: tuple[str, tuple[str, ...]]) -> _Plan:
-        keys = key[1]
+    def _plan(self, dialect: Dialect, keys: tuple[str, ...]) -> _Plan:
         compiled = self.statement.compile(  # type: ignore[attr-defined]
             dialect=dialect, column_keys=list(keys), for_executemany=True
         )
         plan = _positional(compiled, keys) if isinstance(compiled, SQLCompiler) else None
-        self._plans[key] = plan
+        self._plans[keys] = plan
         return plan
 
 

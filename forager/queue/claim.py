@@ -198,14 +198,10 @@ def _gate_open(by_agent: bool) -> list[Any]:
 def _fetched_with() -> ColumnElement[bool]:
     """Domains an agent with the fetchers ``b_kinds`` can fetch: its pinned fetcher is one of
     them, or it is ``auto`` and the fetcher auto remembers (None: http) is."""
+    kinds: BindParameter[str] = bindparam("b_kinds", expanding=True)
     return or_(
-        Domain.fetcher.in_(bindparam("b_kinds", expanding=True)),
-        and_(
-            Domain.fetcher == AUTO,
-            func.coalesce(Domain.auto_fetcher, "http").in_(
-                bindparam("b_auto_kinds", expanding=True)
-            ),
-        ),
+        Domain.fetcher.in_(kinds),
+        and_(Domain.fetcher == AUTO, func.coalesce(Domain.auto_fetcher, "http").in_(kinds)),
     )
 
 
@@ -255,7 +251,7 @@ async def candidate_domains(
     if only is not None:
         values["b_only"] = list(only)
     if fetchers is not None:
-        values["b_kinds"] = values["b_auto_kinds"] = list(fetchers)
+        values["b_kinds"] = list(fetchers)
     statement = _candidates(by_agent, only is not None, fetchers is not None)
     return list((await session.execute(statement, values)).scalars())
 
@@ -321,22 +317,31 @@ def _locked_domain(by_agent: bool) -> Select[Any]:
     )
 
 
-@functools.cache
-def _lease(start: bool) -> Any:
-    """The picked tasks (``b_ids``) leased to ``b_worker`` until ``b_until``."""
+def _leasing(picked: Any, was: str, becomes: str, **more: Any) -> Any:
+    """The ``picked`` tasks still ``was`` leased to ``b_worker`` until ``b_until``, now
+    ``becomes``; their rows back (``TASK_COLUMNS``)."""
     return (
         update(CrawlTask)
-        .where(CrawlTask.id.in_(bindparam("b_ids", expanding=True)), CrawlTask.status == S.PENDING)
+        .where(CrawlTask.id.in_(picked), CrawlTask.status == was)
         .values(
-            status=S.CRAWLING if start else S.QUEUED,
+            status=becomes,
             lease_owner=bindparam("b_worker"),
             lease_expires_at=bindparam("b_until", type_=UTCDateTime()),
             updated_at=_NOW,
-            **({"started_at": _NOW} if start else {}),
+            **more,
         )
         .returning(*TASK_COLUMNS)
         .execution_options(synchronize_session=False)
     )
+
+
+@functools.cache
+def _lease(start: bool) -> Any:
+    """The picked tasks (``b_ids``) leased, queued or (``start``) crawling."""
+    picked: BindParameter[int] = bindparam("b_ids", expanding=True)
+    if start:
+        return _leasing(picked, S.PENDING, S.CRAWLING, started_at=_NOW)
+    return _leasing(picked, S.PENDING, S.QUEUED)
 
 
 async def claim_from_domain(
@@ -382,28 +387,16 @@ async def claim_from_domain(
     return tasks
 
 
-_LEASE_PARSE = (
-    update(CrawlTask)
-    .where(
-        CrawlTask.id.in_(
-            _once(
-                select(CrawlTask.id)
-                .where(CrawlTask.status == S.DOWNLOADED)
-                .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
-                .limit(bindparam("b_limit", type_=Integer()))
-                .with_for_update(skip_locked=True)
-            )
-        ),
-        CrawlTask.status == S.DOWNLOADED,
-    )
-    .values(
-        status=S.QUEUED_PARSE,
-        lease_owner=bindparam("b_worker"),
-        lease_expires_at=bindparam("b_until", type_=UTCDateTime()),
-        updated_at=_NOW,
-    )
-    .returning(*TASK_COLUMNS)
-    .execution_options(synchronize_session=False)
+_LEASE_PARSE = _leasing(
+    _once(
+        select(CrawlTask.id)
+        .where(CrawlTask.status == S.DOWNLOADED)
+        .order_by(CrawlTask.priority, CrawlTask.scheduled_at, CrawlTask.id)
+        .limit(bindparam("b_limit", type_=Integer()))
+        .with_for_update(skip_locked=True)
+    ),
+    S.DOWNLOADED,
+    S.QUEUED_PARSE,
 )
 
 
