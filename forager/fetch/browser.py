@@ -269,6 +269,10 @@ class _Watch:
     """Follows a page's document requests through CDP: bytes, redirects, first send.
 
     One per page, kept with it while the page is reused; ``begin`` starts a new fetch.
+    A document's response is held (CDP ``Fetch``, response stage, documents only) until the
+    watch has seen it: a redirect past ``max_redirects`` is failed there, before Chromium
+    follows it, so a redirect loop costs the site exactly ``max_redirects + 1`` requests
+    however busy the machine is (``Page.stopLoading`` alone lands a few hops late).
     """
 
     def __init__(self, page: Page, limit: int, max_redirects: int) -> None:
@@ -276,6 +280,7 @@ class _Watch:
         self.limit = limit
         self.max_redirects = max_redirects
         self.cdp: Any = None
+        self._answers: set[asyncio.Task[Any]] = set()
         self.begin(None)
 
     def begin(self, request: FetchRequest | None) -> None:
@@ -285,6 +290,7 @@ class _Watch:
         self.on_wire: set[str] = set()
         self.received = 0
         self.redirects = 0
+        self.held_redirects = 0  # redirect responses held by ``_paused``: the cap's own count
         self.too_large = False
         self.too_many_redirects = False
         self.exceeded = asyncio.Event()  # set when a limit is crossed; waits end at once
@@ -296,7 +302,9 @@ class _Watch:
         self.cdp.on("Network.requestWillBeSent", self._will_send)
         self.cdp.on("Network.requestWillBeSentExtraInfo", self._on_wire)
         self.cdp.on("Network.dataReceived", self._data)
+        self.cdp.on("Fetch.requestPaused", self._paused)
         await self.cdp.send("Network.enable")
+        await self.cdp.send("Fetch.enable", {"patterns": [_HELD_DOCUMENTS]})
 
     def _will_send(self, params: dict[str, Any]) -> None:
         if params.get("type") != "Document":
@@ -311,6 +319,30 @@ class _Watch:
                 self.stop()
                 self.exceeded.set()
         self._maybe_sent(request_id)
+
+    def _paused(self, params: dict[str, Any]) -> None:
+        """A document's response, held: a redirect over the cap is failed, the rest go on."""
+        status = int(params.get("responseStatusCode") or 0)
+        if 300 <= status < 400 and _has_location(params.get("responseHeaders") or ()):
+            self.held_redirects += 1
+        if self.held_redirects > self.max_redirects:
+            self.too_many_redirects = True
+            self.exceeded.set()
+            answer = self.cdp.send(
+                "Fetch.failRequest",
+                {"requestId": params["requestId"], "errorReason": "BlockedByClient"},
+            )
+        else:
+            answer = self.cdp.send("Fetch.continueRequest", {"requestId": params["requestId"]})
+        task = asyncio.ensure_future(answer)  # held here: the loop keeps only a weak reference
+        self._answers.add(task)
+        task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[Any]) -> None:
+        """A CDP answer sent; its failure (the page closed meanwhile) is no error of ours."""
+        self._answers.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     def _on_wire(self, params: dict[str, Any]) -> None:
         self.on_wire.add(params["requestId"])
@@ -379,6 +411,13 @@ class _Watch:
         if self.cdp is not None:
             with contextlib.suppress(Exception):
                 await self.cdp.detach()
+
+
+_HELD_DOCUMENTS = {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}
+
+
+def _has_location(headers: Any) -> bool:
+    return any(str(h.get("name", "")).lower() == "location" for h in headers)
 
 
 # -- the fetcher --------------------------------------------------------------------------
