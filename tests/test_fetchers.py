@@ -225,6 +225,19 @@ async def test_a_redirect_loop_stops_at_the_cap_however_late_a_stop_would_land(
     assert 3 <= hops <= 4, hops
 
 
+async def test_the_frames_a_page_embeds_do_not_count_toward_its_redirects(
+    chromium: Path, site: TestSite, tmp_path: Path
+) -> None:
+    # Three frames, each a chain of three redirects: nine in all, the page's own none.
+    fetcher = BrowserFetcher(_settings(tmp_path, max_redirects=3))
+    try:
+        page = await fetcher.fetch(FetchRequest(site.url("/framed?n=3&src=/redirect/2"), UA))
+    finally:
+        await fetcher.aclose()
+    assert 'id="framed"' in page.text and page.text.count("<iframe") == 3
+    assert len([r for r in site.requests() if r.path == "/redirect/0"]) == 3
+
+
 async def test_contexts_are_recycled_and_the_browser_closed(
     chromium: Path, site: TestSite, tmp_path: Path
 ) -> None:

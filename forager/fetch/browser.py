@@ -270,9 +270,10 @@ class _Watch:
 
     One per page, kept with it while the page is reused; ``begin`` starts a new fetch.
     A document's response is held (CDP ``Fetch``, response stage, documents only) until the
-    watch has seen it: a redirect past ``max_redirects`` is failed there, before Chromium
-    follows it, so a redirect loop costs the site exactly ``max_redirects + 1`` requests
-    however busy the machine is (``Page.stopLoading`` alone lands a few hops late).
+    watch has seen it: the main frame's redirect past ``max_redirects`` is failed there, before
+    Chromium follows it, so a redirect loop costs the site exactly ``max_redirects + 1``
+    requests however busy the machine is (a ``Page.stopLoading`` lands a few hops late). The
+    frames a page embeds redirect as they will: theirs are not the page's redirects.
     """
 
     def __init__(self, page: Page, limit: int, max_redirects: int) -> None:
@@ -280,6 +281,7 @@ class _Watch:
         self.limit = limit
         self.max_redirects = max_redirects
         self.cdp: Any = None
+        self.main_frame = ""
         self._answers: set[asyncio.Task[Any]] = set()
         self.begin(None)
 
@@ -289,8 +291,7 @@ class _Watch:
         self.last_document_url = request.url if request is not None else ""
         self.on_wire: set[str] = set()
         self.received = 0
-        self.redirects = 0
-        self.held_redirects = 0  # redirect responses held by ``_paused``: the cap's own count
+        self.redirects = 0  # the main frame's redirect responses, counted as they are held
         self.too_large = False
         self.too_many_redirects = False
         self.exceeded = asyncio.Event()  # set when a limit is crossed; waits end at once
@@ -305,36 +306,38 @@ class _Watch:
         self.cdp.on("Fetch.requestPaused", self._paused)
         await self.cdp.send("Network.enable")
         await self.cdp.send("Fetch.enable", {"patterns": [_HELD_DOCUMENTS]})
+        tree = await self.cdp.send("Page.getFrameTree")
+        self.main_frame = str(tree["frameTree"]["frame"]["id"])  # the page's, for its life
 
     def _will_send(self, params: dict[str, Any]) -> None:
         if params.get("type") != "Document":
             return
         request_id = params["requestId"]
         self.documents.add(request_id)
-        self.last_document_url = str(params.get("request", {}).get("url", ""))
-        if "redirectResponse" in params:
-            self.redirects += 1
-            if self.redirects > self.max_redirects:
-                self.too_many_redirects = True
-                self.stop()
-                self.exceeded.set()
+        if params.get("frameId") == self.main_frame:
+            self.last_document_url = str(params.get("request", {}).get("url", ""))
         self._maybe_sent(request_id)
 
     def _paused(self, params: dict[str, Any]) -> None:
-        """A document's response, held: a redirect over the cap is failed, the rest go on."""
+        """A document's response, held: the main frame's redirect over the cap is failed, the
+        rest go on."""
+        request_id = params["requestId"]
         status = int(params.get("responseStatusCode") or 0)
-        if 300 <= status < 400 and _has_location(params.get("responseHeaders") or ()):
-            self.held_redirects += 1
-        if self.held_redirects > self.max_redirects:
-            self.too_many_redirects = True
-            self.exceeded.set()
-            answer = self.cdp.send(
-                "Fetch.failRequest",
-                {"requestId": params["requestId"], "errorReason": "BlockedByClient"},
-            )
-        else:
-            answer = self.cdp.send("Fetch.continueRequest", {"requestId": params["requestId"]})
-        task = asyncio.ensure_future(answer)  # held here: the loop keeps only a weak reference
+        answer = ("Fetch.continueRequest", {"requestId": request_id})
+        if (
+            params.get("frameId") == self.main_frame
+            and 300 <= status < 400
+            and _has_location(params.get("responseHeaders") or ())
+        ):
+            self.redirects += 1
+            if self.redirects > self.max_redirects:
+                self.too_many_redirects = True
+                self.exceeded.set()
+                answer = (
+                    "Fetch.failRequest",
+                    {"requestId": request_id, "errorReason": "BlockedByClient"},
+                )
+        task = asyncio.ensure_future(self.cdp.send(*answer))  # held: the loop's ref is weak
         self._answers.add(task)
         task.add_done_callback(self._answered)
 

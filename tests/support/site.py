@@ -498,6 +498,15 @@ async def redirect(request: Request) -> Response:
     return RedirectResponse(target, status_code=302)
 
 
+async def framed(request: Request) -> Response:
+    """A product page embedding ``n`` frames of ``src`` (an ad slot's redirect chain, say)."""
+    src = request.query_params.get("src", "/product/2")
+    frames = "".join(
+        f'<iframe src="{src}"></iframe>' for _ in range(int(request.query_params.get("n", "1")))
+    )
+    return HTMLResponse(f"<html><body><h1 id=framed>framed</h1>{frames}</body></html>")
+
+
 async def redirect_loop(request: Request) -> Response:
     return RedirectResponse("/redirect-loop", status_code=302)
 
@@ -699,6 +708,7 @@ def create_app(state: SiteState | None = None, closing: asyncio.Event | None = N
         Route("/redirect/{n:int}", redirect),
         Route("/live/{key}", live),
         Route("/redirect-loop", redirect_loop),
+        Route("/framed", framed),
         Route("/big", big),
         Route("/big-declared", big_declared),
         Route("/gzip-bomb", gzip_bomb),
