@@ -31,6 +31,7 @@ from forager.proxies.selection import (
     DomainPolicy,
     NoProxyAvailable,
     ProxyChoice,
+    _take,
     choose_proxy,
     release_proxy,
 )
@@ -216,6 +217,31 @@ async def test_rate_limit_per_domain_and_proxy(db: Database, settings: Settings)
             .values(next_request_at=utcnow() - timedelta(seconds=1))
         )
     assert await _choose(db, settings, policy) is not None
+
+
+async def test_a_pick_read_before_another_committed_does_not_break_the_pair_rate(
+    db: Database, settings: Settings
+) -> None:
+    # On PostgreSQL two workers' picks can overlap so: one reads the pair (free), the other
+    # commits its pick (the pair now waits an hour), the first locks the proxy (free again)
+    # and takes it. The take reads the pair's time again under its lock and refuses.
+    domain_id = await _domain(db, proxy_rate_limit_rps=1 / 3600)
+    [proxy_id] = await _proxies(db, 1, map_to=domain_id)
+    policy = DomainPolicy(domain_id, rate_limit_rps=1 / 3600)
+    async with db.reader() as session:
+        proxy, mapping = (
+            await session.execute(
+                select(Proxy, DomainProxy).join(DomainProxy, DomainProxy.proxy_id == Proxy.id)
+            )
+        ).one()
+    assert mapping.next_request_at is None  # what the first worker read
+    assert await _choose(db, settings, policy, owner="w:2") is not None  # the other's pick
+    async with db.session() as session:
+        taken = await _take(session, policy, settings, proxy, mapping, "w:1", utcnow())
+    assert not taken
+    assert (await _get(db, Proxy, proxy_id)).hour_requests == 1  # only the other's pick counted
+    gate = (await _mapping(db, domain_id, proxy_id)).next_request_at
+    assert gate is not None and gate > utcnow() + timedelta(minutes=59)
 
 
 async def test_ban_avoidance_prefers_another_proxy(db: Database, settings: Settings) -> None:

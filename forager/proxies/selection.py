@@ -195,8 +195,23 @@ async def _take(
     owner: str,
     now: datetime,
 ) -> bool:
-    """Mark the pick used (and leased), counting it in the proxy's hour; False if an exclusive
-    lease was taken or the hourly budget used up meanwhile."""
+    """Mark the pick used (and leased), counting it in the proxy's hour; False if the pair's
+    rate, an exclusive lease or the hourly budget was taken meanwhile.
+
+    The pick's query locked the proxy only. On PostgreSQL (READ COMMITTED) it rechecks only
+    the locked row against another pick that committed meanwhile, and may have read the
+    pair's ``next_request_at`` from before it: so the pair's row is locked (proxy first, then
+    mapping, as everywhere) and its time read again here, before anything is written."""
+    if policy.rate_limit_rps or (mapping is not None and mapping.next_request_at is not None):
+        pair_at = (
+            await session.execute(
+                select(DomainProxy.next_request_at)
+                .where(DomainProxy.domain_id == policy.domain_id, DomainProxy.proxy_id == proxy.id)
+                .with_for_update()
+            )
+        ).one_or_none()
+        if pair_at is not None and pair_at[0] is not None and pair_at[0] > now:
+            return False
     values: dict[str, Any] = {
         "last_used_at": now,
         "hour_started_at": case((_new_hour(now), now), else_=Proxy.hour_started_at),
