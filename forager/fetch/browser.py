@@ -91,6 +91,8 @@ _PROXY_ERRORS = (
 
 
 _CONNECTION_ERRORS = ("ERR_CONNECTION", "ERR_SOCKET", "ERR_EMPTY_RESPONSE", "ERR_ADDRESS")
+# What the page watch holds: every document's response, before Chromium acts on it.
+_HELD_DOCUMENTS = {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}
 
 
 # -- the one browser of the process -------------------------------------------------------
@@ -414,9 +416,6 @@ class _Watch:
         if self.cdp is not None:
             with contextlib.suppress(Exception):
                 await self.cdp.detach()
-
-
-_HELD_DOCUMENTS = {"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"}
 
 
 def _has_location(headers: Any) -> bool:

@@ -202,15 +202,12 @@ async def _take(
     the locked row against another pick that committed meanwhile, and may have read the
     pair's ``next_request_at`` from before it: so the pair's row is locked (proxy first, then
     mapping, as everywhere) and its time read again here, before anything is written."""
+    this_pair = (DomainProxy.domain_id == policy.domain_id, DomainProxy.proxy_id == proxy.id)
     if policy.rate_limit_rps or (mapping is not None and mapping.next_request_at is not None):
-        pair_at = (
-            await session.execute(
-                select(DomainProxy.next_request_at)
-                .where(DomainProxy.domain_id == policy.domain_id, DomainProxy.proxy_id == proxy.id)
-                .with_for_update()
-            )
-        ).one_or_none()
-        if pair_at is not None and pair_at[0] is not None and pair_at[0] > now:
+        waits_until = await session.scalar(
+            select(DomainProxy.next_request_at).where(*this_pair).with_for_update()
+        )  # None: no pair row yet (a pool proxy's first use) or no gate
+        if waits_until is not None and waits_until > now:
             return False
     values: dict[str, Any] = {
         "last_used_at": now,
@@ -255,7 +252,7 @@ async def _take(
         )
     await session.execute(
         update(DomainProxy)
-        .where(DomainProxy.domain_id == policy.domain_id, DomainProxy.proxy_id == proxy.id)
+        .where(*this_pair)
         .values(**pair)
         .execution_options(synchronize_session=False)
     )
